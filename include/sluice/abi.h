@@ -1,0 +1,131 @@
+/*
+ * abi.h: everything that crosses the line between libsluice (the
+ * application) and the dataplane.  Nothing else does.
+ *
+ * 1. The attach socket: a unix SOCK_SEQPACKET socket; each request is one
+ *    struct sl_ctl_msg (plus a file descriptor for HELLO and REG), each
+ *    answer one struct sl_ctl_reply.
+ * 2. The client page: one shared memory file per client, created by the
+ *    client and passed with HELLO, holding a submission ring (client ->
+ *    dataplane, struct sl_cmd) and a completion ring (dataplane -> client,
+ *    struct sl_cpl), plus the words both sides sleep and wake on.
+ * 3. Registered memory: shared memory files the client passes with REG.
+ *    Commands name buffers as (region id, byte offset); the dataplane checks
+ *    every range against that client's own regions before touching it.
+ *
+ * Bump SL_ABI_VERSION on any change to this file.
+ */
+#ifndef SLUICE_ABI_H
+#define SLUICE_ABI_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "spsc.h"
+
+#define SL_ABI_VERSION 1
+#define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
+
+#define SL_SUBMIT_SLOTS 256u
+#define SL_COMPLETE_SLOTS 256u
+#define SL_MAX_RANKS 256u
+#define SL_MAX_REGIONS 64u
+#define SL_ERRMSG_LEN 192u
+
+/* ---- rings ---- */
+
+enum sl_opcode {
+	SL_OP_ALLREDUCE = 1,
+};
+
+/* One collective, written by the client into its submission ring. */
+struct sl_cmd {
+	uint64_t req;         /* client's tag, echoed in the completion */
+	uint32_t opcode;      /* enum sl_opcode */
+	uint32_t comm;        /* handle from COMM_CREATE */
+	uint64_t count;       /* elements */
+	uint32_t dtype;       /* sluice_datatype_t */
+	uint32_t redop;       /* sluice_redop_t */
+	uint32_t root;        /* rooted collectives */
+	uint32_t send_region; /* region ids from REG */
+	uint32_t recv_region;
+	uint32_t reserved;
+	uint64_t send_off;    /* byte offsets within the regions */
+	uint64_t recv_off;
+};
+
+/* One finished collective, written by the dataplane. */
+struct sl_cpl {
+	uint64_t req;              /* the command's tag */
+	int32_t status;            /* sluice_result_t */
+	uint32_t reserved;
+	char msg[SL_ERRMSG_LEN];   /* why, when status is not SLUICE_OK */
+};
+
+/* The client page.  Each ring's shared part follows at its offset. */
+struct sl_client_page {
+	uint32_t magic;          /* SL_ABI_MAGIC */
+	uint32_t version;        /* SL_ABI_VERSION */
+	uint32_t submit_off;     /* byte offset of the submission ring */
+	uint32_t complete_off;   /* byte offset of the completion ring */
+	/* the client sleeps on cpl_seq when it is set: the engine bumps it and wakes */
+	alignas(SL_CACHE_LINE) _Atomic uint32_t cpl_seq;   /* futex word, bumped per completion */
+	_Atomic uint32_t client_sleeping;                   /* client is (about to be) in futex_wait */
+	/* the engine naps on doorbell when idle: the client rings it after submitting */
+	alignas(SL_CACHE_LINE) _Atomic uint32_t doorbell;  /* futex word, bumped per submission */
+};
+
+static inline uint32_t sl_page_submit_off(void)
+{
+	return (uint32_t)((sizeof(struct sl_client_page) + SL_CACHE_LINE - 1) & ~(size_t)(SL_CACHE_LINE - 1));
+}
+
+static inline uint32_t sl_page_complete_off(void)
+{
+	size_t end = sl_page_submit_off() + sl_spsc_bytes(SL_SUBMIT_SLOTS, sizeof(struct sl_cmd));
+	return (uint32_t)((end + SL_CACHE_LINE - 1) & ~(size_t)(SL_CACHE_LINE - 1));
+}
+
+static inline size_t sl_page_bytes(void)
+{
+	return sl_page_complete_off() + sl_spsc_bytes(SL_COMPLETE_SLOTS, sizeof(struct sl_cpl));
+}
+
+/* ---- attach socket ---- */
+
+enum sl_ctl_type {
+	SL_CTL_HELLO = 1,        /* fd: client page.  reply.value = client id */
+	SL_CTL_REG = 2,          /* fd: memory file of a.size bytes. reply.value = region id */
+	SL_CTL_DEREG = 3,        /* a.region */
+	SL_CTL_COMM_CREATE = 4,  /* c.*; reply.value = comm handle */
+	SL_CTL_COMM_DESTROY = 5, /* a.comm */
+	SL_CTL_INFO = 6,         /* reply.node = this dataplane's node id */
+};
+
+struct sl_ctl_msg {
+	uint32_t type;    /* enum sl_ctl_type */
+	uint32_t version; /* SL_ABI_VERSION */
+	union {
+		struct {
+			uint64_t size;
+			uint32_t region;
+			uint32_t comm;
+		} a;
+		struct {
+			uint64_t key;                 /* same on every rank of the communicator */
+			uint32_t rank;
+			uint32_t nranks;
+			uint32_t node[SL_MAX_RANKS];  /* dataplane node id of each rank */
+		} c;
+	};
+};
+
+struct sl_ctl_reply {
+	int32_t status;           /* sluice_result_t */
+	uint32_t value;           /* client id, region id or comm handle */
+	uint32_t node;            /* this dataplane's node id */
+	uint32_t reserved;
+	char msg[SL_ERRMSG_LEN];  /* why, when status is not SLUICE_OK */
+};
+
+#endif

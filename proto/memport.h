@@ -1,0 +1,27 @@
+/*
+ * memport.h: an in-memory port for tests: a pair of ports joined back to
+ * back inside one process, with seeded, replayable faults (drop, duplicate,
+ * reorder, corrupt) on what crosses.  Single-threaded: both ends are polled
+ * from the same thread.
+ */
+#ifndef SLUICE_MEMPORT_H
+#define SLUICE_MEMPORT_H
+
+#include "port.h"
+
+struct sl_memport_faults {
+	double drop;      /* probability a frame is lost */
+	double dup;       /* probability a frame is delivered twice */
+	double reorder;   /* probability a frame is held back behind later ones */
+	double corrupt;   /* probability one byte of a frame is flipped */
+	uint64_t seed;
+};
+
+/* Make two joined ports a and b carrying frames up to max_frame bytes.
+ * Each direction queues up to depth frames (more are dropped, counted as tx_full). */
+int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, uint32_t depth,
+		    const struct sl_memport_faults *faults);
+/* Frees both ends of a pair.  */
+void sl_memport_pair_free(struct sl_port *a, struct sl_port *b);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * port.h: the one interface between the transport and whatever moves
+ * frames (DPDK memif/af_packet/af_xdp, verbs, or the in-memory test port).
+ * No DPDK type crosses it: a frame is a pointer, a length and an opaque
+ * handle the port uses to free it.
+ */
+#ifndef SLUICE_PORT_H
+#define SLUICE_PORT_H
+
+#include <stdint.h>
+
+/* One frame, linear in memory (ports linearize chains). */
+struct sl_pkt {
+	uint8_t *data;  /* first byte of the Ethernet header */
+	uint32_t len;   /* frame bytes; tx: set by the caller before tx_burst */
+	uint32_t cap;   /* bytes available at data (tx buffers) */
+	void *handle;   /* the port's own buffer (an rte_mbuf, ...) */
+};
+
+struct sl_port;
+
+struct sl_port_ops {
+	const char *name;
+	/* Receive up to n frames; the caller frees each with free(). */
+	uint16_t (*rx_burst)(struct sl_port *port, struct sl_pkt *pkts, uint16_t n);
+	/* Send up to n frames; the port owns the sent ones, the caller keeps the rest. */
+	uint16_t (*tx_burst)(struct sl_port *port, struct sl_pkt *pkts, uint16_t n);
+	/* Get up to n empty tx buffers with cap >= port->max_frame. */
+	uint16_t (*alloc)(struct sl_port *port, struct sl_pkt *pkts, uint16_t n);
+	void (*free)(struct sl_port *port, struct sl_pkt *pkts, uint16_t n);
+	void (*close)(struct sl_port *port);
+};
+
+struct sl_port_counters {
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
+	uint64_t tx_full;    /* frames the port refused (ring full) */
+	uint64_t rx_chained; /* frames that arrived in several segments */
+};
+
+struct sl_port {
+	const struct sl_port_ops *ops;
+	void *priv;              /* the port's own state */
+	uint32_t max_frame;      /* largest frame it carries, Ethernet header included */
+	uint16_t index;          /* position in the engine's port table */
+	uint8_t mac[6];          /* source MAC for frames sent here */
+	struct sl_port_counters stats;
+};
+
+/* A monotonic clock in nanoseconds; tests pass a fake one. */
+struct sl_clock {
+	uint64_t (*now_ns)(void *arg);
+	void *arg;
+};
+
+static inline uint64_t sl_now(const struct sl_clock *c)
+{
+	return c->now_ns(c->arg);
+}
+
+#endif

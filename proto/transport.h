@@ -1,0 +1,110 @@
+/*
+ * transport.h: sluice's reliable transport between dataplanes.
+ *
+ * One flow per remote node.  Messages (contiguous byte ranges with a header
+ * template) are cut into DATA packets of at most cfg.payload bytes, each with
+ * the flow's next PSN.  The receiver applies each PSN exactly once, in any
+ * order (direct placement: every packet names its offset), and answers with
+ * ACKs carrying a cumulative PSN and a SACK bitmap.  The sender keeps at most
+ * cfg.window packets in flight per flow, retransmits selectively (SACK holes
+ * and RTO, never go-back-N) by rebuilding packets from the message's source
+ * bytes, and declares a flow dead when nothing it sends is acknowledged for
+ * cfg.dead_ns.
+ *
+ * Pure C: frames move through struct sl_port, time through struct sl_clock.
+ */
+#ifndef SLUICE_TRANSPORT_H
+#define SLUICE_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "port.h"
+#include "wire.h"
+
+#define SL_MAX_NODES 256
+#define SL_MAX_PORTS 8
+#define SL_MAX_WINDOW 256 /* the SACK bitmap's width */
+
+struct sl_tp_config {
+	uint16_t local_node;  /* this dataplane's node id */
+	uint32_t payload;     /* max payload bytes per DATA packet; a multiple of 16 */
+	uint32_t window;      /* max DATA packets in flight per flow, <= SL_MAX_WINDOW */
+	uint64_t rto_min_ns;  /* retransmission timeout floor */
+	uint64_t rto_max_ns;  /* and ceiling, after exponential backoff */
+	uint64_t dead_ns;     /* no ACK progress this long: the peer is dead */
+};
+
+/* Defaults: payload from the port's frame size, window 256, RTO 1 ms..100 ms, dead 30 s. */
+void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_t max_frame);
+
+/* A message to send.  The caller owns it and keeps it (and src) alive and
+ * unchanged until the acked callback, or until sl_tp_cancel. */
+struct sl_tp_msg {
+	/* the caller's */
+	uint16_t dst_node;
+	struct sl_hdr hdr;     /* template: comm, seq, step, kind, dtype_op, count, flags;
+				  offset = byte offset of src[0]; len = total bytes (0 allowed:
+				  one packet with no payload is sent) */
+	const uint8_t *src;
+	void *owner;           /* for the caller's callbacks */
+	/* the transport's */
+	uint32_t next_off;     /* bytes already cut into packets */
+	uint32_t unacked;      /* packets sent and not yet acknowledged */
+	bool queued;
+	struct sl_tp_msg *next;
+};
+
+enum sl_deliver_result {
+	SL_DELIVER_DONE = 0,  /* applied (or rejected for good): acknowledge it */
+	SL_DELIVER_RETRY = 1, /* cannot apply yet: do not acknowledge, the sender retransmits */
+};
+
+struct sl_tp_callbacks {
+	/* A DATA packet, exactly once per PSN.  payload holds h->len bytes. */
+	enum sl_deliver_result (*deliver)(void *arg, const struct sl_hdr *h, const uint8_t *payload);
+	/* Every packet of m is acknowledged: m and its source may be reused. */
+	void (*acked)(void *arg, struct sl_tp_msg *m);
+	/* The peer has not acknowledged anything for dead_ns. */
+	void (*flow_dead)(void *arg, uint16_t node);
+	void *arg;
+};
+
+struct sl_tp_stats {
+	uint64_t data_tx, data_rx, bytes_tx, bytes_rx;
+	uint64_t ack_tx, ack_rx;
+	uint64_t retx_rto, retx_sack;   /* retransmissions by cause */
+	uint64_t rx_dup;                /* DATA for a PSN already applied */
+	uint64_t rx_out_of_window;      /* DATA beyond the receive window */
+	uint64_t rx_retry;              /* DATA the engine could not apply yet */
+	uint64_t rx_malformed;          /* failed sl_wire_parse other than NOT_SLUICE */
+	uint64_t rx_foreign;            /* not sluice, or from/to a node we have no flow with */
+	uint64_t tx_no_buf;             /* a poll found no tx buffer */
+	uint64_t flows_dead;
+};
+
+struct sl_tp;
+
+struct sl_tp *sl_tp_create(const struct sl_tp_config *cfg, const struct sl_clock *clock,
+			   const struct sl_tp_callbacks *cb);
+void sl_tp_destroy(struct sl_tp *tp);
+
+/* Add a port (up to SL_MAX_PORTS); returns its index, or -1. */
+int sl_tp_add_port(struct sl_tp *tp, struct sl_port *port);
+/* Reach node through port index port_idx at addr; opens the flow. 0 or -1. */
+int sl_tp_add_route(struct sl_tp *tp, uint16_t node, uint16_t port_idx, const struct sl_addr *addr);
+bool sl_tp_node_alive(const struct sl_tp *tp, uint16_t node);
+
+/* Queue m.  -1 when the node is unknown or dead. */
+int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m);
+/* Forget m: unqueue it, and send its in-flight packets' PSNs empty if they
+ * must be retransmitted.  No callback for m afterwards. */
+void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m);
+
+/* One pass: receive on every port, send ACKs, send queued data, run timers.
+ * Returns packets moved, 0 when there was nothing to do (for idle back-off). */
+uint32_t sl_tp_poll(struct sl_tp *tp);
+
+const struct sl_tp_stats *sl_tp_get_stats(const struct sl_tp *tp);
+
+#endif

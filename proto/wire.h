@@ -1,0 +1,101 @@
+/*
+ * wire.h: sluice's frame format.
+ *
+ *   Ethernet (14) | IPv4 (20, no options) | UDP (8) | sluice header (48) | payload
+ *
+ * The UDP destination port is SL_UDP_PORT; the source port carries entropy
+ * so that switches spread one flow over many paths.  All multi-byte fields
+ * are big-endian on the wire; struct sl_hdr below is the host-order view
+ * that sl_wire_parse fills and sl_wire_build writes.
+ */
+#ifndef SLUICE_WIRE_H
+#define SLUICE_WIRE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SL_WIRE_VERSION 1
+#define SL_UDP_PORT 0x51ce
+#define SL_ETH_LEN 14
+#define SL_IP_LEN 20
+#define SL_UDP_LEN 8
+#define SL_HDR_LEN 48
+#define SL_FRAME_OVERHEAD (SL_ETH_LEN + SL_IP_LEN + SL_UDP_LEN + SL_HDR_LEN)
+#define SL_ACK_LEN 48 /* ACK body after the sluice header */
+
+enum sl_pkt_type {
+	SL_T_DATA = 1, /* payload for (comm, seq, step) at offset */
+	SL_T_ACK = 2,  /* cumulative PSN + SACK bitmap, in the ACK body */
+};
+
+enum sl_hdr_flags {
+	SL_F_RETX = 1u << 0,  /* a retransmission */
+	SL_F_CTRL = 1u << 1,  /* DATA carrying a control message (abort, ...) for the engine */
+};
+
+/* The sluice header, host order.  Every field is checked by sl_wire_parse. */
+struct sl_hdr {
+	uint8_t version;   /* SL_WIRE_VERSION */
+	uint8_t type;      /* enum sl_pkt_type */
+	uint16_t flags;    /* enum sl_hdr_flags */
+	uint16_t src_node; /* sender's dataplane node id: selects the flow */
+	uint16_t dst_node; /* receiver's dataplane node id */
+	uint32_t psn;      /* per-flow packet sequence number (DATA) */
+	uint32_t comm;     /* communicator key (low 32 bits) */
+	uint32_t seq;      /* collective sequence number within the communicator */
+	uint16_t step;     /* algorithm step */
+	uint8_t kind;      /* collective kind (enum sl_opcode) */
+	uint8_t dtype_op;  /* datatype << 4 | redop: checked against the receiver's call */
+	uint64_t count;    /* the collective's element count: checked likewise */
+	uint64_t offset;   /* payload's byte offset within the destination buffer */
+	uint32_t len;      /* payload bytes */
+	uint32_t ts;       /* sender's clock, microseconds, echoed by ACKs */
+};
+
+/* The ACK body that follows an SL_T_ACK header (host order). */
+struct sl_ack {
+	uint32_t cum_psn;      /* every PSN below this was received */
+	uint32_t echo_ts;      /* ts of the DATA packet that triggered this ACK */
+	uint32_t credit;       /* packets the receiver will still accept beyond cum_psn */
+	uint32_t reserved;
+	uint64_t sack[4];      /* bit i of word i/64: PSN cum_psn + 1 + i was received */
+};
+
+/* Addresses of one end: enough to build the Ethernet/IPv4/UDP headers. */
+struct sl_addr {
+	uint8_t mac[6];
+	uint32_t ip; /* host order */
+};
+
+/* A node's default addresses in an emulated cluster: 02:53:4c:00:00:NN, 10.83.x.y. */
+void sl_addr_for_node(uint16_t node, struct sl_addr *out);
+
+/*
+ * Write a whole frame into buf (cap bytes): headers from h (h->len payload
+ * bytes copied from payload, or the ACK body from ack for SL_T_ACK).
+ * Returns the frame length, or 0 when cap is too small.
+ */
+uint32_t sl_wire_build(uint8_t *buf, uint32_t cap, const struct sl_addr *src,
+		       const struct sl_addr *dst, uint16_t entropy, const struct sl_hdr *h,
+		       const void *payload, const struct sl_ack *ack);
+
+enum sl_parse_result {
+	SL_PARSE_OK = 0,
+	SL_PARSE_SHORT,       /* shorter than the headers or than len says */
+	SL_PARSE_NOT_SLUICE,  /* not IPv4/UDP to SL_UDP_PORT: a foreign frame */
+	SL_PARSE_BAD_VERSION,
+	SL_PARSE_BAD_TYPE,
+	SL_PARSE_BAD_LENGTH,  /* UDP/IP/sluice lengths disagree */
+};
+
+/*
+ * Check a frame and decode it.  On SL_PARSE_OK *payload points at the
+ * payload (h->len bytes, all inside the frame) and, for an ACK, *ack is
+ * filled.  Never reads outside [frame, frame + len).
+ */
+enum sl_parse_result sl_wire_parse(const uint8_t *frame, uint32_t len, struct sl_hdr *h,
+				   const uint8_t **payload, struct sl_ack *ack);
+
+const char *sl_parse_result_str(enum sl_parse_result r);
+
+#endif
