@@ -73,6 +73,7 @@ struct sl_client_page {
 	_Atomic uint32_t client_sleeping;                   /* client is (about to be) in futex_wait */
 	/* the engine naps on doorbell when idle: the client rings it after submitting */
 	alignas(SL_CACHE_LINE) _Atomic uint32_t doorbell;  /* futex word, bumped per submission */
+	_Atomic uint32_t engine_napping;                    /* engine is (about to be) in futex_wait */
 };
 
 static inline uint32_t sl_page_submit_off(void)
