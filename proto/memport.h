@@ -18,10 +18,14 @@ struct sl_memport_faults {
 };
 
 /* Make two joined ports a and b carrying frames up to max_frame bytes.
- * Each direction queues up to depth frames (more are dropped, counted as tx_full). */
+ * Each direction queues up to depth frames; tx_burst refuses more (the caller
+ * keeps them), counted as tx_full. */
 int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, uint32_t depth,
 		    const struct sl_memport_faults *faults);
 /* Frees both ends of a pair.  */
 void sl_memport_pair_free(struct sl_port *a, struct sl_port *b);
+/* Buffers of p's pair that users hold (allocated or received, not yet sent
+ * or freed): 0 once every user is done, else something leaked. */
+uint32_t sl_memport_held(const struct sl_port *p);
 
 #endif

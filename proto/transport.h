@@ -33,9 +33,11 @@ struct sl_tp_config {
 	uint64_t rto_min_ns;  /* retransmission timeout floor */
 	uint64_t rto_max_ns;  /* and ceiling, after exponential backoff */
 	uint64_t dead_ns;     /* no ACK progress this long: the peer is dead */
+	bool crc;             /* send a CRC32C trailer (for links without an FCS) */
 };
 
-/* Defaults: payload from the port's frame size, window 256, RTO 1 ms..100 ms, dead 30 s. */
+/* Defaults: payload from the port's frame size (room left for a CRC trailer),
+ * window 256, RTO 1 ms..100 ms, dead 30 s, no CRC. */
 void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_t max_frame);
 
 /* A message to send.  The caller owns it and keeps it (and src) alive and
@@ -71,10 +73,12 @@ struct sl_tp_callbacks {
 };
 
 struct sl_tp_stats {
-	uint64_t data_tx, data_rx, bytes_tx, bytes_rx;
+	uint64_t data_tx, data_rx, bytes_tx, bytes_rx; /* tx: built and queued for a port, retx
+							   included; rx: delivered (SL_DELIVER_DONE) */
 	uint64_t ack_tx, ack_rx;
 	uint64_t retx_rto, retx_sack;   /* retransmissions by cause */
 	uint64_t rx_dup;                /* DATA for a PSN already applied */
+	uint64_t rx_void;               /* void DATA (cancelled message): PSN marked, nothing delivered */
 	uint64_t rx_out_of_window;      /* DATA beyond the receive window */
 	uint64_t rx_retry;              /* DATA the engine could not apply yet */
 	uint64_t rx_malformed;          /* failed sl_wire_parse other than NOT_SLUICE */

@@ -22,6 +22,7 @@
 #define SL_HDR_LEN 48
 #define SL_FRAME_OVERHEAD (SL_ETH_LEN + SL_IP_LEN + SL_UDP_LEN + SL_HDR_LEN)
 #define SL_ACK_LEN 48 /* ACK body after the sluice header */
+#define SL_CRC_LEN 4  /* optional CRC32C trailer (SL_F_CRC) */
 
 enum sl_pkt_type {
 	SL_T_DATA = 1, /* payload for (comm, seq, step) at offset */
@@ -31,6 +32,8 @@ enum sl_pkt_type {
 enum sl_hdr_flags {
 	SL_F_RETX = 1u << 0,  /* a retransmission */
 	SL_F_CTRL = 1u << 1,  /* DATA carrying a control message (abort, ...) for the engine */
+	SL_F_VOID = 1u << 2,  /* DATA of a cancelled message, len 0: mark the PSN, deliver nothing */
+	SL_F_CRC = 1u << 3,   /* a CRC32C of sluice header + body follows the body */
 };
 
 /* The sluice header, host order.  Every field is checked by sl_wire_parse. */
@@ -56,7 +59,7 @@ struct sl_hdr {
 struct sl_ack {
 	uint32_t cum_psn;      /* every PSN below this was received */
 	uint32_t echo_ts;      /* ts of the DATA packet that triggered this ACK */
-	uint32_t credit;       /* packets the receiver will still accept beyond cum_psn */
+	uint32_t credit;       /* packets the receiver will still accept, counting from cum_psn */
 	uint32_t reserved;
 	uint64_t sack[4];      /* bit i of word i/64: PSN cum_psn + 1 + i was received */
 };
@@ -72,7 +75,9 @@ void sl_addr_for_node(uint16_t node, struct sl_addr *out);
 
 /*
  * Write a whole frame into buf (cap bytes): headers from h (h->len payload
- * bytes copied from payload, or the ACK body from ack for SL_T_ACK).
+ * bytes copied from payload, or the ACK body from ack for SL_T_ACK, whose
+ * header len is then SL_ACK_LEN whatever h->len says).  With SL_F_CRC in
+ * h->flags a CRC32C trailer follows the body.
  * Returns the frame length, or 0 when cap is too small.
  */
 uint32_t sl_wire_build(uint8_t *buf, uint32_t cap, const struct sl_addr *src,
@@ -86,16 +91,21 @@ enum sl_parse_result {
 	SL_PARSE_BAD_VERSION,
 	SL_PARSE_BAD_TYPE,
 	SL_PARSE_BAD_LENGTH,  /* UDP/IP/sluice lengths disagree */
+	SL_PARSE_BAD_CRC,     /* SL_F_CRC set and the trailer does not match */
 };
 
 /*
  * Check a frame and decode it.  On SL_PARSE_OK *payload points at the
  * payload (h->len bytes, all inside the frame) and, for an ACK, *ack is
- * filled.  Never reads outside [frame, frame + len).
+ * filled.  Never reads outside [frame, frame + len).  Frames longer than
+ * their headers say (Ethernet padding) are accepted.
  */
 enum sl_parse_result sl_wire_parse(const uint8_t *frame, uint32_t len, struct sl_hdr *h,
 				   const uint8_t **payload, struct sl_ack *ack);
 
 const char *sl_parse_result_str(enum sl_parse_result r);
+
+/* CRC32C (Castagnoli), as in iSCSI and ext4: the SL_F_CRC trailer. */
+uint32_t sl_crc32c(const void *data, uint32_t len);
 
 #endif

@@ -1,0 +1,283 @@
+/*
+ * memport.c: two sl_ports joined back to back in one process, so that the
+ * transport can be tested without DPDK or a NIC.  Buffers come from one
+ * fixed pool per pair; a sent frame's buffer moves (without a copy) into the
+ * peer's bounded FIFO, where faults are applied as it crosses: drop,
+ * duplicate (a copy), reorder (held back until a few later frames passed)
+ * and corrupt (one byte flipped).  Every choice comes from a splitmix64
+ * generator per direction, so a run replays exactly from its seed.
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memport.h"
+
+#define MP_HOLD 8           /* frames one direction can hold back at once */
+#define MP_HOLD_MAX_SKIP 4  /* a held frame is passed by 1..this many later frames */
+#define MP_USER_BUFS 512    /* buffers the two users may hold at once */
+
+struct mp_frame {
+	uint8_t *buf;
+	uint32_t len;
+};
+
+struct mp_held {
+	struct mp_frame frame;
+	uint32_t skip; /* later frames still to let pass */
+};
+
+/* One direction: a FIFO ring plus frames held back for reordering. */
+struct mp_link {
+	struct mp_frame *fifo;
+	uint32_t depth, head, count;
+	struct mp_held held[MP_HOLD];
+	uint32_t n_held;
+	uint64_t rng;
+};
+
+struct mp_pair {
+	struct sl_port port[2];    /* port[i] sends on link[i], receives from link[1 - i] */
+	struct mp_link link[2];
+	struct sl_memport_faults faults;
+	uint8_t *slab;             /* every buffer, pool_count * max_frame bytes */
+	uint8_t **pool;            /* free buffers, a stack */
+	uint32_t pool_free, pool_count;
+};
+
+static uint64_t splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static bool chance(struct mp_link *l, double p)
+{
+	return p > 0 && (double)(splitmix64(&l->rng) >> 11) * 0x1.0p-53 < p;
+}
+
+static struct mp_pair *pair_of(const struct sl_port *port)
+{
+	return port->priv;
+}
+
+static int side_of(const struct sl_port *port)
+{
+	return port == &pair_of(port)->port[1];
+}
+
+static uint8_t *pool_get(struct mp_pair *mp)
+{
+	return mp->pool_free ? mp->pool[--mp->pool_free] : NULL;
+}
+
+static void pool_put(struct mp_pair *mp, uint8_t *buf)
+{
+	mp->pool[mp->pool_free++] = buf;
+}
+
+/* Into the FIFO, or lost when it is full (like a switch queue overflowing). */
+static void fifo_push(struct mp_pair *mp, struct mp_link *l, struct mp_frame fr)
+{
+	if (l->count == l->depth) {
+		pool_put(mp, fr.buf);
+		return;
+	}
+	l->fifo[(l->head + l->count++) % l->depth] = fr;
+}
+
+/* A frame passed the held ones: release those that waited long enough. */
+static void held_tick(struct mp_pair *mp, struct mp_link *l)
+{
+	for (uint32_t i = 0; i < l->n_held;) {
+		if (--l->held[i].skip) {
+			i++;
+			continue;
+		}
+		fifo_push(mp, l, l->held[i].frame);
+		l->held[i] = l->held[--l->n_held];
+	}
+}
+
+static void held_release_all(struct mp_pair *mp, struct mp_link *l)
+{
+	for (uint32_t i = 0; i < l->n_held; i++)
+		fifo_push(mp, l, l->held[i].frame);
+	l->n_held = 0;
+}
+
+static void corrupt(struct mp_link *l, struct mp_frame *fr)
+{
+	if (!fr->len)
+		return;
+	uint64_t r = splitmix64(&l->rng);
+	fr->buf[r % fr->len] ^= (uint8_t)(1 + (r >> 32) % 255); /* never a no-op flip */
+}
+
+static void duplicate(struct mp_pair *mp, struct mp_link *l, const struct mp_frame *fr)
+{
+	uint8_t *copy = pool_get(mp);
+
+	if (!copy)
+		return;
+	memcpy(copy, fr->buf, fr->len);
+	fifo_push(mp, l, (struct mp_frame){ copy, fr->len });
+}
+
+/* Send one frame across l, faults included. */
+static void cross(struct mp_pair *mp, struct mp_link *l, struct mp_frame fr)
+{
+	const struct sl_memport_faults *ft = &mp->faults;
+
+	if (chance(l, ft->drop)) {
+		pool_put(mp, fr.buf);
+		return;
+	}
+	if (chance(l, ft->corrupt))
+		corrupt(l, &fr);
+	if (chance(l, ft->dup))
+		duplicate(mp, l, &fr);
+	if (l->n_held < MP_HOLD && chance(l, ft->reorder)) {
+		uint32_t skip = 1 + (uint32_t)(splitmix64(&l->rng) % MP_HOLD_MAX_SKIP);
+		l->held[l->n_held++] = (struct mp_held){ fr, skip };
+		return;
+	}
+	fifo_push(mp, l, fr);
+	held_tick(mp, l);
+}
+
+static uint16_t mp_tx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct mp_pair *mp = pair_of(port);
+	struct mp_link *l = &mp->link[side_of(port)];
+	uint16_t i;
+
+	for (i = 0; i < n && l->count < l->depth; i++) {
+		port->stats.tx_pkts++;
+		port->stats.tx_bytes += pkts[i].len;
+		cross(mp, l, (struct mp_frame){ pkts[i].data, pkts[i].len });
+	}
+	port->stats.tx_full += n - i;
+	return i;
+}
+
+static uint16_t mp_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct mp_pair *mp = pair_of(port);
+	struct mp_link *l = &mp->link[!side_of(port)];
+	uint16_t i;
+
+	/* nothing left to pass the held frames: let them through now */
+	if (!l->count)
+		held_release_all(mp, l);
+	for (i = 0; i < n && l->count; i++) {
+		struct mp_frame fr = l->fifo[l->head];
+		l->head = (l->head + 1) % l->depth;
+		l->count--;
+		pkts[i] = (struct sl_pkt){ .data = fr.buf, .len = fr.len, .cap = port->max_frame,
+					   .handle = fr.buf };
+		port->stats.rx_pkts++;
+		port->stats.rx_bytes += fr.len;
+	}
+	return i;
+}
+
+static uint16_t mp_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct mp_pair *mp = pair_of(port);
+	uint16_t i;
+
+	for (i = 0; i < n && mp->pool_free; i++) {
+		uint8_t *buf = pool_get(mp);
+		pkts[i] = (struct sl_pkt){ .data = buf, .len = 0, .cap = port->max_frame,
+					   .handle = buf };
+	}
+	return i;
+}
+
+static void mp_free(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++)
+		pool_put(pair_of(port), pkts[i].handle);
+}
+
+/* Closing one end does nothing: the pair goes as a whole in sl_memport_pair_free. */
+static void mp_close(struct sl_port *port)
+{
+	(void)port;
+}
+
+static const struct sl_port_ops mp_ops = {
+	.name = "memport",
+	.rx_burst = mp_rx_burst,
+	.tx_burst = mp_tx_burst,
+	.alloc = mp_alloc,
+	.free = mp_free,
+	.close = mp_close,
+};
+
+static void pair_release(struct mp_pair *mp)
+{
+	free(mp->link[0].fifo);
+	free(mp->link[1].fifo);
+	free(mp->pool);
+	free(mp->slab);
+	free(mp);
+}
+
+static int pair_alloc(struct mp_pair *mp, uint32_t max_frame, uint32_t depth)
+{
+	mp->pool_count = 2 * (depth + MP_HOLD) + MP_USER_BUFS;
+	mp->slab = malloc((size_t)mp->pool_count * max_frame);
+	mp->pool = malloc(mp->pool_count * sizeof(*mp->pool));
+	mp->link[0].fifo = malloc(depth * sizeof(struct mp_frame));
+	mp->link[1].fifo = malloc(depth * sizeof(struct mp_frame));
+	if (!mp->slab || !mp->pool || !mp->link[0].fifo || !mp->link[1].fifo)
+		return -1;
+	for (uint32_t i = 0; i < mp->pool_count; i++)
+		pool_put(mp, mp->slab + (size_t)i * max_frame);
+	return 0;
+}
+
+int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, uint32_t depth,
+		    const struct sl_memport_faults *faults)
+{
+	struct mp_pair *mp = calloc(1, sizeof(*mp));
+
+	if (!mp || !max_frame || !depth || pair_alloc(mp, max_frame, depth) < 0) {
+		if (mp)
+			pair_release(mp);
+		return -1;
+	}
+	mp->faults = *faults;
+	for (int i = 0; i < 2; i++) {
+		mp->link[i].depth = depth;
+		/* distinct streams per direction, each fixed by the seed */
+		mp->link[i].rng = faults->seed ^ (0x5bd1e995ull * (uint64_t)(i + 1));
+		mp->port[i] = (struct sl_port){ .ops = &mp_ops, .priv = mp, .max_frame = max_frame,
+						.mac = { 0x02, 0x4d, 0x50, 0, 0, (uint8_t)(i + 1) } };
+	}
+	*a = &mp->port[0];
+	*b = &mp->port[1];
+	return 0;
+}
+
+void sl_memport_pair_free(struct sl_port *a, struct sl_port *b)
+{
+	(void)b; /* both ends live in one allocation */
+	if (a)
+		pair_release(pair_of(a));
+}
+
+uint32_t sl_memport_held(const struct sl_port *p)
+{
+	const struct mp_pair *mp = pair_of(p);
+	uint32_t inside = mp->pool_free;
+
+	for (int i = 0; i < 2; i++)
+		inside += mp->link[i].count + mp->link[i].n_held;
+	return mp->pool_count - inside;
+}

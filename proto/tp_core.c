@@ -1,0 +1,205 @@
+/*
+ * tp_core.c: the transport's life cycle and its poll loop: configuration
+ * defaults and checks, ports and routes (one flow per remote node, all its
+ * memory allocated here so that no packet ever allocates), queueing and
+ * cancelling messages, and sl_tp_poll, which runs receive, ACKs, send and
+ * timers in that order.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tp_internal.h"
+
+#define DEFAULT_WINDOW SL_MAX_WINDOW
+#define DEFAULT_RTO_MIN_NS 1000000ull      /* 1 ms */
+#define DEFAULT_RTO_MAX_NS 100000000ull    /* 100 ms */
+#define DEFAULT_DEAD_NS 30000000000ull     /* 30 s */
+#define PAYLOAD_ALIGN 16
+
+void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_t max_frame)
+{
+	uint32_t room = SL_FRAME_OVERHEAD + SL_CRC_LEN;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->local_node = local_node;
+	/* leave room for the CRC trailer so that turning it on never overflows a frame */
+	cfg->payload = max_frame > room ? (max_frame - room) & ~(uint32_t)(PAYLOAD_ALIGN - 1) : 0;
+	cfg->window = DEFAULT_WINDOW;
+	cfg->rto_min_ns = DEFAULT_RTO_MIN_NS;
+	cfg->rto_max_ns = DEFAULT_RTO_MAX_NS;
+	cfg->dead_ns = DEFAULT_DEAD_NS;
+}
+
+static bool config_ok(const struct sl_tp_config *cfg)
+{
+	return cfg->payload > 0 && cfg->payload % PAYLOAD_ALIGN == 0 && cfg->window > 0 &&
+	       cfg->window <= SL_MAX_WINDOW && cfg->rto_min_ns > 0 &&
+	       cfg->rto_min_ns <= cfg->rto_max_ns && cfg->dead_ns > 0;
+}
+
+struct sl_tp *sl_tp_create(const struct sl_tp_config *cfg, const struct sl_clock *clock,
+			   const struct sl_tp_callbacks *cb)
+{
+	if (!config_ok(cfg) || !clock->now_ns || !cb->deliver || !cb->acked || !cb->flow_dead)
+		return NULL;
+	struct sl_tp *tp = calloc(1, sizeof(*tp));
+	if (!tp)
+		return NULL;
+	tp->cfg = *cfg;
+	tp->slot_mask = 1;
+	while (tp->slot_mask < cfg->window)
+		tp->slot_mask <<= 1;
+	tp->slot_mask--;
+	tp->clock = *clock;
+	tp->cb = *cb;
+	return tp;
+}
+
+void sl_tp_destroy(struct sl_tp *tp)
+{
+	if (!tp)
+		return;
+	tp_txq_drop_all(tp);
+	for (int i = 0; i < tp->n_routed; i++) {
+		free(tp->flows[tp->routed[i]]->slots);
+		free(tp->flows[tp->routed[i]]);
+	}
+	free(tp);
+}
+
+int sl_tp_add_port(struct sl_tp *tp, struct sl_port *port)
+{
+	uint32_t need = SL_FRAME_OVERHEAD + tp->cfg.payload + (tp->cfg.crc ? SL_CRC_LEN : 0);
+
+	if (tp->n_ports == SL_MAX_PORTS || port->max_frame < need)
+		return -1;
+	tp->ports[tp->n_ports] = port;
+	return tp->n_ports++;
+}
+
+static struct tp_flow *flow_new(struct sl_tp *tp, uint16_t node)
+{
+	struct tp_flow *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->slots = calloc(tp->slot_mask + 1, sizeof(*f->slots));
+	if (!f->slots) {
+		free(f);
+		return NULL;
+	}
+	f->node = node;
+	f->snd_una = f->snd_nxt = f->rcv_cum = TP_FIRST_PSN;
+	f->credit_end = TP_FIRST_PSN + tp->cfg.window;
+	tp_flow_init_timers(tp, f);
+	return f;
+}
+
+int sl_tp_add_route(struct sl_tp *tp, uint16_t node, uint16_t port_idx, const struct sl_addr *addr)
+{
+	if (node >= SL_MAX_NODES || port_idx >= tp->n_ports)
+		return -1;
+	struct tp_flow *f = tp->flows[node];
+	if (!f) {
+		f = flow_new(tp, node);
+		if (!f)
+			return -1;
+		tp->flows[node] = f;
+		tp->routed[tp->n_routed++] = node;
+	}
+	/* a second route to the same node just moves the flow */
+	f->port_idx = port_idx;
+	f->addr = *addr;
+	return 0;
+}
+
+static struct tp_flow *flow_of(const struct sl_tp *tp, uint16_t node)
+{
+	return node < SL_MAX_NODES ? tp->flows[node] : NULL;
+}
+
+bool sl_tp_node_alive(const struct sl_tp *tp, uint16_t node)
+{
+	const struct tp_flow *f = flow_of(tp, node);
+
+	return f && !f->dead;
+}
+
+int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
+{
+	struct tp_flow *f = flow_of(tp, m->dst_node);
+
+	if (!f || f->dead)
+		return -1;
+	m->next_off = 0;
+	m->unacked = 0;
+	m->queued = true;
+	m->next = NULL;
+	if (f->q_tail)
+		f->q_tail->next = m;
+	else
+		f->q_head = m;
+	f->q_tail = m;
+	return 0;
+}
+
+static void unqueue(struct tp_flow *f, struct sl_tp_msg *m)
+{
+	struct sl_tp_msg *prev = NULL;
+
+	for (struct sl_tp_msg *it = f->q_head; it; prev = it, it = it->next) {
+		if (it != m)
+			continue;
+		if (prev)
+			prev->next = m->next;
+		else
+			f->q_head = m->next;
+		if (f->q_tail == m)
+			f->q_tail = prev;
+		break;
+	}
+	m->queued = false;
+	m->next = NULL;
+}
+
+void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m)
+{
+	struct tp_flow *f = flow_of(tp, m->dst_node);
+
+	if (!f)
+		return;
+	if (m->queued)
+		unqueue(f, m);
+	/* in-flight packets keep their PSNs (the receiver must see each one)
+	 * but forget m: a retransmission goes out void, an ACK calls nobody */
+	for (uint32_t psn = f->snd_una; psn != f->snd_nxt; psn++) {
+		struct tp_slot *s = tp_slot(tp, f, psn);
+		if (s->msg == m)
+			s->msg = NULL;
+	}
+}
+
+uint32_t sl_tp_poll(struct sl_tp *tp)
+{
+	uint32_t moved = 0;
+
+	tp->now_ns = sl_now(&tp->clock);
+	for (uint16_t i = 0; i < tp->n_ports; i++) {
+		tp->txq[i].no_buf = false;
+		tp_txq_flush(tp, i); /* what the port refused last time goes first */
+	}
+	for (uint16_t i = 0; i < tp->n_ports; i++) {
+		moved += tp_rx_port(tp, i);
+		moved += tp_send_acks(tp);
+	}
+	moved += tp_send_data(tp);
+	moved += tp_run_timers(tp);
+	for (uint16_t i = 0; i < tp->n_ports; i++)
+		tp_txq_flush(tp, i);
+	return moved;
+}
+
+const struct sl_tp_stats *sl_tp_get_stats(const struct sl_tp *tp)
+{
+	return &tp->stats;
+}

@@ -1,0 +1,104 @@
+/*
+ * tp_timer.c: time.  RTT is estimated RFC 6298 style from the send
+ * timestamps that ACKs echo; the retransmission timeout derives from it,
+ * doubles on every expiry up to rto_max and snaps back on progress.  A flow
+ * whose packets go unacknowledged for dead_ns is declared dead.  Timers are
+ * scanned at most every TP_SCAN_NS so that a busy poll loop stays cheap.
+ */
+#include "tp_internal.h"
+
+#define CLOCK_GRANULARITY_NS 1000 /* timestamps on the wire are microseconds */
+
+static uint64_t rto_from_estimate(const struct sl_tp *tp, const struct tp_flow *f)
+{
+	uint64_t var4 = 4 * f->rttvar_ns;
+	uint64_t rto = f->srtt_ns + (var4 > CLOCK_GRANULARITY_NS ? var4 : CLOCK_GRANULARITY_NS);
+
+	if (rto < tp->cfg.rto_min_ns)
+		return tp->cfg.rto_min_ns;
+	return rto > tp->cfg.rto_max_ns ? tp->cfg.rto_max_ns : rto;
+}
+
+void tp_flow_init_timers(struct sl_tp *tp, struct tp_flow *f)
+{
+	f->rtt_valid = false;
+	f->rto_ns = tp->cfg.rto_min_ns;
+}
+
+void tp_rtt_sample(struct sl_tp *tp, struct tp_flow *f, uint32_t echo_ts)
+{
+	uint64_t r = (uint64_t)(uint32_t)(tp_now_us(tp) - echo_ts) * 1000;
+
+	if (r > tp->cfg.dead_ns)
+		return; /* an echo from before a wrap or a forged one: no information */
+	if (!f->rtt_valid) {
+		f->srtt_ns = r;
+		f->rttvar_ns = r / 2;
+		f->rtt_valid = true;
+	} else {
+		uint64_t err = f->srtt_ns > r ? f->srtt_ns - r : r - f->srtt_ns;
+		f->rttvar_ns = (3 * f->rttvar_ns + err) / 4;
+		f->srtt_ns = (7 * f->srtt_ns + r) / 8;
+	}
+	f->rto_ns = rto_from_estimate(tp, f);
+}
+
+void tp_on_progress(struct sl_tp *tp, struct tp_flow *f)
+{
+	f->progress_ns = tp->now_ns;
+	f->rto_ns = rto_from_estimate(tp, f);
+}
+
+static void flow_die(struct sl_tp *tp, struct tp_flow *f)
+{
+	f->dead = true;
+	tp->stats.flows_dead++;
+	/* queued messages are forgotten without callbacks: flow_dead says it all */
+	for (struct sl_tp_msg *m = f->q_head, *next; m; m = next) {
+		next = m->next;
+		m->next = NULL;
+		m->queued = false;
+	}
+	f->q_head = f->q_tail = NULL;
+	tp->cb.flow_dead(tp->cb.arg, f->node);
+}
+
+/* Retransmit every packet older than the RTO; back off once per expiry. */
+static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
+{
+	uint32_t n = 0;
+
+	for (uint32_t psn = f->snd_una; psn != f->snd_nxt; psn++) {
+		struct tp_slot *s = tp_slot(tp, f, psn);
+		if (s->acked || tp->now_ns - s->sent_ns < f->rto_ns)
+			continue;
+		if (!tp_retransmit(tp, f, psn, &tp->stats.retx_rto))
+			break;
+		n++;
+	}
+	if (n) {
+		f->rto_ns *= 2;
+		if (f->rto_ns > tp->cfg.rto_max_ns)
+			f->rto_ns = tp->cfg.rto_max_ns;
+	}
+	return n;
+}
+
+uint32_t tp_run_timers(struct sl_tp *tp)
+{
+	uint32_t moved = 0;
+
+	if (tp->now_ns < tp->next_scan_ns)
+		return 0;
+	tp->next_scan_ns = tp->now_ns + TP_SCAN_NS;
+	for (uint16_t i = 0; i < tp->n_routed; i++) {
+		struct tp_flow *f = tp->flows[tp->routed[i]];
+		if (f->dead || f->snd_una == f->snd_nxt)
+			continue;
+		if (tp->now_ns - f->progress_ns >= tp->cfg.dead_ns)
+			flow_die(tp, f);
+		else
+			moved += rto_scan(tp, f);
+	}
+	return moved;
+}

@@ -1,0 +1,554 @@
+/*
+ * test_transport.c: the reliable transport end to end.  Two transports are
+ * joined by a memport pair and driven from one thread by a fake clock that
+ * moves a little every poll, so each run is exact and replays from its seed.
+ * Each side keeps a receive buffer and a per-byte count: every byte of every
+ * message must land exactly once at its offset, whatever the faults.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "memport.h"
+#include "transport.h"
+
+#define P 256                /* payload per packet */
+#define WIN 24               /* packets in flight per flow: not a power of two */
+#define MAX_FRAME 512
+#define DEPTH 256            /* memport FIFO per direction */
+#define STEP_NS 500          /* fake time per poll round */
+#define MAX_ROUNDS 400000    /* 200 ms of fake time */
+#define DRAIN_ROUNDS 2000    /* after completion: let stray copies arrive */
+#define NODE_A 1
+#define NODE_B 2
+#define COMM 0xc0ffee
+#define SPACE 65536
+
+/* The messages: empty, tiny, around one packet, many packets, more than a window. */
+enum { N_MAIN = 8, N_ALL = 9 };
+static const uint32_t msg_size[N_ALL] = { 0, 1, 15, P - 1, P, P + 1, 10 * P + 7,
+					  3 * WIN * P + 5, 2 * P + 3 };
+static uint32_t msg_base[N_ALL];
+
+static uint32_t packets_of(uint32_t size)
+{
+	return size ? (size + P - 1) / P : 1;
+}
+
+struct fake_clock {
+	uint64_t ns;
+};
+
+static uint64_t fake_now(void *arg)
+{
+	return ((struct fake_clock *)arg)->ns;
+}
+
+struct end {
+	struct sl_tp *tp;
+	struct sl_port *port;
+	struct fake_clock *clock;
+	uint16_t node;
+	struct sl_tp_msg msgs[N_ALL];
+	bool sent[N_ALL], cancelled[N_ALL];
+	uint32_t acked[N_ALL];
+	uint8_t src[SPACE];          /* what this end sends */
+	uint8_t rx[SPACE];           /* what arrived from the peer */
+	uint8_t rx_count[SPACE];     /* times each byte arrived */
+	uint32_t empty_rx[N_ALL];    /* deliveries of empty messages */
+	bool refuse_first;           /* answer RETRY to each packet's first attempt */
+	uint8_t tried[SPACE / P];
+	uint32_t dead_calls;
+	uint64_t dead_at;
+};
+
+struct harness {
+	struct fake_clock clock;
+	struct sl_port *pa, *pb;
+	struct end a, b;
+};
+
+static enum sl_deliver_result on_deliver(void *arg, const struct sl_hdr *h, const uint8_t *payload)
+{
+	struct end *e = arg;
+
+	assert_int_equal(h->comm, COMM);
+	assert_true(h->seq < N_ALL);
+	assert_true(h->offset >= msg_base[h->seq]);
+	assert_true(h->offset + h->len <= msg_base[h->seq] + msg_size[h->seq]);
+	if (e->refuse_first && !e->tried[h->offset / P]++)
+		return SL_DELIVER_RETRY;
+	if (!h->len)
+		e->empty_rx[h->seq]++;
+	for (uint32_t k = 0; k < h->len; k++) {
+		e->rx[h->offset + k] = payload[k];
+		e->rx_count[h->offset + k]++;
+	}
+	return SL_DELIVER_DONE;
+}
+
+static void on_acked(void *arg, struct sl_tp_msg *m)
+{
+	struct end *e = arg;
+
+	assert_ptr_equal(m->owner, e);
+	assert_false(e->cancelled[m->hdr.seq]);
+	e->acked[m->hdr.seq]++;
+}
+
+static void on_dead(void *arg, uint16_t node)
+{
+	struct end *e = arg;
+
+	assert_int_not_equal(node, e->node);
+	e->dead_calls++;
+	e->dead_at = e->clock->ns;
+}
+
+struct setup {
+	struct sl_memport_faults faults;
+	bool crc;
+	uint64_t dead_ns;
+};
+
+static void end_init(struct harness *hs, struct end *e, struct sl_port *port, uint16_t node,
+		     uint16_t peer, const struct setup *s)
+{
+	struct sl_tp_config cfg;
+	struct sl_clock clock = { fake_now, &hs->clock };
+	struct sl_tp_callbacks cb = { on_deliver, on_acked, on_dead, e };
+	struct sl_addr peer_addr;
+
+	sl_tp_config_default(&cfg, node, MAX_FRAME);
+	cfg.payload = P;
+	cfg.window = WIN;
+	cfg.rto_min_ns = 200000;
+	cfg.rto_max_ns = 5000000;
+	cfg.dead_ns = s->dead_ns ? s->dead_ns : 20000000;
+	cfg.crc = s->crc;
+	e->clock = &hs->clock;
+	e->node = node;
+	e->port = port;
+	e->tp = sl_tp_create(&cfg, &clock, &cb);
+	assert_non_null(e->tp);
+	assert_int_equal(sl_tp_add_port(e->tp, port), 0);
+	sl_addr_for_node(peer, &peer_addr);
+	assert_int_equal(sl_tp_add_route(e->tp, peer, 0, &peer_addr), 0);
+	for (uint32_t k = 0; k < SPACE; k++)
+		e->src[k] = (uint8_t)(k * 131 + node * 7 + (k >> 8));
+	for (int i = 0; i < N_ALL; i++) {
+		struct sl_tp_msg *m = &e->msgs[i];
+		m->dst_node = peer;
+		m->hdr = (struct sl_hdr){ .comm = COMM, .seq = (uint32_t)i, .step = 3, .kind = 1,
+					  .count = msg_size[i], .offset = msg_base[i],
+					  .len = msg_size[i] };
+		m->src = e->src + msg_base[i];
+		m->owner = e;
+	}
+}
+
+static struct harness *harness_new(const struct setup *s)
+{
+	struct harness *hs = calloc(1, sizeof(*hs));
+
+	assert_non_null(hs);
+	hs->clock.ns = 1000000;
+	assert_int_equal(sl_memport_pair(&hs->pa, &hs->pb, MAX_FRAME, DEPTH, &s->faults), 0);
+	end_init(hs, &hs->a, hs->pa, NODE_A, NODE_B, s);
+	end_init(hs, &hs->b, hs->pb, NODE_B, NODE_A, s);
+	return hs;
+}
+
+static void harness_free(struct harness *hs)
+{
+	sl_tp_destroy(hs->a.tp);
+	sl_tp_destroy(hs->b.tp);
+	assert_int_equal(sl_memport_held(hs->pa), 0); /* no frame leaked */
+	sl_memport_pair_free(hs->pa, hs->pb);
+	free(hs);
+}
+
+static void send_msg(struct end *e, int i)
+{
+	assert_int_equal(sl_tp_send(e->tp, &e->msgs[i]), 0);
+	e->sent[i] = true;
+}
+
+static void round_once(struct harness *hs)
+{
+	sl_tp_poll(hs->a.tp);
+	sl_tp_poll(hs->b.tp);
+	hs->clock.ns += STEP_NS;
+}
+
+static bool all_acked(const struct end *e)
+{
+	for (int i = 0; i < N_ALL; i++)
+		if (e->sent[i] && !e->cancelled[i] && !e->acked[i])
+			return false;
+	return true;
+}
+
+/* Poll until both ends have every message acknowledged, then drain. */
+static void run_to_completion(struct harness *hs)
+{
+	int rounds = 0;
+
+	while (!(all_acked(&hs->a) && all_acked(&hs->b))) {
+		assert_true(++rounds < MAX_ROUNDS);
+		round_once(hs);
+	}
+	for (int i = 0; i < DRAIN_ROUNDS; i++)
+		round_once(hs);
+}
+
+/* What rx saw of tx's messages: each byte of a live message exactly once,
+ * of a cancelled one at most once, and nothing elsewhere. */
+static void check_received(const struct end *tx, const struct end *rx)
+{
+	uint8_t want[SPACE] = { 0 };
+
+	for (int i = 0; i < N_ALL; i++) {
+		if (!tx->sent[i])
+			continue;
+		if (!tx->cancelled[i]) {
+			assert_int_equal(tx->acked[i], 1);
+			if (!msg_size[i])
+				assert_int_equal(rx->empty_rx[i], 1);
+		}
+		memset(want + msg_base[i], tx->cancelled[i] ? 2 : 1, msg_size[i]);
+	}
+	for (uint32_t k = 0; k < SPACE; k++) {
+		if (want[k] == 1)
+			assert_int_equal(rx->rx_count[k], 1);
+		else
+			assert_true(rx->rx_count[k] <= (want[k] == 2));
+		if (rx->rx_count[k])
+			assert_int_equal(rx->rx[k], tx->src[k]);
+	}
+}
+
+/* Counters that must hold exactly in any run where nothing in flight was cancelled. */
+static void check_stats(const struct end *tx, const struct end *rx)
+{
+	const struct sl_tp_stats *ts = sl_tp_get_stats(tx->tp), *rs = sl_tp_get_stats(rx->tp);
+	uint64_t packets = 0, bytes = 0;
+
+	for (int i = 0; i < N_ALL; i++) {
+		if (tx->sent[i] && !tx->cancelled[i]) {
+			packets += packets_of(msg_size[i]);
+			bytes += msg_size[i];
+		}
+	}
+	assert_int_equal(ts->data_tx - ts->retx_rto - ts->retx_sack, packets); /* PSNs used */
+	assert_int_equal(rs->data_rx, packets);
+	assert_int_equal(rs->bytes_rx, bytes);
+	assert_true(ts->bytes_tx >= bytes);
+	assert_int_equal(rs->rx_out_of_window, 0);
+	assert_int_equal(rs->rx_void, 0);
+	assert_int_equal(ts->flows_dead, 0);
+}
+
+static void exchange(const struct setup *s, struct sl_tp_stats out[2])
+{
+	struct harness *hs = harness_new(s);
+
+	for (int i = 0; i < N_MAIN; i++) {
+		send_msg(&hs->a, i);
+		send_msg(&hs->b, i);
+	}
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	check_received(&hs->b, &hs->a);
+	check_stats(&hs->a, &hs->b);
+	check_stats(&hs->b, &hs->a);
+	out[0] = *sl_tp_get_stats(hs->a.tp);
+	out[1] = *sl_tp_get_stats(hs->b.tp);
+	harness_free(hs);
+}
+
+static void test_clean_link(void **state)
+{
+	(void)state;
+	for (int crc = 0; crc < 2; crc++) {
+		struct setup s = { .crc = crc };
+		struct sl_tp_stats st[2];
+		exchange(&s, st);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(st[i].retx_rto + st[i].retx_sack, 0);
+			assert_int_equal(st[i].rx_dup + st[i].rx_malformed + st[i].rx_foreign, 0);
+			assert_int_equal(st[i].ack_rx, st[1 - i].ack_tx); /* nothing lost */
+		}
+	}
+}
+
+struct fault_case {
+	double drop, dup, reorder, corrupt;
+};
+
+static const struct fault_case fault_cases[] = {
+	{ .drop = 0.1 }, { .drop = 0.3 }, { .dup = 0.2 }, { .reorder = 0.3 }, { .corrupt = 0.05 },
+	{ .drop = 0.1, .dup = 0.2, .reorder = 0.3, .corrupt = 0.05 },
+	{ .drop = 0.3, .dup = 0.2, .reorder = 0.3, .corrupt = 0.05 },
+};
+
+static void test_faults(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < sizeof(fault_cases) / sizeof(fault_cases[0]); c++) {
+		const struct fault_case *fc = &fault_cases[c];
+		for (uint64_t seed = 1; seed <= 6; seed++) {
+			struct setup s = { .crc = true,
+					   .faults = { fc->drop, fc->dup, fc->reorder, fc->corrupt, seed } };
+			struct sl_tp_stats st[2];
+			exchange(&s, st);
+			uint64_t dups = st[0].rx_dup + st[1].rx_dup;
+			uint64_t malformed = st[0].rx_malformed + st[1].rx_malformed;
+			uint64_t retx = st[0].retx_rto + st[0].retx_sack + st[1].retx_rto + st[1].retx_sack;
+			assert_true(fc->dup == 0 || dups > 0);
+			assert_true(fc->drop == 0 || retx > 0);
+			assert_true((fc->corrupt > 0) == (malformed > 0));
+		}
+	}
+}
+
+static void test_replays_from_seed(void **state)
+{
+	(void)state;
+	struct setup s = { .crc = true, .faults = { 0.2, 0.1, 0.2, 0.02, 42 } };
+	struct sl_tp_stats first[2], second[2];
+
+	exchange(&s, first);
+	exchange(&s, second);
+	assert_memory_equal(first, second, sizeof(first));
+}
+
+static void test_retry_then_deliver_once(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	uint64_t packets = 0;
+
+	hs->b.refuse_first = true;
+	for (int i = 0; i < N_MAIN; i++) {
+		send_msg(&hs->a, i);
+		packets += packets_of(msg_size[i]);
+	}
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	check_stats(&hs->a, &hs->b);
+	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp), *sb = sl_tp_get_stats(hs->b.tp);
+	assert_int_equal(sb->rx_retry, packets);
+	assert_true(sa->retx_rto + sa->retx_sack >= packets);
+	harness_free(hs);
+}
+
+static void test_dead_peer(void **state)
+{
+	(void)state;
+	const uint64_t dead_ns = 2000000;
+	struct setup s = { .dead_ns = dead_ns };
+	struct harness *hs = harness_new(&s);
+	uint64_t start = hs->clock.ns;
+
+	send_msg(&hs->a, 6);
+	send_msg(&hs->a, 7);
+	/* b never polls: nothing is ever acknowledged */
+	while (hs->clock.ns < start + 2 * dead_ns) {
+		sl_tp_poll(hs->a.tp);
+		hs->clock.ns += STEP_NS;
+	}
+	assert_int_equal(hs->a.dead_calls, 1);
+	assert_true(hs->a.dead_at >= start + dead_ns);
+	assert_true(hs->a.dead_at <= start + dead_ns + 20000 + STEP_NS); /* one timer scan late at most */
+	assert_false(sl_tp_node_alive(hs->a.tp, NODE_B));
+	assert_int_equal(sl_tp_send(hs->a.tp, &hs->a.msgs[0]), -1);
+	assert_false(hs->a.msgs[7].queued);
+	assert_int_equal(sl_tp_get_stats(hs->a.tp)->flows_dead, 1);
+	/* b wakes up and acknowledges what it got: a dead flow calls nobody */
+	for (int i = 0; i < 2000; i++)
+		round_once(hs);
+	assert_int_equal(hs->a.acked[6] + hs->a.acked[7], 0);
+	assert_int_equal(hs->a.dead_calls, 1);
+	assert_true(sl_tp_node_alive(hs->b.tp, NODE_A));
+	harness_free(hs);
+}
+
+static void test_cancel(void **state)
+{
+	(void)state;
+	struct setup s = { .crc = true, .faults = { .drop = 0.3, .seed = 5 } };
+	struct harness *hs = harness_new(&s);
+	struct end *a = &hs->a;
+
+	for (int i = 0; i < N_MAIN; i++)
+		send_msg(a, i);
+	round_once(hs); /* a window went out; a has not seen an ACK yet */
+	/* message 6 is in flight, 7 is partly cut (more than a window), both go */
+	assert_false(a->msgs[6].queued);
+	assert_int_equal(a->acked[6], 0);
+	assert_true(a->msgs[7].queued && a->msgs[7].next_off > 0);
+	sl_tp_cancel(a->tp, &a->msgs[6]);
+	sl_tp_cancel(a->tp, &a->msgs[7]);
+	a->cancelled[6] = a->cancelled[7] = true;
+	assert_false(a->msgs[7].queued);
+	run_to_completion(hs);
+	/* the flow still works after cancelling */
+	send_msg(a, 8);
+	run_to_completion(hs);
+	check_received(a, &hs->b);
+	assert_int_equal(a->acked[6] + a->acked[7], 0);
+	const struct sl_tp_stats *sa = sl_tp_get_stats(a->tp), *sb = sl_tp_get_stats(hs->b.tp);
+	/* every PSN a used was applied once: delivered or voided */
+	assert_int_equal(sb->data_rx + sb->rx_void, sa->data_tx - sa->retx_rto - sa->retx_sack);
+	assert_true(sb->rx_void > 0); /* with this seed, lost packets were retransmitted void */
+	harness_free(hs);
+}
+
+static void test_cancel_queued(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	struct end *a = &hs->a;
+
+	send_msg(a, 1);
+	send_msg(a, 2);
+	send_msg(a, 3);
+	sl_tp_cancel(a->tp, &a->msgs[2]); /* never cut: unqueued from the middle */
+	a->cancelled[2] = true;
+	run_to_completion(hs);
+	check_received(a, &hs->b);
+	assert_int_equal(a->acked[2], 0);
+	assert_int_equal(hs->b.rx_count[msg_base[2]], 0);
+	check_stats(a, &hs->b); /* message 2 sent no packet at all */
+	harness_free(hs);
+}
+
+/* Put one frame onto the wire from pa's side, as if from the network. */
+static void inject(struct harness *hs, const uint8_t *frame, uint32_t len)
+{
+	struct sl_pkt pkt;
+
+	assert_int_equal(hs->pa->ops->alloc(hs->pa, &pkt, 1), 1);
+	memcpy(pkt.data, frame, len);
+	pkt.len = len;
+	assert_int_equal(hs->pa->ops->tx_burst(hs->pa, &pkt, 1), 1);
+}
+
+static uint32_t frame_from(uint8_t *buf, uint16_t src_node, uint16_t dst_node, uint8_t version,
+			   bool crc)
+{
+	struct sl_addr a, b;
+	struct sl_hdr h = { .version = version, .type = SL_T_DATA, .src_node = src_node,
+			    .dst_node = dst_node, .comm = COMM, .seq = 1, .offset = msg_base[1],
+			    .len = 1, .flags = crc ? SL_F_CRC : 0 };
+
+	sl_addr_for_node(src_node, &a);
+	sl_addr_for_node(dst_node, &b);
+	return sl_wire_build(buf, MAX_FRAME, &a, &b, 0xc000, &h, "x", NULL);
+}
+
+static void test_foreign_and_malformed(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	uint8_t buf[MAX_FRAME] = { 0 };
+	uint32_t len;
+
+	buf[12] = 0x08; /* an ARP frame */
+	buf[13] = 0x06;
+	inject(hs, buf, 60);
+	inject(hs, buf, 5);                                     /* runt: malformed */
+	len = frame_from(buf, NODE_A, 99, SL_WIRE_VERSION, false); /* not for us */
+	inject(hs, buf, len);
+	len = frame_from(buf, 77, NODE_B, SL_WIRE_VERSION, false); /* nobody we know */
+	inject(hs, buf, len);
+	len = frame_from(buf, NODE_A, NODE_B, 7, false);           /* bad version */
+	inject(hs, buf, len);
+	len = frame_from(buf, NODE_A, NODE_B, SL_WIRE_VERSION, true);
+	buf[len - 6] ^= 1;                                         /* bad CRC */
+	inject(hs, buf, len);
+	inject(hs, buf, len - 10);                                 /* truncated */
+	sl_tp_poll(hs->b.tp);
+	const struct sl_tp_stats *sb = sl_tp_get_stats(hs->b.tp);
+	assert_int_equal(sb->rx_foreign, 3);
+	assert_int_equal(sb->rx_malformed, 4);
+	assert_int_equal(sb->data_rx + sb->rx_dup + sb->ack_tx, 0);
+	/* and the transport carries on */
+	send_msg(&hs->a, 6);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
+static void test_config_checks(void **state)
+{
+	(void)state;
+	struct sl_tp_config cfg;
+	struct fake_clock fc = { 0 };
+	struct sl_clock clock = { fake_now, &fc };
+	struct sl_tp_callbacks cb = { on_deliver, on_acked, on_dead, NULL };
+	struct sl_port *pa, *pb;
+	struct sl_memport_faults nf = { 0 };
+	struct sl_addr addr = { 0 };
+
+	sl_tp_config_default(&cfg, 1, 1500);
+	assert_int_equal(cfg.payload, (1500 - SL_FRAME_OVERHEAD - SL_CRC_LEN) & ~15u);
+	assert_int_equal(cfg.window, SL_MAX_WINDOW);
+	cfg.window = SL_MAX_WINDOW + 1;
+	assert_null(sl_tp_create(&cfg, &clock, &cb));
+	cfg.window = SL_MAX_WINDOW;
+	cfg.payload = 100; /* not a multiple of 16 */
+	assert_null(sl_tp_create(&cfg, &clock, &cb));
+	cfg.payload = 1408;
+	struct sl_tp *tp = sl_tp_create(&cfg, &clock, &cb);
+	assert_non_null(tp);
+	assert_int_equal(sl_memport_pair(&pa, &pb, MAX_FRAME, 4, &nf), 0);
+	assert_int_equal(sl_tp_add_port(tp, pa), -1); /* frames too small for the payload */
+	assert_int_equal(sl_tp_add_route(tp, 2, 0, &addr), -1); /* no such port */
+	struct sl_tp_msg m = { .dst_node = 2 };
+	assert_int_equal(sl_tp_send(tp, &m), -1);
+	m.dst_node = 60000;
+	assert_int_equal(sl_tp_send(tp, &m), -1);
+	assert_false(sl_tp_node_alive(tp, 2));
+	sl_tp_destroy(tp);
+	sl_memport_pair_free(pa, pb);
+}
+
+static int setup_layout(void **state)
+{
+	(void)state;
+	uint32_t at = 0;
+
+	/* each message on its own packet-aligned range, a packet apart */
+	for (int i = 0; i < N_ALL; i++) {
+		msg_base[i] = at;
+		at += (msg_size[i] + P - 1) / P * P + P;
+	}
+	assert_true(at <= SPACE);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_checks),
+		cmocka_unit_test(test_clean_link),
+		cmocka_unit_test(test_faults),
+		cmocka_unit_test(test_replays_from_seed),
+		cmocka_unit_test(test_retry_then_deliver_once),
+		cmocka_unit_test(test_dead_peer),
+		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_cancel_queued),
+		cmocka_unit_test(test_foreign_and_malformed),
+	};
+	return cmocka_run_group_tests(tests, setup_layout, NULL);
+}
