@@ -47,6 +47,7 @@ struct sl_cmd {
 	uint32_t dtype;       /* sluice_datatype_t */
 	uint32_t redop;       /* sluice_redop_t */
 	uint32_t root;        /* rooted collectives */
+	/* A zero-byte range may name any region; libsluice sends UINT32_MAX, offset 0. */
 	uint32_t send_region; /* region ids from REG */
 	uint32_t recv_region;
 	uint32_t reserved;

@@ -1,0 +1,329 @@
+/*
+ * attach.c: sluice_init and sluice_finalize.  Connects to a dataplane's
+ * attach socket (a running sluiced, or an engine started on threads of this
+ * process in embedded mode), builds the client page with the submission and
+ * completion rings, and hands it over with HELLO.  Also sl_ctl_call, the one
+ * request/reply exchange every control message goes through.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifndef SLUICE_DP_LIB_DEFAULT
+#define SLUICE_DP_LIB_DEFAULT "libsluice_dp.so"
+#endif
+
+/* ---- the attach socket ---- */
+
+static const char *ctl_name(uint32_t type)
+{
+	static const char *const names[] = {
+		[SL_CTL_HELLO] = "HELLO",   [SL_CTL_REG] = "REG",
+		[SL_CTL_DEREG] = "DEREG",   [SL_CTL_COMM_CREATE] = "COMM_CREATE",
+		[SL_CTL_COMM_DESTROY] = "COMM_DESTROY", [SL_CTL_INFO] = "INFO",
+	};
+
+	return type < sizeof(names) / sizeof(names[0]) && names[type] ? names[type] : "?";
+}
+
+static sluice_result_t ctl_send(struct sluice_ctx *ctx, const struct sl_ctl_msg *msg, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = {.iov_base = (void *)msg, .iov_len = sizeof(*msg)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = sizeof(control.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	if (sendmsg(ctx->sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*msg))
+		return SLUICE_OK;
+	return sl_fail(errno == EPIPE || errno == ECONNRESET ? SLUICE_ERR_UNAVAILABLE : SLUICE_ERR_SYSTEM,
+		       "sending %s to the dataplane at %s failed: %s: the dataplane may have exited; "
+		       "check it and sluice_init again",
+		       ctl_name(msg->type), ctx->cfg.socket, strerror(errno));
+}
+
+static sluice_result_t ctl_recv(struct sluice_ctx *ctx, uint32_t type, struct sl_ctl_reply *reply)
+{
+	ssize_t n;
+
+	do
+		n = recv(ctx->sock, reply, sizeof(*reply), 0);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(*reply))
+		return SLUICE_OK;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		ctx->ctl_broken = true;
+		return sl_fail(SLUICE_ERR_TIMEOUT,
+			       "the dataplane at %s did not answer %s within SLUICE_TIMEOUT=%d s: check that "
+			       "it is alive, or raise SLUICE_TIMEOUT",
+			       ctx->cfg.socket, ctl_name(type), ctx->cfg.timeout_s);
+	}
+	if (n == 0)
+		return sl_fail(SLUICE_ERR_UNAVAILABLE,
+			       "the dataplane at %s exited (closed the socket) while answering %s: check its "
+			       "log, restart it and sluice_init again",
+			       ctx->cfg.socket, ctl_name(type));
+	if (n > 0) {
+		ctx->ctl_broken = true;
+		return sl_fail(SLUICE_ERR_INTERNAL,
+			       "the dataplane at %s answered %s with %zd bytes, not %zu: libsluice and sluiced "
+			       "were built from different sources; use matching versions",
+			       ctx->cfg.socket, ctl_name(type), n, sizeof(*reply));
+	}
+	return sl_fail(SLUICE_ERR_SYSTEM, "reading the dataplane's answer to %s from %s failed: %s",
+		       ctl_name(type), ctx->cfg.socket, strerror(errno));
+}
+
+sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int fd,
+			    struct sl_ctl_reply *reply)
+{
+	sluice_result_t res;
+
+	msg->version = SL_ABI_VERSION;
+	pthread_mutex_lock(&ctx->call_lock);
+	if (ctx->ctl_broken)
+		res = sl_fail(SLUICE_ERR_INVALID_USAGE,
+			      "an earlier request to the dataplane at %s failed midway, so its answers can no "
+			      "longer be matched to requests: sluice_finalize and sluice_init again",
+			      ctx->cfg.socket);
+	else if ((res = ctl_send(ctx, msg, fd)) == SLUICE_OK)
+		res = ctl_recv(ctx, msg->type, reply);
+	pthread_mutex_unlock(&ctx->call_lock);
+	if (res != SLUICE_OK)
+		return res;
+	reply->msg[SL_ERRMSG_LEN - 1] = '\0';
+	if (reply->status == SLUICE_OK)
+		return SLUICE_OK;
+	res = reply->status > 0 && reply->status < SLUICE_IN_PROGRESS ? (sluice_result_t)reply->status
+								      : SLUICE_ERR_INTERNAL;
+	return sl_fail(res, "the dataplane at %s refused %s: %s", ctx->cfg.socket, ctl_name(msg->type),
+		       reply->msg[0] ? reply->msg : "(no reason given)");
+}
+
+/* ---- connecting ---- */
+
+static sluice_result_t ctl_connect(struct sluice_ctx *ctx)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = ctx->cfg.timeout_s};
+
+	strcpy(sa.sun_path, ctx->cfg.socket);
+	ctx->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (ctx->sock < 0)
+		return sl_fail(SLUICE_ERR_SYSTEM, "socket(AF_UNIX, SOCK_SEQPACKET) failed: %s", strerror(errno));
+	if (connect(ctx->sock, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		return sl_fail(SLUICE_ERR_UNAVAILABLE,
+			       "no dataplane at %s (connect: %s): start one with `sluiced --node 0 ...` or "
+			       "run under `sluice-run`, or set SLUICE_EMBEDDED=1; SLUICE_SOCKET names the socket",
+			       ctx->cfg.socket, strerror(errno));
+	if (setsockopt(ctx->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
+		return sl_fail(SLUICE_ERR_SYSTEM, "setsockopt(SO_RCVTIMEO) on %s failed: %s", ctx->cfg.socket,
+			       strerror(errno));
+	return SLUICE_OK;
+}
+
+/* Map a fresh client page in fd, with both rings empty and our handles attached. */
+static sluice_result_t page_create(struct sluice_ctx *ctx, int fd)
+{
+	struct sl_client_page *page;
+	struct sl_spsc_shared *sub, *cpl;
+	bool ok;
+
+	if (ftruncate(fd, (off_t)sl_page_bytes()) != 0)
+		return sl_fail(SLUICE_ERR_NO_MEMORY, "sizing the client page (%zu bytes) failed: %s",
+			       sl_page_bytes(), strerror(errno));
+	page = mmap(NULL, sl_page_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (page == MAP_FAILED)
+		return sl_fail(SLUICE_ERR_NO_MEMORY, "mapping the client page (%zu bytes) failed: %s",
+			       sl_page_bytes(), strerror(errno));
+	ctx->page = page;
+	page->magic = SL_ABI_MAGIC;
+	page->version = SL_ABI_VERSION;
+	page->submit_off = sl_page_submit_off();
+	page->complete_off = sl_page_complete_off();
+	sub = (void *)((char *)page + page->submit_off);
+	cpl = (void *)((char *)page + page->complete_off);
+	sl_spsc_reset(sub);
+	sl_spsc_reset(cpl);
+	ok = sl_spsc_attach(&ctx->submit, sub, SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), true) &&
+	     sl_spsc_attach(&ctx->complete, cpl, SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), false);
+	return ok ? SLUICE_OK
+		  : sl_fail(SLUICE_ERR_INTERNAL, "abi.h gives the rings a bad geometry (slots %u/%u, "
+						 "slot sizes %zu/%zu)",
+			    SL_SUBMIT_SLOTS, SL_COMPLETE_SLOTS, sizeof(struct sl_cmd), sizeof(struct sl_cpl));
+}
+
+static sluice_result_t hello(struct sluice_ctx *ctx)
+{
+	struct sl_ctl_msg msg = {.type = SL_CTL_HELLO};
+	struct sl_ctl_reply reply;
+	sluice_result_t res;
+	int fd = memfd_create("sluice-client-page", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return sl_fail(SLUICE_ERR_SYSTEM, "memfd_create for the client page failed: %s", strerror(errno));
+	res = page_create(ctx, fd);
+	if (res == SLUICE_OK)
+		res = sl_ctl_call(ctx, &msg, fd, &reply);
+	close(fd);
+	if (res == SLUICE_OK)
+		ctx->client_id = reply.value;
+	return res;
+}
+
+/* ---- embedded mode: one engine per process, shared by its contexts ---- */
+
+typedef int (*embedded_start_fn)(const char *args, char *sock_path, size_t sock_len, char *err,
+				 size_t err_len);
+
+static struct {
+	pthread_mutex_t lock;
+	unsigned users;          /* contexts attached to it */
+	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	void (*stop)(void);
+} embedded = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The dataplane library is never dlclose'd: DPDK is not made to be unloaded. */
+static sluice_result_t embedded_load(const struct sl_config *cfg, embedded_start_fn *start)
+{
+	const char *path = cfg->dp_lib ? cfg->dp_lib : SLUICE_DP_LIB_DEFAULT;
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+
+	if (!lib && !cfg->dp_lib) {
+		path = "libsluice_dp.so";
+		lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (!lib)
+		return sl_fail(SLUICE_ERR_UNAVAILABLE,
+			       "SLUICE_EMBEDDED=1 but the dataplane library could not be loaded: %s: set "
+			       "SLUICE_DP_LIB to the path of libsluice_dp.so, or attach to a running sluiced "
+			       "with SLUICE_EMBEDDED=0",
+			       dlerror());
+	*start = (embedded_start_fn)dlsym(lib, "sl_dp_embedded_start");
+	embedded.stop = (void (*)(void))dlsym(lib, "sl_dp_embedded_stop");
+	if (!*start || !embedded.stop)
+		return sl_fail(SLUICE_ERR_UNAVAILABLE,
+			       "%s does not export sl_dp_embedded_start and sl_dp_embedded_stop: it is not a "
+			       "sluice dataplane library, or one from another version; set SLUICE_DP_LIB to a "
+			       "matching libsluice_dp.so",
+			       path);
+	SL_INFO(SL_SUB_INIT, "loaded the embedded dataplane from %s", path);
+	return SLUICE_OK;
+}
+
+static sluice_result_t embedded_start(struct sluice_ctx *ctx)
+{
+	embedded_start_fn start = NULL;
+	char err[SL_ERRMSG_LEN] = "";
+	sluice_result_t res = SLUICE_OK;
+
+	pthread_mutex_lock(&embedded.lock);
+	if (embedded.users == 0 && (res = embedded_load(&ctx->cfg, &start)) == SLUICE_OK &&
+	    start(ctx->cfg.embedded_args, embedded.socket, sizeof(embedded.socket), err, sizeof(err)) != 0) {
+		err[sizeof(err) - 1] = '\0';
+		res = sl_fail(SLUICE_ERR_UNAVAILABLE,
+			      "the embedded dataplane failed to start with SLUICE_EMBEDDED_ARGS=\"%s\": %s",
+			      ctx->cfg.embedded_args, err[0] ? err : "(no reason given)");
+	}
+	if (res == SLUICE_OK) {
+		embedded.users++;
+		ctx->embedded = true;
+		embedded.socket[sizeof(embedded.socket) - 1] = '\0';
+		strcpy(ctx->cfg.socket, embedded.socket);
+	}
+	pthread_mutex_unlock(&embedded.lock);
+	return res;
+}
+
+static void embedded_release(void)
+{
+	pthread_mutex_lock(&embedded.lock);
+	if (--embedded.users == 0) {
+		SL_INFO(SL_SUB_INIT, "stopping the embedded dataplane");
+		embedded.stop();
+	}
+	pthread_mutex_unlock(&embedded.lock);
+}
+
+/* ---- init and finalize ---- */
+
+static void ctx_free(struct sluice_ctx *ctx)
+{
+	if (ctx->sock >= 0)
+		close(ctx->sock);
+	sl_mem_unmap_all(ctx);
+	if (ctx->page)
+		munmap(ctx->page, sl_page_bytes());
+	if (ctx->embedded)
+		embedded_release();
+	pthread_mutex_destroy(&ctx->lock);
+	pthread_mutex_destroy(&ctx->call_lock);
+	free(ctx);
+}
+
+sluice_result_t sluice_init(sluice_ctx_t **out)
+{
+	struct sluice_ctx *ctx;
+	sluice_result_t res;
+
+	if (!out)
+		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_init: ctx is NULL: pass the address of a "
+							    "sluice_ctx_t pointer");
+	*out = NULL;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return sl_fail(SLUICE_ERR_NO_MEMORY, "sluice_init: allocating the context (%zu bytes) failed",
+			       sizeof(*ctx));
+	ctx->sock = -1;
+	ctx->next_tag = 1;
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->call_lock, NULL);
+	if ((res = sl_config_load(&ctx->cfg)) != SLUICE_OK ||
+	    (ctx->cfg.embedded && (res = embedded_start(ctx)) != SLUICE_OK) ||
+	    (res = ctl_connect(ctx)) != SLUICE_OK || (res = hello(ctx)) != SLUICE_OK) {
+		ctx_free(ctx);
+		return res;
+	}
+	SL_INFO(SL_SUB_INIT, "attached to %s as client %u%s", ctx->cfg.socket, ctx->client_id,
+		ctx->embedded ? " (embedded)" : "");
+	*out = ctx;
+	return SLUICE_OK;
+}
+
+sluice_result_t sluice_finalize(sluice_ctx_t *ctx)
+{
+	unsigned ncomms;
+
+	if (!ctx)
+		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_finalize: ctx is NULL");
+	pthread_mutex_lock(&ctx->lock);
+	ncomms = ctx->ncomms;
+	pthread_mutex_unlock(&ctx->lock);
+	if (ncomms > 0)
+		return sl_fail(SLUICE_ERR_INVALID_USAGE,
+			       "sluice_finalize: %u communicator%s still alive: sluice_comm_destroy them first",
+			       ncomms, ncomms == 1 ? " is" : "s are");
+	SL_INFO(SL_SUB_INIT, "detaching from %s", ctx->cfg.socket);
+	ctx_free(ctx);
+	return SLUICE_OK;
+}

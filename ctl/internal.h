@@ -1,0 +1,180 @@
+/*
+ * internal.h: what the files of ctl/ share with each other and with nothing
+ * else: the context, communicator and request structures, the error and
+ * logging helpers, configuration, the attach-socket call, the lookup of
+ * registered memory, and the TCP bootstrap.  None of it is exported from
+ * libsluice (libsluice.map keeps every sl_ symbol local).
+ */
+#ifndef SLUICE_CTL_INTERNAL_H
+#define SLUICE_CTL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "sluice/abi.h"
+#include "sluice/sluice.h"
+
+#define SL_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+
+/* ---- error.c ---- */
+
+/* Store "what failed, where, what to do" as this thread's last error; return result. */
+sluice_result_t sl_fail(sluice_result_t result, const char *fmt, ...) SL_PRINTF(2, 3);
+const char *sl_dtype_name(sluice_datatype_t dtype);
+const char *sl_op_name(sluice_redop_t op);
+
+static inline int64_t sl_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- config.c: environment and logging ---- */
+
+#define SL_SOCKET_DEFAULT "/run/sluice/sluiced.sock"
+#define SL_TIMEOUT_DEFAULT 60
+#define SL_TIMEOUT_MAX 86400
+#define SL_HOST_MAX 256
+
+enum sl_log_level { SL_LOG_NONE, SL_LOG_WARN, SL_LOG_INFO, SL_LOG_TRACE };
+
+/* Subsystems for SLUICE_DEBUG_SUBSYS; WARN lines print whatever the mask. */
+enum sl_subsys {
+	SL_SUB_INIT = 1u << 0, /* attach, detach, embedded engine */
+	SL_SUB_ENV = 1u << 1,  /* configuration */
+	SL_SUB_MEM = 1u << 2,  /* registered memory */
+	SL_SUB_BOOT = 1u << 3, /* TCP rendezvous */
+	SL_SUB_COMM = 1u << 4, /* communicators */
+	SL_SUB_COLL = 1u << 5, /* submissions and completions */
+};
+
+struct sl_config {
+	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* SLUICE_SOCKET */
+	bool embedded;             /* SLUICE_EMBEDDED */
+	const char *embedded_args; /* SLUICE_EMBEDDED_ARGS, "" when unset */
+	const char *dp_lib;        /* SLUICE_DP_LIB, NULL when unset */
+	int timeout_s;             /* SLUICE_TIMEOUT */
+};
+
+/* Read and check every variable sluice_init needs, SLUICE_DEBUG* included. */
+sluice_result_t sl_config_load(struct sl_config *cfg);
+/* SLUICE_TIMEOUT alone, for code that runs without a context. */
+sluice_result_t sl_config_timeout(int *seconds);
+/* Rank and world size from SLUICE_RANK/SLUICE_WORLD_SIZE or a launcher's variables. */
+sluice_result_t sl_config_rank_world(int *rank, int *nranks);
+/* "host:port" from SLUICE_ROOT, or MASTER_ADDR and MASTER_PORT. */
+sluice_result_t sl_config_root(char *root, size_t len);
+/* Split spec ("host:port"); source names where it came from, for the message. */
+sluice_result_t sl_parse_hostport(const char *spec, const char *source, char *host, size_t host_len,
+				  uint16_t *port);
+
+bool sl_log_on(enum sl_log_level level, unsigned subsys);
+void sl_log(enum sl_log_level level, unsigned subsys, const char *fmt, ...) SL_PRINTF(3, 4);
+/* The rank shown in log lines (the last communicator this process joined). */
+void sl_log_set_rank(int rank);
+
+#define SL_LOG(level, subsys, ...)                         \
+	do {                                               \
+		if (sl_log_on(level, subsys))              \
+			sl_log(level, subsys, __VA_ARGS__); \
+	} while (0)
+#define SL_INFO(subsys, ...) SL_LOG(SL_LOG_INFO, subsys, __VA_ARGS__)
+#define SL_TRACE(subsys, ...) SL_LOG(SL_LOG_TRACE, subsys, __VA_ARGS__)
+
+/* ---- the context (attach.c), requests (coll.c), memory (mem.c) ---- */
+
+#define SL_MAX_REQS (SL_SUBMIT_SLOTS * 4)
+/* Zero-byte ranges name this region (see abi.h): no registration needed. */
+#define SL_REGION_NONE UINT32_MAX
+
+enum sl_req_state {
+	SL_REQ_FREE = 0,  /* slot unused */
+	SL_REQ_POSTED,    /* submitted, no completion yet */
+	SL_REQ_DONE,      /* completion reaped, result not yet taken */
+	SL_REQ_ABANDONED, /* the waiter gave up; freed when the completion comes */
+};
+
+struct sluice_req {
+	struct sluice_ctx *ctx;
+	struct sluice_comm *comm;
+	uint64_t tag;             /* echoed by the dataplane in struct sl_cpl */
+	enum sl_req_state state;
+	int32_t status;           /* sluice_result_t, once DONE */
+	int send_slot, recv_slot; /* region table slots kept busy, -1 for none */
+	char msg[SL_ERRMSG_LEN];  /* the dataplane's reason when status != OK */
+};
+
+struct sl_region {
+	bool used;     /* slot taken (base may still be NULL while registering) */
+	void *base;    /* our mapping */
+	size_t size;   /* bytes the caller asked for */
+	size_t mapped; /* bytes mapped (size rounded up to pages) */
+	uint32_t id;   /* the dataplane's region id */
+	uint32_t busy; /* collectives in flight that use it */
+};
+
+struct sluice_ctx {
+	struct sl_config cfg;
+	int sock;                     /* attach socket */
+	bool ctl_broken;              /* a request timed out: replies may be out of step */
+	bool embedded;                /* holds a reference on the embedded engine */
+	uint32_t client_id;           /* from HELLO */
+	struct sl_client_page *page;  /* the client page, mapped shared */
+	struct sl_spsc submit;        /* our producer side */
+	struct sl_spsc complete;      /* our consumer side */
+	pthread_mutex_t call_lock;    /* one socket request at a time */
+	pthread_mutex_t lock;         /* rings, requests, regions, ncomms */
+	struct sl_region regions[SL_MAX_REGIONS];
+	struct sluice_req reqs[SL_MAX_REQS];
+	uint64_t next_tag;            /* per-context increasing request tag */
+	int64_t next_hup_check;       /* when to next poll the socket for a dead dataplane */
+	unsigned ncomms;              /* communicators alive */
+};
+
+struct sluice_comm {
+	struct sluice_ctx *ctx;
+	uint32_t handle;   /* the dataplane's communicator handle */
+	int rank, nranks;
+	uint64_t key;
+	unsigned inflight; /* requests posted and not yet completed */
+};
+
+/* One request over the attach socket: msg (and fd, or -1) out, *reply back. */
+sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int fd,
+			    struct sl_ctl_reply *reply);
+
+/* Where [ptr, ptr + bytes) lies in registered memory; what names it in the message. */
+struct sl_range {
+	uint32_t region; /* dataplane region id, SL_REGION_NONE for zero bytes */
+	uint64_t off;    /* byte offset inside the region */
+	int slot;        /* our table slot, -1 for zero bytes */
+};
+/* Caller holds ctx->lock. */
+sluice_result_t sl_mem_find(struct sluice_ctx *ctx, const char *what, const void *ptr, size_t bytes,
+			    struct sl_range *out);
+/* Unmap every region (finalize: the dataplane drops them with the client). */
+void sl_mem_unmap_all(struct sluice_ctx *ctx);
+
+/* ---- bootstrap.c: TCP rendezvous among the ranks of one communicator ---- */
+
+struct sl_boot {
+	int rank, nranks;
+	int timeout_s;
+	int fd;                  /* non-root: the connection to the root */
+	int peer[SL_MAX_RANKS];  /* root: each rank's connection, -1 for none */
+	uint64_t key;            /* the communicator key root chose */
+	uint32_t node[SL_MAX_RANKS]; /* each rank's dataplane node id */
+};
+
+/* Meet every rank at host:port (rank 0 listens there); fill b->key and b->node. */
+sluice_result_t sl_boot_exchange(struct sl_boot *b, const char *host, uint16_t port, int rank,
+				 int nranks, uint32_t node, int timeout_s);
+/* Wait for every rank; each brings its own result and all return the first failure. */
+sluice_result_t sl_boot_barrier(struct sl_boot *b, sluice_result_t mine);
+void sl_boot_close(struct sl_boot *b);
+
+#endif

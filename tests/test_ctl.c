@@ -1,0 +1,844 @@
+/*
+ * test_ctl.c: libsluice without a real dataplane.  Configuration errors,
+ * the TCP bootstrap among threads on loopback, and, against a fake
+ * dataplane (a thread serving the attach socket and the rings of abi.h),
+ * attach, registered memory, communicators, the argument checks of
+ * sluice_allreduce and the submit / complete / test / wait paths with
+ * their errors.  The fake tests the library's side of the ABI only; the
+ * real dataplane has its own integration tests.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../ctl/internal.h"
+
+#define FAKE_NODE 42
+#define FAKE_REGION_BASE 5 /* fake region ids start here, so slot and id differ */
+#define FAKE_MAX_CLIENTS 4
+#define MAX_HELD 2048
+
+/* The fake runs on its own thread, where cmocka's asserts cannot jump: it aborts instead. */
+#define FAKE_CHECK(cond)                                                                  \
+	do {                                                                              \
+		if (!(cond)) {                                                            \
+			fprintf(stderr, "fake dataplane: %s failed at line %d\n", #cond, __LINE__); \
+			abort();                                                          \
+		}                                                                         \
+	} while (0)
+
+static void assert_error(sluice_result_t got, sluice_result_t want, const char *needle)
+{
+	if (got != want || !strstr(sluice_last_error(), needle))
+		fail_msg("got %s (%d), want %s (%d) with \"%s\"; message: %s", sluice_get_error_string(got),
+			 got, sluice_get_error_string(want), want, needle, sluice_last_error());
+}
+
+static void clear_env(void)
+{
+	static const char *const vars[] = {
+		"SLUICE_SOCKET", "SLUICE_EMBEDDED", "SLUICE_EMBEDDED_ARGS", "SLUICE_DP_LIB", "SLUICE_ROOT",
+		"SLUICE_RANK", "SLUICE_WORLD_SIZE", "SLUICE_TIMEOUT", "SLUICE_DEBUG", "SLUICE_DEBUG_SUBSYS",
+		"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+		"SLURM_PROCID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT",
+	};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
+static int env_setup(void **state)
+{
+	(void)state;
+	clear_env();
+	return 0;
+}
+
+/* A port nobody listens on right now. */
+static uint16_t free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* ==== configuration ==== */
+
+static void init_without_dataplane(void **state)
+{
+	sluice_ctx_t *ctx = (void *)1;
+
+	(void)state;
+	setenv("SLUICE_SOCKET", "/nonexistent/sluice-test.sock", 1);
+	assert_error(sluice_init(&ctx), SLUICE_ERR_UNAVAILABLE, "/nonexistent/sluice-test.sock");
+	assert_non_null(strstr(sluice_last_error(), "sluiced --node 0"));
+	assert_non_null(strstr(sluice_last_error(), "SLUICE_EMBEDDED=1"));
+	assert_null(ctx);
+}
+
+static void env_errors_are_clear(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+
+	(void)state;
+	setenv("SLUICE_TIMEOUT", "-1", 1);
+	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "SLUICE_TIMEOUT=\"-1\"");
+	assert_non_null(strstr(sluice_last_error(), "from 1 to 86400"));
+	setenv("SLUICE_TIMEOUT", "10s", 1);
+	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "SLUICE_TIMEOUT=\"10s\"");
+	unsetenv("SLUICE_TIMEOUT");
+	setenv("SLUICE_EMBEDDED", "yes", 1);
+	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "SLUICE_EMBEDDED=\"yes\"");
+	unsetenv("SLUICE_EMBEDDED");
+	setenv("SLUICE_DEBUG", "LOUD", 1);
+	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "WARN, INFO or TRACE");
+	setenv("SLUICE_DEBUG", "WARN", 1);
+	setenv("SLUICE_DEBUG_SUBSYS", "INIT,NET", 1);
+	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "unknown subsystem \"NET\"");
+	unsetenv("SLUICE_DEBUG");
+	unsetenv("SLUICE_DEBUG_SUBSYS");
+
+	setenv("SLUICE_RANK", "abc", 1);
+	setenv("SLUICE_WORLD_SIZE", "4", 1);
+	assert_error(sluice_comm_init_env(NULL, &comm), SLUICE_ERR_INVALID_ARGUMENT, "SLUICE_RANK=\"abc\"");
+	setenv("SLUICE_RANK", "4", 1);
+	assert_error(sluice_comm_init_env(NULL, &comm), SLUICE_ERR_INVALID_ARGUMENT,
+		     "rank 4 (from SLUICE_RANK) is not below the world size 4 (from SLUICE_WORLD_SIZE)");
+	unsetenv("SLUICE_RANK");
+	unsetenv("SLUICE_WORLD_SIZE");
+	assert_error(sluice_comm_init_env(NULL, &comm), SLUICE_ERR_INVALID_USAGE, "set SLUICE_RANK");
+}
+
+static void launcher_variables(void **state)
+{
+	char root[64], host[SL_HOST_MAX];
+	uint16_t port;
+	int rank, nranks;
+
+	(void)state;
+	setenv("RANK", "2", 1);
+	setenv("WORLD_SIZE", "3", 1);
+	setenv("SLURM_PROCID", "0", 1);
+	setenv("SLURM_NTASKS", "1", 1);
+	assert_int_equal(sl_config_rank_world(&rank, &nranks), SLUICE_OK);
+	assert_int_equal(rank, 2);
+	assert_int_equal(nranks, 3);
+	unsetenv("RANK");
+	unsetenv("WORLD_SIZE");
+	setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+	setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+	assert_int_equal(sl_config_rank_world(&rank, &nranks), SLUICE_OK);
+	assert_int_equal(rank, 5);
+	assert_int_equal(nranks, 8);
+
+	assert_error(sl_config_root(root, sizeof(root)), SLUICE_ERR_INVALID_USAGE, "SLUICE_ROOT=host:port");
+	setenv("MASTER_ADDR", "node7", 1);
+	assert_error(sl_config_root(root, sizeof(root)), SLUICE_ERR_INVALID_USAGE, "MASTER_PORT");
+	setenv("MASTER_PORT", "29500", 1);
+	assert_int_equal(sl_config_root(root, sizeof(root)), SLUICE_OK);
+	assert_string_equal(root, "node7:29500");
+	assert_int_equal(sl_parse_hostport(root, "test", host, sizeof(host), &port), SLUICE_OK);
+	assert_string_equal(host, "node7");
+	assert_int_equal(port, 29500);
+	assert_error(sl_parse_hostport("node7", "SLUICE_ROOT", host, sizeof(host), &port),
+		     SLUICE_ERR_INVALID_ARGUMENT, "SLUICE_ROOT \"node7\" is not host:port");
+	assert_error(sl_parse_hostport("node7:70000", "SLUICE_ROOT", host, sizeof(host), &port),
+		     SLUICE_ERR_INVALID_ARGUMENT, "1 to 65535");
+}
+
+/* ==== bootstrap among threads ==== */
+
+struct boot_rank {
+	pthread_t thread;
+	uint16_t port;
+	int rank, nranks, timeout_s;
+	sluice_result_t fail_barrier; /* what this rank brings to the barrier */
+	bool leave_before_barrier;
+	struct sl_boot b;
+	sluice_result_t exchanged, barrier;
+	char msg[512];
+};
+
+static void *boot_thread(void *arg)
+{
+	struct boot_rank *r = arg;
+
+	r->exchanged = sl_boot_exchange(&r->b, "127.0.0.1", r->port, r->rank, r->nranks,
+					10 + (uint32_t)r->rank, r->timeout_s);
+	if (r->exchanged != SLUICE_OK) {
+		snprintf(r->msg, sizeof(r->msg), "%s", sluice_last_error());
+		return NULL;
+	}
+	if (r->leave_before_barrier) {
+		sl_boot_close(&r->b);
+		return NULL;
+	}
+	if (r->fail_barrier != SLUICE_OK)
+		sl_fail(r->fail_barrier, "rank %d's own trouble", r->rank);
+	r->barrier = sl_boot_barrier(&r->b, r->fail_barrier);
+	snprintf(r->msg, sizeof(r->msg), "%s", sluice_last_error());
+	sl_boot_close(&r->b);
+	return NULL;
+}
+
+/* Run ranks[0..n) (those with nranks > 0), root first, and wait for all. */
+static void boot_run(struct boot_rank *ranks, int n)
+{
+	uint16_t port = free_port();
+
+	for (int i = 0; i < n; i++) {
+		ranks[i].port = port;
+		if (ranks[i].timeout_s == 0)
+			ranks[i].timeout_s = 5;
+		if (ranks[i].nranks > 0)
+			assert_int_equal(pthread_create(&ranks[i].thread, NULL, boot_thread, &ranks[i]), 0);
+	}
+	for (int i = 0; i < n; i++)
+		if (ranks[i].nranks > 0)
+			pthread_join(ranks[i].thread, NULL);
+}
+
+static void bootstrap_agrees(void **state)
+{
+	struct boot_rank r[3] = {{.rank = 0, .nranks = 3}, {.rank = 1, .nranks = 3}, {.rank = 2, .nranks = 3}};
+
+	(void)state;
+	boot_run(r, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(r[i].exchanged, SLUICE_OK);
+		assert_int_equal(r[i].barrier, SLUICE_OK);
+		assert_true(r[i].b.key == r[0].b.key);
+		for (int j = 0; j < 3; j++)
+			assert_int_equal(r[i].b.node[j], 10 + j);
+	}
+}
+
+static void bootstrap_world_mismatch(void **state)
+{
+	struct boot_rank r[3] = {{.rank = 0, .nranks = 3}, {.rank = 1, .nranks = 3}, {.rank = 2, .nranks = 4}};
+
+	(void)state;
+	boot_run(r, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(r[i].exchanged, SLUICE_ERR_INVALID_USAGE);
+		assert_non_null(strstr(r[i].msg, "rank 2 says the world has 4 ranks, rank 0 says 3: all ranks "
+						 "must agree on SLUICE_WORLD_SIZE"));
+	}
+}
+
+static void bootstrap_duplicate_rank(void **state)
+{
+	struct boot_rank r[3] = {{.rank = 0, .nranks = 3}, {.rank = 1, .nranks = 3}, {.rank = 1, .nranks = 3}};
+
+	(void)state;
+	boot_run(r, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(r[i].exchanged, SLUICE_ERR_INVALID_USAGE);
+		assert_non_null(strstr(r[i].msg, "two processes claim rank 1"));
+	}
+}
+
+static void bootstrap_missing_rank_times_out(void **state)
+{
+	struct boot_rank r[3] = {{.rank = 0, .nranks = 3, .timeout_s = 1}, {.rank = 1, .nranks = 3, .timeout_s = 1}};
+	int64_t t0 = sl_now_ns();
+
+	(void)state;
+	boot_run(r, 3);
+	assert_true(sl_now_ns() - t0 < 3000000000LL);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(r[i].exchanged, SLUICE_ERR_TIMEOUT);
+		assert_non_null(strstr(r[i].msg, "missing: 2"));
+	}
+}
+
+static void bootstrap_no_root_times_out(void **state)
+{
+	struct boot_rank r[2] = {{.nranks = 0}, {.rank = 1, .nranks = 2, .timeout_s = 1}};
+
+	(void)state;
+	boot_run(r, 2);
+	assert_int_equal(r[1].exchanged, SLUICE_ERR_TIMEOUT);
+	assert_non_null(strstr(r[1].msg, "could not reach the root 127.0.0.1"));
+}
+
+static void barrier_spreads_failure(void **state)
+{
+	struct boot_rank r[3] = {{.rank = 0, .nranks = 3},
+				 {.rank = 1, .nranks = 3, .fail_barrier = SLUICE_ERR_NO_MEMORY},
+				 {.rank = 2, .nranks = 3}};
+
+	(void)state;
+	boot_run(r, 3);
+	assert_int_equal(r[1].barrier, SLUICE_ERR_NO_MEMORY);
+	for (int i = 0; i < 3; i += 2) {
+		assert_int_equal(r[i].barrier, SLUICE_ERR_REMOTE);
+		assert_non_null(strstr(r[i].msg, "rank 1 failed: rank 1's own trouble"));
+	}
+}
+
+static void barrier_names_leaver(void **state)
+{
+	struct boot_rank r[3] = {{.rank = 0, .nranks = 3},
+				 {.rank = 1, .nranks = 3},
+				 {.rank = 2, .nranks = 3, .leave_before_barrier = true}};
+
+	(void)state;
+	boot_run(r, 3);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(r[i].barrier, SLUICE_ERR_REMOTE);
+		assert_non_null(strstr(r[i].msg, "rank 2 did not reach the bootstrap barrier"));
+	}
+}
+
+/* ==== a fake dataplane ==== */
+
+enum fake_mode {
+	FAKE_COMPLETE, /* copy send to recv (a one-rank all-reduce) and complete */
+	FAKE_FAIL,     /* complete with SLUICE_ERR_REMOTE */
+	FAKE_HOLD,     /* take commands, complete nothing until release */
+};
+
+struct fake_client {
+	int fd;
+	struct sl_client_page *page;
+	struct sl_spsc submit, complete;
+	uint8_t *region[SL_MAX_REGIONS];
+	size_t region_size[SL_MAX_REGIONS];
+};
+
+static struct fake {
+	char path[108];
+	int lfd;
+	pthread_t thread;
+	atomic_bool stop, release, hang_up;
+	_Atomic int mode;
+	_Atomic int commands;
+	struct fake_client client[FAKE_MAX_CLIENTS];
+	int nclients;
+	/* what COMM_CREATE was told */
+	int creates;
+	uint64_t key[FAKE_MAX_CLIENTS];
+	uint32_t node0[FAKE_MAX_CLIENTS];
+	/* what the last command said */
+	struct sl_cmd last;
+	/* commands held in FAKE_HOLD */
+	struct {
+		int client;
+		struct sl_cmd cmd;
+	} held[MAX_HELD];
+	int nheld;
+} fake;
+
+static int recv_with_fd(int sock, struct sl_ctl_msg *msg, int *fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = {.iov_base = msg, .iov_len = sizeof(*msg)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+			    .msg_controllen = sizeof(control.buf)};
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	*fd = -1;
+	if (n > 0 && cm && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	return (int)n;
+}
+
+static void fake_hello(struct fake_client *c, int fd, struct sl_ctl_reply *reply)
+{
+	c->page = mmap(NULL, sl_page_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (c->page == MAP_FAILED || c->page->magic != SL_ABI_MAGIC || c->page->version != SL_ABI_VERSION ||
+	    c->page->submit_off != sl_page_submit_off() || c->page->complete_off != sl_page_complete_off()) {
+		reply->status = SLUICE_ERR_INVALID_ARGUMENT;
+		snprintf(reply->msg, sizeof(reply->msg), "bad client page");
+		return;
+	}
+	sl_spsc_attach(&c->submit, (void *)((char *)c->page + c->page->submit_off), SL_SUBMIT_SLOTS,
+		       sizeof(struct sl_cmd), false);
+	sl_spsc_attach(&c->complete, (void *)((char *)c->page + c->page->complete_off), SL_COMPLETE_SLOTS,
+		       sizeof(struct sl_cpl), true);
+	reply->value = (uint32_t)(c - fake.client);
+}
+
+static void fake_reg(struct fake_client *c, const struct sl_ctl_msg *m, int fd, struct sl_ctl_reply *reply)
+{
+	for (unsigned i = 0; i < SL_MAX_REGIONS - FAKE_REGION_BASE; i++) {
+		if (!c->region[i]) {
+			c->region[i] = mmap(NULL, m->a.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			c->region_size[i] = m->a.size;
+			reply->value = FAKE_REGION_BASE + i;
+			return;
+		}
+	}
+	reply->status = SLUICE_ERR_NO_MEMORY;
+}
+
+static void fake_request(struct fake_client *c, int fd, const struct sl_ctl_msg *m)
+{
+	struct sl_ctl_reply reply = {.status = SLUICE_OK, .node = FAKE_NODE};
+	uint32_t idx = m->a.region - FAKE_REGION_BASE;
+
+	switch (m->type) {
+	case SL_CTL_HELLO:
+		fake_hello(c, fd, &reply);
+		break;
+	case SL_CTL_REG:
+		fake_reg(c, m, fd, &reply);
+		break;
+	case SL_CTL_DEREG:
+		FAKE_CHECK(idx < SL_MAX_REGIONS && c->region[idx]);
+		munmap(c->region[idx], c->region_size[idx]);
+		c->region[idx] = NULL;
+		break;
+	case SL_CTL_COMM_CREATE:
+		fake.key[fake.creates] = m->c.key;
+		fake.node0[fake.creates++] = m->c.node[0];
+		reply.value = 100 + (uint32_t)fake.creates;
+		break;
+	case SL_CTL_INFO:
+	case SL_CTL_COMM_DESTROY:
+		break;
+	default:
+		reply.status = SLUICE_ERR_INVALID_ARGUMENT;
+	}
+	if (fd >= 0)
+		close(fd);
+	send(c->fd, &reply, sizeof(reply), MSG_NOSIGNAL);
+}
+
+static uint8_t *fake_range(struct fake_client *c, uint32_t region, uint64_t off, uint64_t bytes)
+{
+	uint32_t idx = region - FAKE_REGION_BASE;
+
+	if (bytes == 0)
+		return NULL;
+	FAKE_CHECK(idx < SL_MAX_REGIONS && c->region[idx] && off + bytes <= c->region_size[idx]);
+	return c->region[idx] + off;
+}
+
+static void fake_complete(struct fake_client *c, const struct sl_cmd *cmd, int mode)
+{
+	struct sl_cpl cpl = {.req = cmd->req, .status = SLUICE_OK};
+	uint64_t bytes = cmd->count * sluice_datatype_size(cmd->dtype);
+
+	if (mode == FAKE_FAIL) {
+		cpl.status = SLUICE_ERR_REMOTE;
+		snprintf(cpl.msg, sizeof(cpl.msg), "rank 1 of comm %u vanished: check that host", cmd->comm);
+	} else if (bytes > 0) {
+		memmove(fake_range(c, cmd->recv_region, cmd->recv_off, bytes),
+			fake_range(c, cmd->send_region, cmd->send_off, bytes), bytes);
+	}
+	while (!sl_spsc_enqueue(&c->complete, &cpl))
+		usleep(10);
+	atomic_fetch_add(&c->page->cpl_seq, 1);
+	if (atomic_load(&c->page->client_sleeping))
+		syscall(SYS_futex, &c->page->cpl_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void fake_drain(struct fake_client *c)
+{
+	struct sl_cmd cmd;
+
+	while (sl_spsc_dequeue(&c->submit, &cmd)) {
+		fake.last = cmd;
+		fake.commands++;
+		if (fake.mode == FAKE_HOLD) {
+			FAKE_CHECK(fake.nheld < MAX_HELD);
+			fake.held[fake.nheld].client = (int)(c - fake.client);
+			fake.held[fake.nheld++].cmd = cmd;
+		} else {
+			fake_complete(c, &cmd, fake.mode);
+		}
+	}
+}
+
+static void fake_poll_sockets(void)
+{
+	struct pollfd pfd[FAKE_MAX_CLIENTS + 1] = {{.fd = fake.lfd, .events = POLLIN}};
+	struct sl_ctl_msg msg;
+	int fd;
+
+	for (int i = 0; i < fake.nclients; i++)
+		pfd[i + 1] = (struct pollfd){.fd = fake.client[i].fd, .events = POLLIN};
+	if (poll(pfd, (nfds_t)fake.nclients + 1, 1) <= 0)
+		return;
+	if ((pfd[0].revents & POLLIN) && fake.nclients < FAKE_MAX_CLIENTS)
+		fake.client[fake.nclients++].fd = accept(fake.lfd, NULL, NULL);
+	for (int i = 0; i < fake.nclients; i++) {
+		if (fake.client[i].fd < 0 || !(pfd[i + 1].revents & (POLLIN | POLLHUP)))
+			continue;
+		if (recv_with_fd(fake.client[i].fd, &msg, &fd) == (int)sizeof(msg)) {
+			fake_request(&fake.client[i], fd, &msg);
+		} else {
+			close(fake.client[i].fd);
+			fake.client[i].fd = -1;
+		}
+	}
+}
+
+static void *fake_thread(void *unused)
+{
+	(void)unused;
+	while (!fake.stop) {
+		fake_poll_sockets();
+		for (int i = 0; i < fake.nclients; i++)
+			if (fake.client[i].page)
+				fake_drain(&fake.client[i]);
+		if (fake.release) {
+			for (int i = 0; i < fake.nheld; i++)
+				fake_complete(&fake.client[fake.held[i].client], &fake.held[i].cmd, FAKE_COMPLETE);
+			fake.nheld = 0;
+			fake.release = false;
+		}
+		if (fake.hang_up) {
+			for (int i = 0; i < fake.nclients; i++)
+				shutdown(fake.client[i].fd, SHUT_RDWR);
+			fake.hang_up = false;
+		}
+	}
+	return NULL;
+}
+
+static int fake_setup(void **state)
+{
+	static int seq;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	(void)state;
+	clear_env();
+	memset(&fake, 0, sizeof(fake));
+	snprintf(fake.path, sizeof(fake.path), "/tmp/sluice-test-ctl-%d-%d.sock", (int)getpid(), seq++);
+	strcpy(sa.sun_path, fake.path);
+	unlink(fake.path);
+	fake.lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (bind(fake.lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fake.lfd, 8) != 0)
+		return -1;
+	setenv("SLUICE_SOCKET", fake.path, 1);
+	return pthread_create(&fake.thread, NULL, fake_thread, NULL);
+}
+
+static int fake_teardown(void **state)
+{
+	(void)state;
+	fake.stop = true;
+	pthread_join(fake.thread, NULL);
+	for (int i = 0; i < fake.nclients; i++) {
+		struct fake_client *c = &fake.client[i];
+
+		if (c->fd >= 0)
+			close(c->fd);
+		if (c->page)
+			munmap(c->page, sl_page_bytes());
+		for (unsigned r = 0; r < SL_MAX_REGIONS; r++)
+			if (c->region[r])
+				munmap(c->region[r], c->region_size[r]);
+	}
+	close(fake.lfd);
+	unlink(fake.path);
+	return 0;
+}
+
+/* Attach, join a one-rank communicator, and allocate one buffer of bytes. */
+static void open_all(sluice_ctx_t **ctx, sluice_comm_t **comm, void **buf, size_t bytes)
+{
+	assert_int_equal(sluice_init(ctx), SLUICE_OK);
+	assert_int_equal(sluice_comm_init(*ctx, 1, 0, NULL, comm), SLUICE_OK);
+	assert_int_equal(sluice_mem_alloc(*ctx, bytes, buf), SLUICE_OK);
+}
+
+static void close_all(sluice_ctx_t *ctx, sluice_comm_t *comm, void *buf)
+{
+	assert_int_equal(sluice_mem_free(ctx, buf), SLUICE_OK);
+	assert_int_equal(sluice_comm_destroy(comm), SLUICE_OK);
+	assert_int_equal(sluice_finalize(ctx), SLUICE_OK);
+}
+
+static void attach_and_memory(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	void *a, *b;
+	int v;
+
+	(void)state;
+	assert_int_equal(sluice_init(&ctx), SLUICE_OK);
+	assert_int_equal(sluice_mem_alloc(ctx, 4096, &a), SLUICE_OK);
+	assert_int_equal(sluice_mem_alloc(ctx, 100, &b), SLUICE_OK);
+	memset(a, 1, 4096);
+	assert_error(sluice_mem_free(ctx, (char *)a + 8), SLUICE_ERR_INVALID_ARGUMENT, "not a pointer");
+	assert_error(sluice_mem_alloc(ctx, 0, &a), SLUICE_ERR_INVALID_ARGUMENT, "size from 1 byte");
+	assert_int_equal(sluice_mem_free(ctx, a), SLUICE_OK);
+	assert_error(sluice_mem_free(ctx, a), SLUICE_ERR_INVALID_ARGUMENT, "freed already");
+
+	assert_int_equal(sluice_comm_init(ctx, 1, 0, NULL, &comm), SLUICE_OK);
+	assert_int_equal(sluice_comm_rank(comm, &v), SLUICE_OK);
+	assert_int_equal(v, 0);
+	assert_int_equal(sluice_comm_size(comm, &v), SLUICE_OK);
+	assert_int_equal(v, 1);
+	assert_int_equal(fake.node0[0], FAKE_NODE);
+	assert_error(sluice_comm_init(ctx, 2, 2, NULL, &comm), SLUICE_ERR_INVALID_ARGUMENT, "rank 2 is out of range");
+	assert_error(sluice_finalize(ctx), SLUICE_ERR_INVALID_USAGE, "1 communicator is still alive");
+	assert_int_equal(sluice_comm_destroy(comm), SLUICE_OK);
+	assert_int_equal(sluice_finalize(ctx), SLUICE_OK); /* b is unmapped with the context */
+}
+
+static void allreduce_refuses_bad_arguments(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	float heap[64], *buf;
+
+	(void)state;
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	assert_error(sluice_allreduce(comm, heap, heap, 64, SLUICE_FLOAT32, SLUICE_SUM, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "is not inside memory from sluice_mem_alloc");
+	assert_error(sluice_allreduce(comm, buf, buf, 1025, SLUICE_FLOAT32, SLUICE_SUM, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "(4100 bytes) is not inside memory from sluice_mem_alloc");
+	assert_error(sluice_allreduce(comm, buf, heap, 64, SLUICE_FLOAT32, SLUICE_SUM, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "recv buffer");
+	assert_error(sluice_allreduce(comm, buf, buf, SIZE_MAX / 2, SLUICE_FLOAT32, SLUICE_SUM, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "overflow");
+	assert_error(sluice_allreduce(comm, buf, buf, 4, (sluice_datatype_t)99, SLUICE_SUM, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "datatype 99");
+	assert_error(sluice_allreduce(comm, buf, buf, 4, SLUICE_FLOAT32, (sluice_redop_t)-1, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "op -1");
+	assert_error(sluice_allreduce(comm, buf, buf, 4, SLUICE_INT32, SLUICE_AVG, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "avg");
+	assert_error(sluice_allreduce(comm, NULL, buf, 4, SLUICE_FLOAT32, SLUICE_SUM, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "must not be NULL when count is 4");
+	assert_error(sluice_allreduce(comm, buf, buf + 1, 4, SLUICE_FLOAT32, SLUICE_SUM, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "overlap");
+	assert_error(sluice_allreduce(NULL, buf, buf, 4, SLUICE_FLOAT32, SLUICE_SUM, &req),
+		     SLUICE_ERR_INVALID_ARGUMENT, "comm");
+	assert_int_equal(fake.commands, 0);
+	close_all(ctx, comm, buf);
+}
+
+static void allreduce_round_trip(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	int32_t *buf;
+	sluice_result_t res;
+
+	(void)state;
+	open_all(&ctx, &comm, (void **)&buf, 1 << 16);
+	for (int i = 0; i < 1000; i++)
+		buf[i] = i;
+	/* out of place, at offsets inside the region */
+	assert_int_equal(sluice_allreduce(comm, buf + 10, buf + 5000, 990, SLUICE_INT32, SLUICE_SUM, &req), SLUICE_OK);
+	while ((res = sluice_test(req)) == SLUICE_IN_PROGRESS)
+		;
+	assert_int_equal(res, SLUICE_OK);
+	assert_int_equal(fake.last.send_region, FAKE_REGION_BASE);
+	assert_int_equal(fake.last.send_off, 40);
+	assert_int_equal(fake.last.recv_off, 20000);
+	assert_int_equal(fake.last.count, 990);
+	assert_int_equal(fake.last.dtype, SLUICE_INT32);
+	assert_int_equal(fake.last.comm, 101);
+	for (int i = 0; i < 990; i++)
+		assert_int_equal(buf[5000 + i], 10 + i);
+	assert_error(sluice_test(req), SLUICE_ERR_INVALID_USAGE, "already finished");
+	/* zero elements: no buffers needed, the sentinel region goes out */
+	assert_int_equal(sluice_allreduce(comm, NULL, NULL, 0, SLUICE_FLOAT32, SLUICE_AVG, &req), SLUICE_OK);
+	assert_int_equal(sluice_wait(req), SLUICE_OK);
+	assert_int_equal(fake.last.send_region, SL_REGION_NONE);
+	/* many more than the ring holds, waited in order */
+	for (int round = 0; round < 3; round++) {
+		sluice_req_t *reqs[600];
+
+		for (int i = 0; i < 600; i++)
+			assert_int_equal(sluice_allreduce(comm, buf, buf, 16, SLUICE_INT32, SLUICE_MAX, &reqs[i]), SLUICE_OK);
+		for (int i = 0; i < 600; i++)
+			assert_int_equal(sluice_wait(reqs[i]), SLUICE_OK);
+	}
+	assert_int_equal(fake.commands, 2 + 3 * 600);
+	assert_true(atomic_load(&ctx->page->doorbell) == 2 + 3 * 600);
+	close_all(ctx, comm, buf);
+}
+
+static void allreduce_error_from_dataplane(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	float *buf;
+
+	(void)state;
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	fake.mode = FAKE_FAIL;
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	assert_error(sluice_wait(req), SLUICE_ERR_REMOTE, "rank 1 of comm 101 vanished: check that host");
+	fake.mode = FAKE_COMPLETE;
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	assert_int_equal(sluice_wait(req), SLUICE_OK);
+	close_all(ctx, comm, buf);
+}
+
+static void requests_run_out_then_recover(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	static sluice_req_t *reqs[SL_MAX_REQS];
+	sluice_req_t *extra;
+	float *buf;
+
+	(void)state;
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	fake.mode = FAKE_HOLD;
+	for (unsigned i = 0; i < SL_MAX_REQS; i++)
+		assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &reqs[i]), SLUICE_OK);
+	assert_error(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &extra),
+		     SLUICE_ERR_NO_MEMORY, "all 1024 requests are outstanding");
+	assert_error(sluice_mem_free(ctx, buf), SLUICE_ERR_INVALID_USAGE, "used by 1024 collectives in flight");
+	assert_error(sluice_comm_destroy(comm), SLUICE_ERR_INVALID_USAGE, "1024 collectives in flight");
+	assert_int_equal(sluice_test(reqs[0]), SLUICE_IN_PROGRESS);
+	fake.mode = FAKE_COMPLETE;
+	fake.release = true;
+	for (unsigned i = 0; i < SL_MAX_REQS; i++)
+		assert_int_equal(sluice_wait(reqs[i]), SLUICE_OK);
+	close_all(ctx, comm, buf);
+}
+
+static void wait_times_out_and_abandons(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	float *buf;
+	int64_t t0;
+
+	(void)state;
+	setenv("SLUICE_TIMEOUT", "1", 1);
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	fake.mode = FAKE_HOLD;
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	t0 = sl_now_ns();
+	assert_error(sluice_wait(req), SLUICE_ERR_TIMEOUT, "got no completion within SLUICE_TIMEOUT=1 s");
+	assert_true(sl_now_ns() - t0 < 4000000000LL);
+	/* the buffer stays busy until the late completion; the comm may go now */
+	assert_error(sluice_mem_free(ctx, buf), SLUICE_ERR_INVALID_USAGE, "in flight");
+	assert_int_equal(sluice_comm_destroy(comm), SLUICE_OK);
+	fake.mode = FAKE_COMPLETE;
+	fake.release = true;
+	while (fake.release)
+		usleep(100);
+	assert_int_equal(sluice_comm_init(ctx, 1, 0, NULL, &comm), SLUICE_OK);
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	assert_int_equal(sluice_wait(req), SLUICE_OK); /* reaps the late one too */
+	close_all(ctx, comm, buf);
+}
+
+static void wait_sees_dataplane_exit(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	float *buf;
+
+	(void)state;
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	fake.mode = FAKE_HOLD;
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	fake.hang_up = true;
+	assert_error(sluice_wait(req), SLUICE_ERR_UNAVAILABLE, "exited");
+	assert_non_null(strstr(sluice_last_error(), fake.path));
+	assert_error(sluice_comm_destroy(comm), SLUICE_ERR_UNAVAILABLE, "exited");
+	assert_int_equal(sluice_finalize(ctx), SLUICE_OK);
+}
+
+/* Two ranks, each its own context on the same (fake) dataplane, over the real bootstrap. */
+struct join {
+	pthread_t thread;
+	int rank;
+	char root[32];
+	sluice_result_t res;
+};
+
+static void *join_thread(void *arg)
+{
+	struct join *j = arg;
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+
+	j->res = sluice_init(&ctx);
+	if (j->res == SLUICE_OK)
+		j->res = sluice_comm_init(ctx, 2, j->rank, j->root, &comm);
+	if (j->res == SLUICE_OK)
+		j->res = sluice_comm_destroy(comm);
+	if (j->res == SLUICE_OK)
+		j->res = sluice_finalize(ctx);
+	return NULL;
+}
+
+static void comm_init_two_ranks(void **state)
+{
+	struct join j[2] = {{.rank = 0}, {.rank = 1}};
+	uint16_t port = free_port();
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		snprintf(j[i].root, sizeof(j[i].root), "localhost:%u", port);
+		assert_int_equal(pthread_create(&j[i].thread, NULL, join_thread, &j[i]), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(j[i].thread, NULL);
+		assert_int_equal(j[i].res, SLUICE_OK);
+	}
+	assert_int_equal(fake.creates, 2);
+	assert_true(fake.key[0] == fake.key[1]);
+	assert_int_equal(fake.node0[0], FAKE_NODE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(init_without_dataplane, env_setup),
+		cmocka_unit_test_setup(env_errors_are_clear, env_setup),
+		cmocka_unit_test_setup(launcher_variables, env_setup),
+		cmocka_unit_test_setup(bootstrap_agrees, env_setup),
+		cmocka_unit_test_setup(bootstrap_world_mismatch, env_setup),
+		cmocka_unit_test_setup(bootstrap_duplicate_rank, env_setup),
+		cmocka_unit_test_setup(bootstrap_missing_rank_times_out, env_setup),
+		cmocka_unit_test_setup(bootstrap_no_root_times_out, env_setup),
+		cmocka_unit_test_setup(barrier_spreads_failure, env_setup),
+		cmocka_unit_test_setup(barrier_names_leaver, env_setup),
+		cmocka_unit_test_setup_teardown(attach_and_memory, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(allreduce_refuses_bad_arguments, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(allreduce_round_trip, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(allreduce_error_from_dataplane, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(requests_run_out_then_recover, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(wait_times_out_and_abandons, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(wait_sees_dataplane_exit, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(comm_init_two_ranks, fake_setup, fake_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
