@@ -4,7 +4,7 @@
 # the exact command to run and fails.
 set -euo pipefail
 
-packages=(gcc meson ninja-build pkg-config libdpdk-dev dpdk libnuma-dev libcmocka-dev
+packages=(gcc meson ninja-build pkg-config libdpdk-dev libnuma-dev libcmocka-dev
 	openmpi-bin libopenmpi-dev iproute2 python3)
 missing=()
 for p in "${packages[@]}"; do

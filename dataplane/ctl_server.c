@@ -1,0 +1,405 @@
+/*
+ * ctl_server.c: the attach socket.
+ *
+ * Applications (libsluice) connect to a unix SOCK_SEQPACKET socket and send
+ * struct sl_ctl_msg requests (abi.h): HELLO with their client page, REG with
+ * memory files, communicator creation.  This thread checks each request,
+ * maps what it is given, and hands the result to the engine through
+ * dp_engine_call; it never touches the engine's tables itself.  A peer of
+ * another user is refused (SO_PEERCRED) unless the daemon was told to share.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <sluice/sluice.h>
+
+#include "ctl_server.h"
+
+struct conn {
+	int fd;                           /* -1 when the slot is free */
+	bool hello;                       /* HELLO done: the engine knows this client */
+	bool region_used[SL_MAX_REGIONS];
+};
+
+struct server {
+	struct dp_engine *e;
+	const struct dp_server_cfg *cfg;
+	int listen_fd;
+	struct conn conns[DP_MAX_CLIENTS];
+	int comm_owner[DP_MAX_COMMS];     /* client index holding each comm slot, -1 = free */
+};
+
+static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ...)
+{
+	va_list ap;
+	r->status = status;
+	va_start(ap, fmt);
+	vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+static void *map_fd(int fd, uint64_t want, struct sl_ctl_reply *r, const char *what)
+{
+	struct stat st;
+	void *p;
+
+	if (fd < 0) {
+		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "%s: no file descriptor came with the request", what);
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < want || want == 0) {
+		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "%s: the file is %lld bytes, %llu needed", what,
+			  (long long)st.st_size, (unsigned long long)want);
+		return NULL;
+	}
+	p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (p == MAP_FAILED) {
+		reply_err(r, SLUICE_ERR_SYSTEM, "%s: mmap of %llu bytes failed: %s", what,
+			  (unsigned long long)want, strerror(errno));
+		return NULL;
+	}
+	return p;
+}
+
+static void call_engine(struct server *s, struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
+{
+	char why[SL_ERRMSG_LEN] = "";
+	req->why = why;
+	if (dp_engine_call(s->e, req) != 0)
+		reply_err(r, fail, "%s", why);
+}
+
+static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
+{
+	struct dp_client c = { .id = (uint32_t)ci };
+	struct dp_ctl_req req = { .op = DP_CTL_ADD_CLIENT, .client = (uint32_t)ci, .obj = &c };
+
+	if (s->conns[ci].hello) {
+		reply_err(r, SLUICE_ERR_INVALID_USAGE, "HELLO sent twice on one connection");
+		return;
+	}
+	c.page_len = sl_page_bytes();
+	c.page = map_fd(fd, c.page_len, r, "client page");
+	if (!c.page)
+		return;
+	if (c.page->magic != SL_ABI_MAGIC || c.page->version != SL_ABI_VERSION) {
+		reply_err(r, SLUICE_ERR_INVALID_USAGE, "client page has ABI version %u, this dataplane "
+			  "speaks %u: use libsluice and sluiced from the same build", c.page->version,
+			  SL_ABI_VERSION);
+		munmap(c.page, c.page_len);
+		return;
+	}
+	/* Ring geometry comes from the ABI, never from the page. */
+	sl_spsc_attach(&c.submit, (void *)((uint8_t *)c.page + sl_page_submit_off()), SL_SUBMIT_SLOTS,
+		       sizeof(struct sl_cmd), false);
+	sl_spsc_attach(&c.complete, (void *)((uint8_t *)c.page + sl_page_complete_off()), SL_COMPLETE_SLOTS,
+		       sizeof(struct sl_cpl), true);
+	call_engine(s, &req, r, SLUICE_ERR_INTERNAL);
+	s->conns[ci].hello = true;
+	r->value = (uint32_t)ci;
+}
+
+static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
+{
+	struct conn *cn = &s->conns[ci];
+	struct dp_region reg = { .size = m->a.size };
+	struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = (uint32_t)ci, .obj = &reg };
+	unsigned i;
+
+	for (i = 0; i < SL_MAX_REGIONS && cn->region_used[i]; i++)
+		;
+	if (i == SL_MAX_REGIONS) {
+		reply_err(r, SLUICE_ERR_NO_MEMORY, "this client already registered %u regions, the most "
+			  "one client may: allocate fewer, larger buffers", SL_MAX_REGIONS);
+		return;
+	}
+	reg.base = map_fd(fd, m->a.size, r, "registered memory");
+	if (!reg.base)
+		return;
+	req.index = i;
+	call_engine(s, &req, r, SLUICE_ERR_INTERNAL);
+	cn->region_used[i] = true;
+	r->value = i;
+}
+
+static void do_dereg(struct server *s, int ci, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
+{
+	struct dp_ctl_req req = { .op = DP_CTL_DEL_REGION, .client = (uint32_t)ci, .index = m->a.region };
+
+	if (m->a.region >= SL_MAX_REGIONS || !s->conns[ci].region_used[m->a.region]) {
+		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "region %u is not registered by this client",
+			  m->a.region);
+		return;
+	}
+	call_engine(s, &req, r, SLUICE_ERR_INVALID_USAGE);
+	if (r->status == SLUICE_OK)
+		s->conns[ci].region_used[m->a.region] = false;
+}
+
+static const char *check_comm(const struct server *s, const struct sl_ctl_msg *m, char *buf)
+{
+	uint32_t n = m->c.nranks;
+
+	if (n == 0 || n > SL_MAX_RANKS || m->c.rank >= n)
+		return "rank or rank count out of range";
+	if (m->c.node[m->c.rank] != s->e->node) {
+		snprintf(buf, SL_ERRMSG_LEN, "the communicator places this rank on dataplane node %u, but "
+			 "this dataplane is node %u", m->c.node[m->c.rank], s->e->node);
+		return buf;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (i != m->c.rank && m->c.node[i] == s->e->node) {
+			snprintf(buf, SL_ERRMSG_LEN, "ranks %u and %u share dataplane node %u: this version runs "
+				 "one rank of a communicator per dataplane (sluice-run -n N starts N)",
+				 m->c.rank, i, s->e->node);
+			return buf;
+		}
+		if (m->c.node[i] >= SL_MAX_NODES)
+			return "a node id is out of range";
+	}
+	return NULL;
+}
+
+static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
+{
+	struct dp_comm comm = { 0 };
+	struct dp_ctl_req req = { .op = DP_CTL_ADD_COMM, .client = (uint32_t)ci, .obj = &comm };
+	char buf[SL_ERRMSG_LEN];
+	const char *bad = check_comm(s, m, buf);
+	unsigned i;
+
+	if (bad) {
+		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "communicator creation: %s", bad);
+		return;
+	}
+	for (i = 0; i < DP_MAX_COMMS && s->comm_owner[i] >= 0; i++)
+		;
+	if (i == DP_MAX_COMMS) {
+		reply_err(r, SLUICE_ERR_NO_MEMORY, "this dataplane already runs %u communicators: destroy "
+			  "some first", DP_MAX_COMMS);
+		return;
+	}
+	comm.key = m->c.key;
+	comm.key32 = (uint32_t)m->c.key;
+	comm.rank = m->c.rank;
+	comm.nranks = m->c.nranks;
+	for (uint32_t k = 0; k < comm.nranks; k++)
+		comm.node[k] = (uint16_t)m->c.node[k];
+	comm.client = &s->e->clients[ci];
+	req.index = i;
+	call_engine(s, &req, r, SLUICE_ERR_INVALID_ARGUMENT);
+	if (r->status == SLUICE_OK) {
+		s->comm_owner[i] = ci;
+		r->value = i;
+	}
+}
+
+static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
+{
+	struct dp_ctl_req req = { .op = DP_CTL_DEL_COMM, .client = (uint32_t)ci, .index = m->a.comm };
+
+	if (m->a.comm >= DP_MAX_COMMS || s->comm_owner[m->a.comm] != ci) {
+		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "communicator %u is not held by this client",
+			  m->a.comm);
+		return;
+	}
+	call_engine(s, &req, r, SLUICE_ERR_INVALID_USAGE);
+	if (r->status == SLUICE_OK)
+		s->comm_owner[m->a.comm] = -1;
+}
+
+static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd, struct sl_ctl_reply *r)
+{
+	r->node = s->e->node;
+	if (m->version != SL_ABI_VERSION) {
+		reply_err(r, SLUICE_ERR_INVALID_USAGE, "request of ABI version %u, this dataplane speaks %u: "
+			  "use libsluice and sluiced from the same build", m->version, SL_ABI_VERSION);
+		return;
+	}
+	if (m->type != SL_CTL_HELLO && m->type != SL_CTL_INFO && !s->conns[ci].hello) {
+		reply_err(r, SLUICE_ERR_INVALID_USAGE, "HELLO must come first");
+		return;
+	}
+	switch (m->type) {
+	case SL_CTL_HELLO: do_hello(s, ci, fd, r); break;
+	case SL_CTL_REG: do_reg(s, ci, fd, m, r); break;
+	case SL_CTL_DEREG: do_dereg(s, ci, m, r); break;
+	case SL_CTL_COMM_CREATE: do_comm_create(s, ci, m, r); break;
+	case SL_CTL_COMM_DESTROY: do_comm_destroy(s, ci, m, r); break;
+	case SL_CTL_INFO: break;
+	default: reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "unknown request type %u", m->type);
+	}
+}
+
+/* Receive one request and its file descriptor, if any. 0, or -1 on hang-up. */
+static int recv_req(int fd, struct sl_ctl_msg *m, int *passed, bool *short_msg)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { m, sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+
+	*passed = -1;
+	if (n <= 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(passed, CMSG_DATA(c), sizeof(int));
+	/* Requests may be shorter than the struct (no rank table): the rest reads as zero. */
+	if ((size_t)n < sizeof(*m))
+		memset((char *)m + n, 0, sizeof(*m) - (size_t)n);
+	*short_msg = (size_t)n < offsetof(struct sl_ctl_msg, a);
+	return 0;
+}
+
+static void drop_conn(struct server *s, int ci)
+{
+	struct dp_ctl_req req = { .op = DP_CTL_DEL_CLIENT, .client = (uint32_t)ci };
+	char why[SL_ERRMSG_LEN];
+
+	if (s->conns[ci].hello) {
+		req.why = why;
+		dp_engine_call(s->e, &req);
+	}
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+		if (s->comm_owner[i] == ci)
+			s->comm_owner[i] = -1;
+	close(s->conns[ci].fd);
+	memset(&s->conns[ci], 0, sizeof(s->conns[ci]));
+	s->conns[ci].fd = -1;
+}
+
+static void serve_conn(struct server *s, int ci)
+{
+	struct sl_ctl_msg m;
+	struct sl_ctl_reply r;
+	int fd;
+	bool short_msg;
+
+	if (recv_req(s->conns[ci].fd, &m, &fd, &short_msg) != 0) {
+		drop_conn(s, ci);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	if (short_msg)
+		reply_err(&r, SLUICE_ERR_INVALID_ARGUMENT, "request too short");
+	else
+		handle(s, ci, &m, fd, &r);
+	if (fd >= 0)
+		close(fd); /* mapped already, or refused */
+	if (send(s->conns[ci].fd, &r, sizeof(r), MSG_NOSIGNAL) != (ssize_t)sizeof(r))
+		drop_conn(s, ci);
+}
+
+static bool peer_allowed(const struct server *s, int fd, struct sl_ctl_reply *r)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+		reply_err(r, SLUICE_ERR_SYSTEM, "cannot read the peer's credentials: %s", strerror(errno));
+		return false;
+	}
+	if (s->cfg->allow_any_user || cred.uid == geteuid())
+		return true;
+	reply_err(r, SLUICE_ERR_INVALID_USAGE, "refused: this dataplane runs as uid %u and serves only "
+		  "that user, you are uid %u (start sluiced with --allow-any-user to share it)",
+		  (unsigned)geteuid(), (unsigned)cred.uid);
+	return false;
+}
+
+static void accept_conn(struct server *s)
+{
+	struct sl_ctl_reply r = { .status = SLUICE_OK };
+	int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int ci;
+
+	if (fd < 0)
+		return;
+	for (ci = 0; ci < DP_MAX_CLIENTS && s->conns[ci].fd >= 0; ci++)
+		;
+	if (!peer_allowed(s, fd, &r) ||
+	    (ci == DP_MAX_CLIENTS &&
+	     reply_err(&r, SLUICE_ERR_NO_MEMORY, "this dataplane serves %u clients already", DP_MAX_CLIENTS) == 0)) {
+		/* Say why, then hang up: the client reads this as the answer to its first request. */
+		send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+		close(fd);
+		return;
+	}
+	s->conns[ci].fd = fd;
+}
+
+static int open_listener(const char *path, char *err, size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, len, "socket path %s is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	unlink(path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0) {
+		snprintf(err, len, "cannot listen on %s: %s (does its directory exist and is it writable?)",
+			 path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	/* Anyone may connect; SO_PEERCRED decides who is served, with a reason. */
+	chmod(path, 0666);
+	return fd;
+}
+
+int dp_server_run(struct dp_engine *e, const struct dp_server_cfg *cfg, _Atomic bool *ready, char *err,
+		  size_t len)
+{
+	struct server s = { .e = e, .cfg = cfg };
+	struct pollfd pfd[DP_MAX_CLIENTS + 1];
+
+	s.listen_fd = open_listener(cfg->socket_path, err, len);
+	if (s.listen_fd < 0)
+		return -1;
+	for (int i = 0; i < DP_MAX_CLIENTS; i++)
+		s.conns[i].fd = -1;
+	for (int i = 0; i < DP_MAX_COMMS; i++)
+		s.comm_owner[i] = -1;
+	if (ready)
+		atomic_store(ready, true);
+	while (!atomic_load(cfg->stop)) {
+		int n = 0;
+		pfd[n++] = (struct pollfd){ .fd = s.listen_fd, .events = POLLIN };
+		for (int i = 0; i < DP_MAX_CLIENTS; i++)
+			pfd[n++] = (struct pollfd){ .fd = s.conns[i].fd, .events = POLLIN };
+		if (poll(pfd, (nfds_t)n, 100) <= 0)
+			continue;
+		if (pfd[0].revents & POLLIN)
+			accept_conn(&s);
+		for (int i = 0; i < DP_MAX_CLIENTS; i++)
+			if (s.conns[i].fd >= 0 && pfd[i + 1].revents)
+				serve_conn(&s, i);
+	}
+	for (int i = 0; i < DP_MAX_CLIENTS; i++)
+		if (s.conns[i].fd >= 0)
+			drop_conn(&s, i);
+	close(s.listen_fd);
+	unlink(cfg->socket_path);
+	return 0;
+}

@@ -1,0 +1,21 @@
+/*
+ * ctl_server.h: the attach socket that applications connect to.
+ */
+#ifndef SLUICE_CTL_SERVER_H
+#define SLUICE_CTL_SERVER_H
+
+#include <stdbool.h>
+
+#include "dp.h"
+
+struct dp_server_cfg {
+	const char *socket_path;
+	bool allow_any_user;  /* serve peers of other uids too */
+	_Atomic bool *stop;   /* set to make dp_server_run return */
+};
+
+/* Serve until *cfg->stop; sets *ready once listening.  0, or -1 with err. */
+int dp_server_run(struct dp_engine *e, const struct dp_server_cfg *cfg, _Atomic bool *ready, char *err,
+		  size_t len);
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * dp_main.c: bringing a dataplane up and down, shared by the sluiced
+ * program and the embedded mode.
+ *
+ * Order matters: EAL first, then the ports (their frame size decides the
+ * packet payload), then the engine and its routes, then wait until every
+ * link is up (the peers start in any order), launch the engine on its
+ * lcore, and serve the attach socket on this thread until told to stop.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include "ctl_server.h"
+#include "dp_main.h"
+#include "eal.h"
+#include "port_dpdk.h"
+
+#define DEFAULT_SOCKET "/run/sluice/sluiced.sock"
+#define DEFAULT_FRAME (8192 + SL_FRAME_OVERHEAD)
+#define LINK_UP_MS 30000
+/* In flight per peer: enough for memif's bandwidth-delay product, small
+ * enough that a descheduled receiver's queue stays under the RTO floor. */
+#define DEFAULT_WINDOW 64
+/* Oversubscribed VMs stall a process for milliseconds: a lower floor
+ * retransmits what was only delayed. */
+#define DEFAULT_RTO_MIN_US 4000
+
+struct link {
+	uint16_t node;
+	char devargs[512];
+};
+
+struct opts {
+	int node;
+	int nodes;
+	const char *memif_dir;
+	struct link links[SL_MAX_PORTS];
+	unsigned nlinks;
+	const char *socket_path;
+	int engine_cpu;
+	unsigned payload;
+	unsigned frame;
+	unsigned window;
+	double rto_min_us;
+	double timeout_s;
+	bool no_huge;
+	bool allow_any_user;
+	bool quiet;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sluiced --node N [options]\n"
+		"  --node N              this dataplane's node id (0..255)\n"
+		"  --nodes M --memif-dir DIR\n"
+		"                        join nodes 0..M-1 in a full mesh of net_memif links whose\n"
+		"                        sockets live in DIR (every node of the mesh uses the same DIR)\n"
+		"  --link NODE:DEVARGS   reach NODE through a DPDK vdev, e.g.\n"
+		"                        3:net_af_packet0,iface=veth3 (repeatable)\n"
+		"  --socket PATH         attach socket (env SLUICE_SOCKET, default %s)\n"
+		"  --engine-cpu C        pin the engine to CPU C (default: any)\n"
+		"  --payload B           bytes of data per packet (default: what the frame allows)\n"
+		"  --frame B             largest frame on the links (default %u)\n"
+		"  --window P            packets in flight per peer (default %u, at most %u)\n"
+		"  --rto-min US          retransmission timeout floor in microseconds (default %u)\n"
+		"  --timeout S           fail a collective or peer silent this long (env SLUICE_TIMEOUT, default 30)\n"
+		"  --no-huge             do not use hugepages even when reserved\n"
+		"  --allow-any-user      serve applications of any uid (default: only this uid)\n"
+		"  --quiet               no start/stop messages\n",
+		DEFAULT_SOCKET, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US);
+}
+
+static int parse_uint(const char *s, const char *what, unsigned long max, unsigned long *out)
+{
+	char *end;
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	if (errno || *s == '\0' || *end != '\0' || *s == '-' || *out > max) {
+		fprintf(stderr, "sluiced: %s must be a whole number from 0 to %lu, not '%s'\n", what, max, s);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_timeout(const char *s, const char *what, double *out)
+{
+	char *end;
+	*out = strtod(s, &end);
+	if (*s == '\0' || *end != '\0' || !(*out > 0) || *out > 86400) {
+		fprintf(stderr, "sluiced: %s must be seconds > 0 (up to 86400), not '%s'\n", what, s);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_link(struct opts *o, const char *arg)
+{
+	unsigned long node;
+	const char *colon = strchr(arg, ':');
+	char num[16];
+
+	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(num) || o->nlinks == SL_MAX_PORTS) {
+		fprintf(stderr, "sluiced: --link wants NODE:DEVARGS (at most %u links), not '%s'\n",
+			SL_MAX_PORTS, arg);
+		return -1;
+	}
+	memcpy(num, arg, (size_t)(colon - arg));
+	num[colon - arg] = '\0';
+	if (parse_uint(num, "--link's node", SL_MAX_NODES - 1, &node))
+		return -1;
+	o->links[o->nlinks].node = (uint16_t)node;
+	snprintf(o->links[o->nlinks].devargs, sizeof(o->links[0].devargs), "%s", colon + 1);
+	o->nlinks++;
+	return 0;
+}
+
+/* Every other node of the mesh: node i is the memif server towards higher ids. */
+static int add_memif_mesh(struct opts *o)
+{
+	for (int j = 0; j < o->nodes; j++) {
+		if (j == o->node)
+			continue;
+		if (o->nlinks == SL_MAX_PORTS) {
+			fprintf(stderr, "sluiced: a mesh of %d nodes needs more than %u links\n", o->nodes,
+				SL_MAX_PORTS);
+			return -1;
+		}
+		int lo = o->node < j ? o->node : j, hi = o->node < j ? j : o->node;
+		o->links[o->nlinks].node = (uint16_t)j;
+		snprintf(o->links[o->nlinks].devargs, sizeof(o->links[0].devargs),
+			 "net_memif%d,role=%s,socket=%s/memif-%d-%d.sock,socket-abstract=no", j,
+			 o->node < j ? "server" : "client", o->memif_dir, lo, hi);
+		o->nlinks++;
+	}
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option longs[] = {
+		{ "node", required_argument, NULL, 'n' },      { "nodes", required_argument, NULL, 'N' },
+		{ "memif-dir", required_argument, NULL, 'm' }, { "link", required_argument, NULL, 'l' },
+		{ "socket", required_argument, NULL, 's' },    { "engine-cpu", required_argument, NULL, 'c' },
+		{ "payload", required_argument, NULL, 'p' },   { "frame", required_argument, NULL, 'f' },
+		{ "timeout", required_argument, NULL, 't' },   { "no-huge", no_argument, NULL, 'H' },
+		{ "allow-any-user", no_argument, NULL, 'A' },  { "quiet", no_argument, NULL, 'q' },
+		{ "window", required_argument, NULL, 'w' },    { "rto-min", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
+	};
+	unsigned long v;
+	const char *env;
+	int c;
+
+	*o = (struct opts){ .node = -1, .engine_cpu = -1, .frame = DEFAULT_FRAME, .timeout_s = 30,
+			    .window = DEFAULT_WINDOW, .rto_min_us = DEFAULT_RTO_MIN_US,
+			    .socket_path = DEFAULT_SOCKET };
+	if ((env = getenv("SLUICE_SOCKET")) && *env)
+		o->socket_path = env;
+	if ((env = getenv("SLUICE_TIMEOUT")) && *env && parse_timeout(env, "SLUICE_TIMEOUT", &o->timeout_s))
+		return -1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+		switch (c) {
+		case 'n': if (parse_uint(optarg, "--node", SL_MAX_NODES - 1, &v)) return -1; o->node = (int)v; break;
+		case 'N': if (parse_uint(optarg, "--nodes", SL_MAX_NODES, &v)) return -1; o->nodes = (int)v; break;
+		case 'm': o->memif_dir = optarg; break;
+		case 'l': if (parse_link(o, optarg)) return -1; break;
+		case 's': o->socket_path = optarg; break;
+		case 'c': if (parse_uint(optarg, "--engine-cpu", 4095, &v)) return -1; o->engine_cpu = (int)v; break;
+		case 'p': if (parse_uint(optarg, "--payload", 65536, &v)) return -1; o->payload = (unsigned)v; break;
+		case 'f': if (parse_uint(optarg, "--frame", 65536, &v)) return -1; o->frame = (unsigned)v; break;
+		case 't': if (parse_timeout(optarg, "--timeout", &o->timeout_s)) return -1; break;
+		case 'w': if (parse_uint(optarg, "--window", SL_MAX_WINDOW, &v) || v == 0) return -1; o->window = (unsigned)v; break;
+		case 'r': if (parse_uint(optarg, "--rto-min", 10000000, &v) || v == 0) return -1; o->rto_min_us = (double)v; break;
+		case 'H': o->no_huge = true; break;
+		case 'A': o->allow_any_user = true; break;
+		case 'q': o->quiet = true; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (optind < argc || o->node < 0) {
+		fprintf(stderr, "sluiced: %s\n", o->node < 0 ? "--node is required" : "unexpected argument");
+		usage(stderr);
+		return -1;
+	}
+	if ((o->nodes > 0) != (o->memif_dir != NULL) || (o->nodes > 0 && o->node >= o->nodes)) {
+		fprintf(stderr, "sluiced: --nodes and --memif-dir go together, and --node must be below --nodes\n");
+		return -1;
+	}
+	if (o->frame < SL_FRAME_OVERHEAD + 16) {
+		fprintf(stderr, "sluiced: --frame must be at least %u\n", SL_FRAME_OVERHEAD + 16);
+		return -1;
+	}
+	return o->nodes > 0 ? add_memif_mesh(o) : 0;
+}
+
+static int open_links(const struct opts *o, struct sl_port **ports, char *err, size_t len)
+{
+	for (unsigned i = 0; i < o->nlinks; i++) {
+		ports[i] = sl_dpdk_port_open(o->links[i].devargs, o->frame, 1024, 1024, err, len);
+		if (!ports[i])
+			return -1;
+	}
+	for (unsigned i = 0; i < o->nlinks; i++)
+		if (sl_dpdk_port_wait_up(ports[i], LINK_UP_MS, err, len) != 0)
+			return -1;
+	return 0;
+}
+
+static int add_routes(struct dp_engine *e, const struct opts *o, struct sl_port **ports, char *err, size_t len)
+{
+	for (unsigned i = 0; i < o->nlinks; i++) {
+		struct sl_addr addr;
+		int idx = sl_tp_add_port(e->tp, ports[i]);
+		sl_addr_for_node(o->links[i].node, &addr);
+		if (idx < 0 || sl_tp_add_route(e->tp, o->links[i].node, (uint16_t)idx, &addr) != 0) {
+			snprintf(err, len, "cannot add the route to node %u (twice the same node?)", o->links[i].node);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void close_links(struct sl_port **ports, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (ports[i])
+			ports[i]->ops->close(ports[i]);
+}
+
+static void print_counters(const struct dp_engine *e)
+{
+	const struct sl_tp_stats *t = sl_tp_get_stats(e->tp);
+
+	fprintf(stderr,
+		"sluiced node %u: collectives posted %llu done %llu failed %llu rejected %llu; "
+		"data tx %llu rx %llu, retransmits rto %llu sack %llu, dup %llu, malformed %llu, "
+		"foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu\n",
+		e->node, (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
+		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
+		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
+		(unsigned long long)t->retx_rto, (unsigned long long)t->retx_sack,
+		(unsigned long long)t->rx_dup, (unsigned long long)t->rx_malformed,
+		(unsigned long long)t->rx_foreign, (unsigned long long)e->count.rx_unknown_comm,
+		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,
+		(unsigned long long)e->count.stashed);
+}
+
+static int engine_main(void *arg)
+{
+	return dp_engine_run(arg);
+}
+
+static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, char *err, size_t len)
+{
+	static struct dp_engine engine;
+	struct sl_port *ports[SL_MAX_PORTS] = { 0 };
+	const char *const no_vdevs[] = { NULL };
+	char prefix[64];
+	unsigned lcore;
+	uint32_t frame = o->frame;
+	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu, .mem_mb = 512,
+				 .huge = !o->no_huge, .log_level = "*:error", .vdevs = no_vdevs };
+	struct dp_server_cfg sc = { .socket_path = o->socket_path, .allow_any_user = o->allow_any_user,
+				    .stop = stop };
+	int rc = -1;
+
+	snprintf(prefix, sizeof(prefix), "sluice-n%d-%d", o->node, (int)getpid());
+	if (sl_eal_start(&ec, &lcore, err, len) != 0)
+		return -1;
+	if (open_links(o, ports, err, len) != 0)
+		goto out;
+	for (unsigned i = 0; i < o->nlinks; i++)
+		frame = ports[i]->max_frame < frame ? ports[i]->max_frame : frame;
+	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .max_frame = frame, .payload = o->payload,
+				     .timeout_ns = (uint64_t)(o->timeout_s * 1e9), .window = o->window,
+				     .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3) };
+	if (dp_engine_init(&engine, &cfg, err, len) != 0)
+		goto out;
+	if (add_routes(&engine, o, ports, err, len) != 0 ||
+	    rte_eal_remote_launch(engine_main, &engine, lcore) != 0) {
+		if (!*err)
+			snprintf(err, len, "cannot launch the engine on lcore %u", lcore);
+		dp_engine_fini(&engine);
+		goto out;
+	}
+	if (!o->quiet)
+		fprintf(stderr, "sluiced node %u: %u link(s) up, payload %u B, serving %s\n", o->node,
+			o->nlinks, engine.payload, o->socket_path);
+	rc = dp_server_run(&engine, &sc, ready, err, len);
+	atomic_store(&engine.stop, true);
+	rte_eal_wait_lcore(lcore);
+	if (!o->quiet)
+		print_counters(&engine);
+	dp_engine_fini(&engine);
+out:
+	close_links(ports, o->nlinks);
+	sl_eal_stop();
+	return rc;
+}
+
+int dp_main(int argc, char **argv, _Atomic bool *stop, _Atomic bool *ready, char *err, size_t len)
+{
+	struct opts o;
+
+	err[0] = '\0';
+	if (parse_opts(argc, argv, &o) != 0) {
+		snprintf(err, len, "bad arguments (see above)");
+		return -1;
+	}
+	return run(&o, stop, ready, err, len);
+}

@@ -1,0 +1,37 @@
+/*
+ * eal.h: bringing up DPDK's EAL for one sluice dataplane.
+ *
+ * EAL is configured by an argv, once per process, and its defaults are wrong
+ * for us (it probes the VM's own PCI NIC, wants hugepages, and two processes
+ * with the default prefix collide).  This builds the argv from a small struct,
+ * picks hugepages or --no-huge from what the machine really has free, and
+ * says which lcore the engine is to be launched on.
+ */
+#ifndef SLUICE_DP_EAL_H
+#define SLUICE_DP_EAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct sl_eal_cfg {
+	const char *prefix;       /* distinct file prefix per instance, e.g. "sluice-n0-<pid>" */
+	int engine_cpu;           /* CPU for the engine lcore, -1 = any */
+	unsigned mem_mb;          /* memory for --no-huge runs (0: 512) */
+	bool huge;                /* use hugepages if reserved and free, else --no-huge */
+	const char *log_level;    /* e.g. "*:error"; NULL: "*:error" */
+	const char *const *vdevs; /* NULL-terminated list of --vdev strings (may be NULL) */
+};
+
+/*
+ * Start EAL.  May be called from any thread (embedded mode runs it on a
+ * thread the application made); that thread becomes EAL's main lcore and must
+ * be the one that later calls rte_eal_remote_launch() for *engine_lcore.
+ * Once per process: EAL cannot be started again after sl_eal_stop().
+ * Returns 0, or -1 with a message in err.
+ */
+int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err, size_t errlen);
+
+/* Release EAL's resources and its runtime directory.  Ports must be closed first. */
+void sl_eal_stop(void);
+
+#endif

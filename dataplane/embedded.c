@@ -1,0 +1,102 @@
+/*
+ * embedded.c: the dataplane on threads of the application's own process.
+ *
+ * libsluice dlopens this library and calls sl_dp_embedded_start with
+ * sluiced's flags; a new thread runs dp_main (EAL makes it the main lcore
+ * and starts the engine lcore beside it), and the application then attaches
+ * through the returned socket path exactly as it would to a daemon.  DPDK
+ * cannot start twice in one process, so neither can this.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dp_main.h"
+
+#define MAX_ARGS 64
+
+static struct {
+	pthread_t thread;
+	bool started;
+	_Atomic bool stop, ready, failed;
+	int argc;
+	char *argv[MAX_ARGS + 1];
+	char buf[2048];
+	char err[512];
+} emb;
+
+static void *embedded_thread(void *unused)
+{
+	(void)unused;
+	if (dp_main(emb.argc, emb.argv, &emb.stop, &emb.ready, emb.err, sizeof(emb.err)) != 0)
+		atomic_store(&emb.failed, true);
+	return NULL;
+}
+
+/* Split args on spaces into emb.argv, after a program name. */
+static int split_args(const char *args, char *err, size_t err_len)
+{
+	char *save, *tok;
+
+	if (strlen(args) >= sizeof(emb.buf)) {
+		snprintf(err, err_len, "embedded dataplane arguments are longer than %zu bytes", sizeof(emb.buf) - 1);
+		return -1;
+	}
+	strcpy(emb.buf, args);
+	emb.argc = 0;
+	emb.argv[emb.argc++] = "sluiced-embedded";
+	for (tok = strtok_r(emb.buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+		if (emb.argc == MAX_ARGS) {
+			snprintf(err, err_len, "more than %d embedded dataplane arguments", MAX_ARGS);
+			return -1;
+		}
+		emb.argv[emb.argc++] = tok;
+	}
+	emb.argv[emb.argc] = NULL;
+	return 0;
+}
+
+int sl_dp_embedded_start(const char *args, char *sock_path, size_t sock_len, char *err, size_t err_len)
+{
+	char full[2048];
+
+	if (emb.started) {
+		snprintf(err, err_len, "an embedded dataplane already ran in this process (DPDK starts once "
+			 "per process): call sluice_init once, or attach to a sluiced");
+		return -1;
+	}
+	/* The socket is private to this process unless the caller names one. */
+	if (strstr(args ? args : "", "--socket"))
+		snprintf(full, sizeof(full), "%s", args);
+	else
+		snprintf(full, sizeof(full), "%s --socket /tmp/sluice-embedded-%d.sock", args ? args : "",
+			 (int)getpid());
+	if (split_args(full, err, err_len) != 0)
+		return -1;
+	for (int i = 1; i < emb.argc; i++)
+		if (strcmp(emb.argv[i], "--socket") == 0 && i + 1 < emb.argc)
+			snprintf(sock_path, sock_len, "%s", emb.argv[i + 1]);
+	if (pthread_create(&emb.thread, NULL, embedded_thread, NULL) != 0) {
+		snprintf(err, err_len, "cannot start the embedded dataplane's thread");
+		return -1;
+	}
+	emb.started = true;
+	while (!atomic_load(&emb.ready) && !atomic_load(&emb.failed))
+		usleep(1000);
+	if (atomic_load(&emb.failed)) {
+		pthread_join(emb.thread, NULL);
+		snprintf(err, err_len, "embedded dataplane: %s", emb.err);
+		return -1;
+	}
+	return 0;
+}
+
+void sl_dp_embedded_stop(void)
+{
+	if (!emb.started || atomic_load(&emb.failed))
+		return;
+	atomic_store(&emb.stop, true);
+	pthread_join(emb.thread, NULL);
+}

@@ -1,0 +1,284 @@
+/*
+ * engine.c: the dataplane's polling loop.
+ *
+ * One engine runs on one pinned core (or an application thread when
+ * embedded).  Each pass it takes control requests from the server thread,
+ * drains every client's submission ring, polls the transport (ports in,
+ * ACKs and data out, timers) and advances running collectives.  When a pass
+ * finds nothing to do it backs off in stages (pause, yield, nap) so that an
+ * oversubscribed machine still makes progress: on these 2-core machines
+ * two dataplanes and two ranks share the cores.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dp.h"
+
+#define CTL_SLOTS 64
+#define IDLE_SPINS 2000     /* idle passes spent spinning before yielding */
+#define IDLE_YIELDS 2000000    /* then yielding, before napping */
+#define NAP_NS 50000        /* a nap: short enough to keep ports drained */
+
+uint64_t dp_now_ns(void *unused)
+{
+	struct timespec ts;
+	(void)unused;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *err, size_t len)
+{
+	struct sl_tp_config tc;
+	struct sl_tp_callbacks cb = {
+		.deliver = dp_deliver, .acked = dp_msg_acked, .flow_dead = dp_flow_dead, .arg = e,
+	};
+
+	memset(e, 0, sizeof(*e));
+	e->node = cfg->node;
+	e->timeout_ns = cfg->timeout_ns;
+	e->clock.now_ns = dp_now_ns;
+	sl_tp_config_default(&tc, cfg->node, cfg->max_frame);
+	if (cfg->payload) {
+		if (cfg->payload % 16 || cfg->payload + SL_FRAME_OVERHEAD > cfg->max_frame) {
+			snprintf(err, len, "payload %u does not fit the ports' %u-byte frames or is not a "
+				 "multiple of 16: pick at most %u", cfg->payload, cfg->max_frame,
+				 (cfg->max_frame - SL_FRAME_OVERHEAD) & ~15u);
+			return -1;
+		}
+		tc.payload = cfg->payload;
+	}
+	tc.dead_ns = cfg->timeout_ns;
+	if (cfg->window)
+		tc.window = cfg->window;
+	if (cfg->rto_min_ns)
+		tc.rto_min_ns = cfg->rto_min_ns;
+	e->payload = tc.payload;
+	e->tp = sl_tp_create(&tc, &e->clock, &cb);
+	if (!e->tp) {
+		snprintf(err, len, "cannot create the transport (out of memory?)");
+		return -1;
+	}
+	e->ctl_mem = calloc(1, sl_spsc_bytes(CTL_SLOTS, sizeof(struct dp_ctl_req)));
+	if (!e->ctl_mem || !sl_spsc_attach(&e->ctl, e->ctl_mem, CTL_SLOTS, sizeof(struct dp_ctl_req), false)) {
+		snprintf(err, len, "cannot allocate the engine's control ring");
+		sl_tp_destroy(e->tp);
+		free(e->ctl_mem);
+		return -1;
+	}
+	return 0;
+}
+
+static void client_unmap(struct dp_client *c)
+{
+	for (unsigned i = 0; i < SL_MAX_REGIONS; i++)
+		if (c->regions[i].live)
+			munmap(c->regions[i].base, c->regions[i].size);
+	if (c->page)
+		munmap(c->page, c->page_len);
+	memset(c, 0, sizeof(*c));
+}
+
+void dp_engine_fini(struct dp_engine *e)
+{
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+		if (e->comms[i].live)
+			dp_comm_release(e, &e->comms[i]);
+	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++)
+		if (e->clients[i].live)
+			client_unmap(&e->clients[i]);
+	sl_tp_destroy(e->tp);
+	free(e->ctl_mem);
+}
+
+/* ---- control requests (server thread -> engine) ---- */
+
+bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
+{
+	struct sl_spsc prod;
+
+	/* One producer (the server thread), so a fresh producer handle per call is safe. */
+	sl_spsc_attach(&prod, e->ctl_mem, CTL_SLOTS, sizeof(*req), true);
+	return sl_spsc_enqueue(&prod, req);
+}
+
+int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req)
+{
+	_Atomic int32_t done = 0;
+
+	req->done = &done;
+	while (!dp_engine_ctl_post(e, req))
+		usleep(100);
+	while (atomic_load_explicit(&done, memory_order_acquire) == 0)
+		usleep(20);
+	return atomic_load(&done) - 1;
+}
+
+static int32_t ctl_add_comm(struct dp_engine *e, struct dp_ctl_req *r)
+{
+	struct dp_comm *src = r->obj;
+
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+		if (e->comms[i].live && e->comms[i].key32 == src->key32) {
+			snprintf(r->why, SL_ERRMSG_LEN, "communicator key %#llx collides with one "
+				 "this dataplane already runs: create the communicator again",
+				 (unsigned long long)src->key);
+			return 1;
+		}
+	}
+	for (uint32_t i = 0; i < src->nranks; i++) {
+		if (i != src->rank && !sl_tp_node_alive(e->tp, src->node[i])) {
+			snprintf(r->why, SL_ERRMSG_LEN, "rank %u runs on dataplane node %u, which this "
+				 "dataplane (node %u) has no working link to: check sluiced's --nodes/--link "
+				 "options", i, src->node[i], e->node);
+			return 1;
+		}
+	}
+	e->comms[r->index] = *src;
+	e->comms[r->index].live = true;
+	return 0;
+}
+
+static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
+{
+	struct dp_client *c = &e->clients[r->client];
+
+	switch (r->op) {
+	case DP_CTL_ADD_CLIENT:
+		*c = *(struct dp_client *)r->obj;
+		c->live = true;
+		return 0;
+	case DP_CTL_DEL_CLIENT:
+		for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+			if (e->comms[i].live && e->comms[i].client == c)
+				dp_comm_release(e, &e->comms[i]);
+		client_unmap(c);
+		return 0;
+	case DP_CTL_ADD_REGION:
+		c->regions[r->index] = *(struct dp_region *)r->obj;
+		c->regions[r->index].live = true;
+		return 0;
+	case DP_CTL_DEL_REGION:
+		/* Collectives name regions by id; one still running on it keeps it. */
+		for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+			for (struct dp_coll *k = e->comms[i].live ? e->comms[i].colls : NULL; k; k = k->next) {
+				if (k->comm->client == c && (k->cmd.send_region == r->index ||
+							     k->cmd.recv_region == r->index)) {
+					snprintf(r->why, SL_ERRMSG_LEN, "region %u is in use by a running "
+						 "collective: wait for it before freeing the memory", r->index);
+					return 1;
+				}
+			}
+		}
+		munmap(c->regions[r->index].base, c->regions[r->index].size);
+		c->regions[r->index].live = false;
+		return 0;
+	case DP_CTL_ADD_COMM:
+		return ctl_add_comm(e, r);
+	case DP_CTL_DEL_COMM:
+		if (e->comms[r->index].colls) {
+			snprintf(r->why, SL_ERRMSG_LEN, "the communicator has collectives running: "
+				 "wait for them before destroying it");
+			return 1;
+		}
+		dp_comm_release(e, &e->comms[r->index]);
+		return 0;
+	}
+	snprintf(r->why, SL_ERRMSG_LEN, "unknown control request %u", r->op);
+	return 1;
+}
+
+static uint32_t ctl_poll(struct dp_engine *e)
+{
+	struct dp_ctl_req r;
+	uint32_t n = 0;
+
+	while (sl_spsc_dequeue(&e->ctl, &r)) {
+		int32_t res = ctl_apply(e, &r);
+		atomic_store_explicit(r.done, res + 1, memory_order_release);
+		n++;
+	}
+	return n;
+}
+
+/* ---- submissions ---- */
+
+static uint32_t clients_poll(struct dp_engine *e)
+{
+	struct sl_cmd cmd;
+	uint32_t n = 0;
+
+	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++) {
+		struct dp_client *c = &e->clients[i];
+		if (!c->live)
+			continue;
+		/* A burst at most, so one busy client cannot starve the ports. */
+		for (unsigned k = 0; k < 32 && sl_spsc_dequeue(&c->submit, &cmd); k++, n++)
+			dp_coll_post(e, c, &cmd);
+	}
+	return n;
+}
+
+uint32_t dp_engine_poll(struct dp_engine *e)
+{
+	uint32_t work = ctl_poll(e);
+	work += clients_poll(e);
+	work += sl_tp_poll(e->tp);
+	work += dp_colls_progress(e);
+	return work;
+}
+
+/* Sleep until a client rings its doorbell or NAP_NS passes. */
+static void nap(struct dp_engine *e)
+{
+	struct dp_client *first = NULL;
+	struct timespec ts = { 0, NAP_NS };
+
+	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++) {
+		if (!e->clients[i].live)
+			continue;
+		atomic_store(&e->clients[i].page->engine_napping, 1);
+		if (!first)
+			first = &e->clients[i];
+	}
+	if (first) {
+		uint32_t seen = atomic_load(&first->page->doorbell);
+		if (sl_spsc_count(&first->submit) == 0)
+			syscall(SYS_futex, &first->page->doorbell, FUTEX_WAIT, seen, &ts, NULL, 0);
+	} else {
+		nanosleep(&ts, NULL);
+	}
+	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++)
+		if (e->clients[i].live)
+			atomic_store(&e->clients[i].page->engine_napping, 0);
+}
+
+int dp_engine_run(void *engine)
+{
+	struct dp_engine *e = engine;
+	uint32_t idle = 0;
+
+	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+		if (dp_engine_poll(e)) {
+			idle = 0;
+			continue;
+		}
+		idle++;
+		if (idle < IDLE_SPINS || e->running)
+			__builtin_ia32_pause();
+		else if (idle < IDLE_SPINS + IDLE_YIELDS || e->running)
+			sched_yield(); /* a collective in flight waits on the wire: never nap then */
+		else
+			nap(e);
+	}
+	return 0;
+}

@@ -1,0 +1,473 @@
+/*
+ * port_dpdk.c: struct sl_port over one DPDK ethdev, and nothing else.
+ *
+ * The transport wants linear frames of up to max_frame bytes and never sees
+ * an mbuf.  So every buffer here is one mbuf whose data room holds a whole
+ * max_frame; chains the driver hands up anyway are copied into one buffer
+ * (counted in stats.rx_chained, so a misconfigured link shows).  Counters are
+ * our own because memif resets its statistics when the peer disconnects.
+ *
+ * net_memif needs care to deliver big frames unchained: its receive path
+ * gives one mbuf per memif buffer, and memif buffers default to 2048 bytes,
+ * so the memif buffer size (bsize=) must cover max_frame as well as the mbuf.
+ * We set bsize to the mbuf's data room (less headroom), which also puts both
+ * ends of the driver's copy loop on its single-copy fast path.
+ */
+#include "port_dpdk.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_dev.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_kvargs.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+/* Frames handled per driver call; bounds the on-stack mbuf arrays. */
+#define SL_DPDK_BURST 64
+/* Buffers beyond the rings: the engine's in-flight frames, bursts, per-lcore caches. */
+#define SL_DPDK_POOL_SLACK 2048u
+#define SL_DPDK_POOL_CACHE 256u
+/* A memif client retries connecting after this long without link, doubling up to the max. */
+#define SL_DPDK_CONNECT_RETRY_MS 50u
+#define SL_DPDK_CONNECT_RETRY_MAX_MS 1000u
+
+struct sl_dpdk_port {
+	struct sl_port port;         /* what the engine holds; priv points back here */
+	struct rte_mempool *pool;    /* rx and tx buffers, one mbuf per frame */
+	uint64_t rx_dropped;         /* chained frames we could not linearize */
+	uint16_t port_id;            /* ethdev port */
+	bool started;                /* rte_eth_dev_start succeeded */
+	bool memif_client;           /* start may fail until the server listens */
+	char name[RTE_DEV_NAME_MAX_LEN]; /* vdev name, e.g. "net_memif0" */
+	char socket[108];            /* memif socket path, for retries and messages */
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static inline struct sl_dpdk_port *dp_of(const struct sl_port *port)
+{
+	return port->priv;
+}
+
+/* Copy a chain into one fresh buffer; the chain is freed either way. */
+static struct rte_mbuf *linearize(struct sl_dpdk_port *dp, struct rte_mbuf *chain)
+{
+	struct rte_mbuf *flat = NULL;
+	uint32_t len = rte_pktmbuf_pkt_len(chain);
+
+	if (len <= dp->port.max_frame)
+		flat = rte_pktmbuf_alloc(dp->pool);
+	if (likely(flat != NULL)) {
+		rte_pktmbuf_read(chain, 0, len, rte_pktmbuf_mtod(flat, void *));
+		flat->data_len = (uint16_t)len;
+		flat->pkt_len = len;
+	} else {
+		dp->rx_dropped++;
+	}
+	rte_pktmbuf_free(chain);
+	return flat;
+}
+
+static uint16_t dpdk_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct sl_dpdk_port *dp = dp_of(port);
+	struct rte_mbuf *mbufs[SL_DPDK_BURST];
+	uint64_t bytes = 0;
+	uint16_t got = 0;
+
+	while (got < n) {
+		uint16_t want = RTE_MIN(n - got, SL_DPDK_BURST);
+		uint16_t nb = rte_eth_rx_burst(dp->port_id, 0, mbufs, want);
+
+		for (uint16_t i = 0; i < nb; i++) {
+			struct rte_mbuf *m = mbufs[i];
+
+			if (unlikely(m->nb_segs > 1)) {
+				port->stats.rx_chained++;
+				m = linearize(dp, m);
+				if (m == NULL)
+					continue;
+			}
+			pkts[got].data = rte_pktmbuf_mtod(m, uint8_t *);
+			pkts[got].len = m->data_len;
+			/* Room to reuse the buffer in place, e.g. to turn it into a reply. */
+			pkts[got].cap = m->data_len + rte_pktmbuf_tailroom(m);
+			pkts[got].handle = m;
+			bytes += m->data_len;
+			got++;
+		}
+		if (nb < want)
+			break;
+	}
+	port->stats.rx_pkts += got;
+	port->stats.rx_bytes += bytes;
+	return got;
+}
+
+static uint16_t dpdk_tx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct sl_dpdk_port *dp = dp_of(port);
+	struct rte_mbuf *mbufs[SL_DPDK_BURST];
+	uint16_t sent = 0;
+
+	while (sent < n) {
+		uint16_t want = RTE_MIN(n - sent, SL_DPDK_BURST);
+		uint16_t nb;
+
+		for (uint16_t i = 0; i < want; i++) {
+			struct rte_mbuf *m = pkts[sent + i].handle;
+
+			RTE_ASSERT(pkts[sent + i].data == rte_pktmbuf_mtod(m, uint8_t *));
+			m->data_len = (uint16_t)pkts[sent + i].len;
+			m->pkt_len = pkts[sent + i].len;
+			mbufs[i] = m;
+		}
+		nb = rte_eth_tx_burst(dp->port_id, 0, mbufs, want);
+		for (uint16_t i = 0; i < nb; i++)
+			port->stats.tx_bytes += pkts[sent + i].len;
+		sent += nb;
+		if (nb < want)
+			break;
+	}
+	port->stats.tx_pkts += sent;
+	port->stats.tx_full += n - sent;
+	return sent;
+}
+
+static uint16_t dpdk_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct sl_dpdk_port *dp = dp_of(port);
+	struct rte_mbuf *mbufs[SL_DPDK_BURST];
+	uint16_t got = 0;
+
+	while (got < n) {
+		uint16_t want = RTE_MIN(n - got, SL_DPDK_BURST);
+
+		/* Bulk allocation is all or nothing: when short, ask for less. */
+		while (rte_pktmbuf_alloc_bulk(dp->pool, mbufs, want) != 0) {
+			want /= 2;
+			if (want == 0)
+				return got;
+		}
+		for (uint16_t i = 0; i < want; i++, got++) {
+			pkts[got].data = rte_pktmbuf_mtod(mbufs[i], uint8_t *);
+			pkts[got].len = 0;
+			pkts[got].cap = rte_pktmbuf_tailroom(mbufs[i]);
+			pkts[got].handle = mbufs[i];
+		}
+	}
+	return got;
+}
+
+static void dpdk_free(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct rte_mbuf *mbufs[SL_DPDK_BURST];
+
+	(void)port;
+	for (uint16_t done = 0; done < n;) {
+		uint16_t k = RTE_MIN(n - done, SL_DPDK_BURST);
+
+		for (uint16_t i = 0; i < k; i++)
+			mbufs[i] = pkts[done + i].handle;
+		rte_pktmbuf_free_bulk(mbufs, k);
+		done += k;
+	}
+}
+
+static void dpdk_close(struct sl_port *port)
+{
+	struct sl_dpdk_port *dp = dp_of(port);
+
+	/* memif: the caller has stopped rx/tx on both ends first (see DPDK-NOTES). */
+	if (dp->started)
+		rte_eth_dev_stop(dp->port_id);
+	rte_eth_dev_close(dp->port_id);
+	rte_eal_hotplug_remove("vdev", dp->name);
+	rte_mempool_free(dp->pool);
+	free(dp);
+}
+
+static const struct sl_port_ops dpdk_ops = {
+	.name = "dpdk",
+	.rx_burst = dpdk_rx_burst,
+	.tx_burst = dpdk_tx_burst,
+	.alloc = dpdk_alloc,
+	.free = dpdk_free,
+	.close = dpdk_close,
+};
+
+/* A memif client can only start once its server's socket accepts: try when it exists. */
+static int try_start(struct sl_dpdk_port *dp)
+{
+	struct stat st;
+
+	if (dp->memif_client && dp->socket[0] == '/' && stat(dp->socket, &st) != 0)
+		return -ENOENT;
+	int rc = rte_eth_dev_start(dp->port_id);
+	if (rc == 0)
+		dp->started = true;
+	return rc;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+bool sl_dpdk_port_link_up(struct sl_port *port)
+{
+	struct sl_dpdk_port *dp = dp_of(port);
+	struct rte_eth_link link;
+
+	memset(&link, 0, sizeof(link));
+	return dp->started && rte_eth_link_get_nowait(dp->port_id, &link) == 0 &&
+	       link.link_status == RTE_ETH_LINK_UP;
+}
+
+int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, size_t errlen)
+{
+	struct sl_dpdk_port *dp = dp_of(port);
+	uint64_t now = now_ms(), deadline = now + timeout_ms;
+	uint64_t retry_ms = SL_DPDK_CONNECT_RETRY_MS, started_at = now;
+	int start_rc = 0;
+
+	for (;;) {
+		if (!dp->started) {
+			start_rc = try_start(dp);
+			started_at = now;
+		}
+		if (sl_dpdk_port_link_up(port))
+			return 0;
+		now = now_ms();
+		if (now >= deadline)
+			break;
+		/*
+		 * A memif server refuses clients between its probe (socket made) and
+		 * its start, and the refused client never retries by itself: connect
+		 * again, backing off, while the link stays down.
+		 */
+		if (dp->memif_client && dp->started && now - started_at >= retry_ms) {
+			rte_eth_dev_stop(dp->port_id);
+			dp->started = false;
+			retry_ms = RTE_MIN(2 * retry_ms, SL_DPDK_CONNECT_RETRY_MAX_MS);
+		}
+		usleep(1000);
+	}
+	if (dp->socket[0] != '\0')
+		set_err(err, errlen,
+			"%s: no memif peer on socket %s after %u ms (%s): start the other end "
+			"with the same socket path and bsize/max_frame, or check its log",
+			dp->name, dp->socket, timeout_ms,
+			dp->started ? "link down" :
+			start_rc == -ENOENT ? "socket file absent" : "connect refused");
+	else
+		set_err(err, errlen, "%s: link still down after %u ms%s%s", dp->name, timeout_ms,
+			dp->started ? "" : "; start failed: ",
+			dp->started ? "" : rte_strerror(-start_rc));
+	return -1;
+}
+
+uint64_t sl_dpdk_port_rx_dropped(const struct sl_port *port)
+{
+	return dp_of(port)->rx_dropped;
+}
+
+/* Role and socket of a memif devargs string (args: the part after the name). */
+static int parse_memif(struct sl_dpdk_port *dp, const char *args)
+{
+	struct rte_kvargs *kv = rte_kvargs_parse(args, NULL);
+	const char *v;
+
+	if (kv == NULL)
+		return -1;
+	v = rte_kvargs_get(kv, "role");
+	dp->memif_client = v != NULL && (strcmp(v, "client") == 0 || strcmp(v, "slave") == 0);
+	v = rte_kvargs_get(kv, "socket");
+	/* memif's default socket path when none is given. */
+	snprintf(dp->socket, sizeof(dp->socket), "%s", v != NULL ? v : "/run/memif.sock");
+	rte_kvargs_free(kv);
+	return 0;
+}
+
+/* MTU as large as max_frame wants, within what the driver says it takes. */
+static uint16_t pick_mtu(const struct rte_eth_dev_info *info, uint32_t max_frame)
+{
+	uint32_t mtu = max_frame > RTE_ETHER_HDR_LEN ? max_frame - RTE_ETHER_HDR_LEN : 0;
+
+	/* Same overhead rule ethdev applies when it validates the MTU at configure. */
+	uint32_t overhead = info->max_mtu != UINT16_MAX && info->max_rx_pktlen > info->max_mtu ?
+				    info->max_rx_pktlen - info->max_mtu :
+				    RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+
+	/* memif and af_packet report 1518 B yet carry bigger frames; asking more fails configure. */
+	mtu = RTE_MIN(mtu, (uint32_t)info->max_mtu);
+	if (info->max_rx_pktlen > overhead)
+		mtu = RTE_MIN(mtu, info->max_rx_pktlen - overhead);
+	return (uint16_t)RTE_MAX(mtu, (uint32_t)info->min_mtu);
+}
+
+static int setup_queues(struct sl_dpdk_port *dp, uint32_t max_frame, uint16_t rxd, uint16_t txd,
+			char *err, size_t errlen)
+{
+	struct rte_eth_dev_info info;
+	struct rte_eth_conf conf;
+	struct rte_eth_txconf txconf;
+	int sock = rte_eth_dev_socket_id(dp->port_id);
+	int rc;
+
+	if (sock < 0)
+		sock = (int)rte_socket_id();
+	rc = rte_eth_dev_info_get(dp->port_id, &info);
+	if (rc != 0) {
+		set_err(err, errlen, "%s: rte_eth_dev_info_get: %s", dp->name, rte_strerror(-rc));
+		return -1;
+	}
+	memset(&conf, 0, sizeof(conf));
+	conf.rxmode.mtu = pick_mtu(&info, max_frame);
+	/* All tx buffers come from our one pool with refcnt 1: the driver may free them fast. */
+	if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
+		conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
+	rc = rte_eth_dev_configure(dp->port_id, 1, 1, &conf);
+	if (rc == 0)
+		rc = rte_eth_dev_adjust_nb_rx_tx_desc(dp->port_id, &rxd, &txd);
+	if (rc != 0) {
+		set_err(err, errlen, "%s: configure 1 rx + 1 tx queue, mtu %u: %s", dp->name,
+			conf.rxmode.mtu, rte_strerror(-rc));
+		return -1;
+	}
+	rc = rte_eth_rx_queue_setup(dp->port_id, 0, rxd, sock, NULL, dp->pool);
+	if (rc != 0) {
+		set_err(err, errlen, "%s: rx queue of %u descriptors: %s", dp->name, rxd,
+			rte_strerror(-rc));
+		return -1;
+	}
+	txconf = info.default_txconf;
+	txconf.offloads = conf.txmode.offloads;
+	rc = rte_eth_tx_queue_setup(dp->port_id, 0, txd, sock, &txconf);
+	if (rc != 0) {
+		set_err(err, errlen, "%s: tx queue of %u descriptors: %s", dp->name, txd,
+			rte_strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+static struct rte_mempool *make_pool(struct sl_dpdk_port *dp, uint16_t data_room, uint16_t rxd,
+				     uint16_t txd, char *err, size_t errlen)
+{
+	unsigned n = rxd + txd + SL_DPDK_POOL_SLACK;
+	char pname[RTE_MEMPOOL_NAMESIZE];
+	struct rte_mempool *mp;
+
+	snprintf(pname, sizeof(pname), "sl_port%u", dp->port_id);
+	mp = rte_pktmbuf_pool_create(pname, n, SL_DPDK_POOL_CACHE, 0, data_room, rte_socket_id());
+	if (mp == NULL)
+		set_err(err, errlen,
+			"%s: pool of %u buffers x %u B: %s; give EAL more memory (mem_mb) or "
+			"use fewer descriptors", dp->name, n, data_room, rte_strerror(rte_errno));
+	return mp;
+}
+
+struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint16_t rxq_desc,
+				  uint16_t txq_desc, char *err, size_t errlen)
+{
+	/* Line-sized buffers keep memif's slots (bsize apart) cache-line aligned. */
+	uint32_t room = RTE_ALIGN_CEIL(max_frame, RTE_CACHE_LINE_SIZE);
+	const char *comma = strchr(devargs, ',');
+	size_t name_len = comma != NULL ? (size_t)(comma - devargs) : strlen(devargs);
+	const char *args = comma != NULL ? comma + 1 : "";
+	char *vdev_args = NULL;
+	struct sl_dpdk_port *dp;
+	int rc;
+
+	if (max_frame < RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN ||
+	    room + RTE_PKTMBUF_HEADROOM > UINT16_MAX) {
+		set_err(err, errlen, "max_frame %u out of range: %u to %u (mbuf data room is 16 bits)",
+			max_frame, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN,
+			UINT16_MAX - RTE_PKTMBUF_HEADROOM - RTE_CACHE_LINE_SIZE + 1);
+		return NULL;
+	}
+	dp = calloc(1, sizeof(*dp));
+	if (dp == NULL || name_len == 0 || name_len >= sizeof(dp->name)) {
+		set_err(err, errlen, dp ? "bad devargs \"%s\": expected name,key=value,..." :
+			"out of memory", devargs);
+		free(dp);
+		return NULL;
+	}
+	memcpy(dp->name, devargs, name_len);
+
+	if (strncmp(dp->name, "net_memif", strlen("net_memif")) == 0) {
+		if (parse_memif(dp, args) != 0) {
+			set_err(err, errlen, "%s: cannot parse memif devargs \"%s\"", dp->name, args);
+			free(dp);
+			return NULL;
+		}
+		/* Default 2048 B memif buffers would split every big frame; see top. */
+		if (strstr(args, "bsize=") == NULL &&
+		    asprintf(&vdev_args, "%s%sbsize=%u", args, args[0] ? "," : "", room) < 0)
+			vdev_args = NULL;
+	}
+	rc = rte_eal_hotplug_add("vdev", dp->name, vdev_args != NULL ? vdev_args : args);
+	free(vdev_args);
+	if (rc != 0) {
+		set_err(err, errlen,
+			"probing %s failed (%s): check the devargs; memif needs its socket's "
+			"directory to exist and no stale server socket file", devargs,
+			rc == -EEXIST ? "a device with this name exists" : rte_strerror(-rc));
+		free(dp);
+		return NULL;
+	}
+	if (rte_eth_dev_get_port_by_name(dp->name, &dp->port_id) != 0) {
+		set_err(err, errlen, "%s probed but is not an ethdev", dp->name);
+		rte_eal_hotplug_remove("vdev", dp->name);
+		free(dp);
+		return NULL;
+	}
+	dp->pool = make_pool(dp, (uint16_t)(room + RTE_PKTMBUF_HEADROOM), rxq_desc, txq_desc, err,
+			     errlen);
+	if (dp->pool == NULL || setup_queues(dp, max_frame, rxq_desc, txq_desc, err, errlen) != 0)
+		goto fail;
+	rc = try_start(dp);
+	/* An absent memif server is not an error yet: wait_up keeps trying. */
+	if (rc != 0 && !dp->memif_client) {
+		set_err(err, errlen, "%s: start: %s", dp->name, rte_strerror(-rc));
+		goto fail;
+	}
+
+	struct rte_ether_addr mac;
+	rte_eth_macaddr_get(dp->port_id, &mac);
+	memcpy(dp->port.mac, mac.addr_bytes, sizeof(dp->port.mac));
+	dp->port.ops = &dpdk_ops;
+	dp->port.priv = dp;
+	dp->port.max_frame = max_frame;
+	return &dp->port;
+
+fail:
+	rte_eth_dev_close(dp->port_id);
+	rte_eal_hotplug_remove("vdev", dp->name);
+	rte_mempool_free(dp->pool);
+	free(dp);
+	return NULL;
+}

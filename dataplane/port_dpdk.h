@@ -1,0 +1,43 @@
+/*
+ * port_dpdk.h: a sluice port (proto/port.h) backed by one DPDK ethdev: a
+ * vdev such as net_memif, net_af_packet or net_af_xdp, hot-plugged after EAL
+ * is up.  Only this file's .c knows about mbufs; the transport sees sl_pkt.
+ */
+#ifndef SLUICE_PORT_DPDK_H
+#define SLUICE_PORT_DPDK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "port.h"
+
+/*
+ * Probe devargs (e.g. "net_memif0,role=server,socket=/run/x/a.sock,socket-abstract=no"),
+ * make a pool of max_frame-sized linear buffers, set up one rx and one tx
+ * queue and start the device.  For net_memif without bsize=, bsize is chosen
+ * so that max_frame crosses as one segment; both ends of a memif link must then
+ * use the same max_frame (the server writes into the client's buffers).
+ * The link may still be down: see sl_dpdk_port_wait_up().
+ * Tx contract: send only buffers from this port's alloc() (or its rx_burst),
+ * with data left where the port put it and len <= cap.
+ * Close only after every frame is back (freed or sent): the pool goes with it.
+ * Returns NULL with a message in err.  Not thread-safe: control path only.
+ */
+struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint16_t rxq_desc,
+				  uint16_t txq_desc, char *err, size_t errlen);
+
+/*
+ * Wait until the link is up: for memif, until the peer (a separate process,
+ * started in any order) has connected.  A memif client whose server is not
+ * there yet keeps retrying to connect here.  0, or -1 with a message in err.
+ */
+int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, size_t errlen);
+
+/* Whether the link is up now (memif: the peer is connected).  Control path. */
+bool sl_dpdk_port_link_up(struct sl_port *port);
+
+/* Frames received but dropped: chained and too long for one buffer, or no buffer to linearize into. */
+uint64_t sl_dpdk_port_rx_dropped(const struct sl_port *port);
+
+#endif

@@ -1,0 +1,303 @@
+/*
+ * it_raw_abi.c: a hostile client against a real sluiced.
+ *
+ * libsluice checks its caller's arguments, but the dataplane must not trust
+ * libsluice: any process of the user can write any descriptor into its
+ * ring.  This test starts a one-node sluiced and speaks abi.h directly:
+ * descriptors naming unregistered regions, ranges past a region's end,
+ * another client's region or communicator, overflowing counts, a wrong ABI
+ * version, and a connection from another uid.  Each must be refused with a
+ * reason, and a valid descriptor must still work afterwards.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <sluice/abi.h>
+#include <sluice/sluice.h>
+
+static char dir[] = "/tmp/sluice-rawabi.XXXXXX";
+static char sock_path[256];
+static pid_t sluiced_pid;
+
+struct raw_client {
+	int fd;
+	struct sl_client_page *page;
+	struct sl_spsc submit, complete;
+};
+
+static int ctl_call(int fd, const struct sl_ctl_msg *m, int pass_fd, struct sl_ctl_reply *r)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { (void *)m, sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (pass_fd >= 0) {
+		memset(cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0)
+		return -1;
+	return recv(fd, r, sizeof(*r), 0) == (ssize_t)sizeof(*r) ? 0 : -1;
+}
+
+static int connect_socket(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	strcpy(sa.sun_path, sock_path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		return -1;
+	return fd;
+}
+
+static int memfd_of(size_t size, void **map)
+{
+	int fd = memfd_create("raw", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(*map != MAP_FAILED);
+	return fd;
+}
+
+static void hello(struct raw_client *c)
+{
+	struct sl_ctl_msg m = { .type = SL_CTL_HELLO, .version = SL_ABI_VERSION };
+	struct sl_ctl_reply r;
+	void *map;
+	int pfd = memfd_of(sl_page_bytes(), &map);
+
+	c->page = map;
+	c->page->magic = SL_ABI_MAGIC;
+	c->page->version = SL_ABI_VERSION;
+	c->page->submit_off = sl_page_submit_off();
+	c->page->complete_off = sl_page_complete_off();
+	sl_spsc_attach(&c->submit, (void *)((uint8_t *)map + sl_page_submit_off()), SL_SUBMIT_SLOTS,
+		       sizeof(struct sl_cmd), true);
+	sl_spsc_attach(&c->complete, (void *)((uint8_t *)map + sl_page_complete_off()), SL_COMPLETE_SLOTS,
+		       sizeof(struct sl_cpl), false);
+	c->fd = connect_socket();
+	assert_true(c->fd >= 0);
+	assert_int_equal(ctl_call(c->fd, &m, pfd, &r), 0);
+	assert_int_equal(r.status, SLUICE_OK);
+	close(pfd);
+}
+
+static uint32_t reg(struct raw_client *c, size_t size, void **map)
+{
+	struct sl_ctl_msg m = { .type = SL_CTL_REG, .version = SL_ABI_VERSION, .a.size = size };
+	struct sl_ctl_reply r;
+	int fd = memfd_of(size, map);
+
+	assert_int_equal(ctl_call(c->fd, &m, fd, &r), 0);
+	assert_int_equal(r.status, SLUICE_OK);
+	close(fd);
+	return r.value;
+}
+
+static uint32_t comm1(struct raw_client *c, uint64_t key)
+{
+	struct sl_ctl_msg m = { .type = SL_CTL_COMM_CREATE, .version = SL_ABI_VERSION };
+	struct sl_ctl_reply r;
+
+	m.c.key = key;
+	m.c.rank = 0;
+	m.c.nranks = 1;
+	m.c.node[0] = 0;
+	assert_int_equal(ctl_call(c->fd, &m, -1, &r), 0);
+	assert_int_equal(r.status, SLUICE_OK);
+	return r.value;
+}
+
+/* Submit one descriptor and wait (bounded) for its completion. */
+static struct sl_cpl submit(struct raw_client *c, struct sl_cmd cmd)
+{
+	static uint64_t tag = 100;
+	struct sl_cpl cpl;
+	struct timespec ts = { 0, 1000000 };
+
+	cmd.req = ++tag;
+	assert_true(sl_spsc_enqueue(&c->submit, &cmd));
+	for (int i = 0; i < 10000; i++) {
+		if (sl_spsc_dequeue(&c->complete, &cpl)) {
+			assert_int_equal(cpl.req, tag);
+			return cpl;
+		}
+		nanosleep(&ts, NULL);
+	}
+	fail_msg("no completion within 10 s");
+	return cpl;
+}
+
+static struct sl_cmd allreduce(uint32_t comm, uint32_t region, uint64_t off, uint64_t count)
+{
+	return (struct sl_cmd){ .opcode = SL_OP_ALLREDUCE, .comm = comm, .count = count,
+				.dtype = SLUICE_FLOAT32, .redop = SLUICE_SUM, .send_region = region,
+				.recv_region = region, .send_off = off, .recv_off = off };
+}
+
+static void expect_refused(struct raw_client *c, struct sl_cmd cmd, const char *needle)
+{
+	struct sl_cpl cpl = submit(c, cmd);
+	assert_int_not_equal(cpl.status, SLUICE_OK);
+	if (!strstr(cpl.msg, needle))
+		fail_msg("refusal says \"%s\", expected it to mention \"%s\"", cpl.msg, needle);
+}
+
+static void test_forged_descriptors(void **state)
+{
+	struct raw_client a, b;
+	float *mem;
+	uint32_t ra, ca, cb;
+	struct sl_cmd ok;
+	struct sl_cpl cpl;
+	(void)state;
+
+	hello(&a);
+	ra = reg(&a, 4096, (void **)&mem);
+	ca = comm1(&a, 0x1111);
+	expect_refused(&a, allreduce(ca, ra + 7, 0, 16), "not inside memory");
+	expect_refused(&a, allreduce(ca, ra, 4000, 100), "not inside memory");
+	expect_refused(&a, allreduce(ca, ra, UINT64_MAX - 8, 4), "not inside memory");
+	expect_refused(&a, allreduce(ca, ra, 0, 1ull << 62), "overflows");
+	ok = allreduce(ca, ra, 0, 16);
+	ok.dtype = 77;
+	expect_refused(&a, ok, "unknown datatype");
+	ok = allreduce(ca, ra, 0, 16);
+	ok.opcode = 99;
+	expect_refused(&a, ok, "opcode");
+
+	/* A second application: none of a's regions or communicators are b's. */
+	hello(&b);
+	cb = comm1(&b, 0x2222);
+	expect_refused(&b, allreduce(cb, ra, 0, 16), "not inside memory");
+	expect_refused(&b, allreduce(ca, ra, 0, 16), "does not hold");
+
+	/* And the real thing still works: one rank, so recv = send. */
+	for (int i = 0; i < 16; i++)
+		mem[i] = (float)i * 1.5f;
+	ok = allreduce(ca, ra, 0, 16);
+	ok.recv_off = 512;
+	cpl = submit(&a, ok);
+	assert_int_equal(cpl.status, SLUICE_OK);
+	assert_memory_equal(mem, mem + 128, 16 * sizeof(float));
+	close(a.fd);
+	close(b.fd);
+}
+
+static void test_wrong_version(void **state)
+{
+	struct sl_ctl_msg m = { .type = SL_CTL_INFO, .version = SL_ABI_VERSION + 1 };
+	struct sl_ctl_reply r;
+	int fd = connect_socket();
+	(void)state;
+
+	assert_true(fd >= 0);
+	assert_int_equal(ctl_call(fd, &m, -1, &r), 0);
+	assert_int_equal(r.status, SLUICE_ERR_INVALID_USAGE);
+	assert_non_null(strstr(r.msg, "ABI version"));
+	/* Before HELLO, nothing but INFO is served. */
+	m = (struct sl_ctl_msg){ .type = SL_CTL_REG, .version = SL_ABI_VERSION, .a.size = 4096 };
+	assert_int_equal(ctl_call(fd, &m, -1, &r), 0);
+	assert_int_equal(r.status, SLUICE_ERR_INVALID_USAGE);
+	close(fd);
+}
+
+static void test_other_user_refused(void **state)
+{
+	int status;
+	pid_t pid;
+	(void)state;
+
+	if (geteuid() != 0)
+		skip();
+	pid = fork();
+	if (pid == 0) {
+		struct sl_ctl_msg m = { .type = SL_CTL_INFO, .version = SL_ABI_VERSION };
+		struct sl_ctl_reply r;
+		int fd;
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(3);
+		fd = connect_socket();
+		if (fd < 0)
+			_exit(4);
+		/* The refusal arrives unasked, then the socket closes. */
+		if (ctl_call(fd, &m, -1, &r) != 0 || r.status == SLUICE_OK || !strstr(r.msg, "refused"))
+			_exit(5);
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static int start_sluiced(void **state)
+{
+	const char *root = getenv("SLUICE_BUILD_ROOT");
+	char exe[512];
+	(void)state;
+
+	if (!mkdtemp(dir))
+		return -1;
+	chmod(dir, 0755);
+	snprintf(sock_path, sizeof(sock_path), "%s/sluiced.sock", dir);
+	snprintf(exe, sizeof(exe), "%s/dataplane/sluiced", root ? root : "build");
+	sluiced_pid = fork();
+	if (sluiced_pid == 0) {
+		execl(exe, exe, "--node", "0", "--socket", sock_path, "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 300; i++) {
+		struct stat st;
+		if (stat(sock_path, &st) == 0)
+			return 0;
+		if (waitpid(sluiced_pid, NULL, WNOHANG) == sluiced_pid)
+			break;
+		usleep(20000);
+	}
+	fprintf(stderr, "sluiced (%s) did not start\n", exe);
+	return -1;
+}
+
+static int stop_sluiced(void **state)
+{
+	int status = 0;
+	(void)state;
+	kill(sluiced_pid, SIGTERM);
+	waitpid(sluiced_pid, &status, 0);
+	rmdir(dir);
+	/* It must survive all of the above and exit cleanly when asked. */
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_forged_descriptors),
+		cmocka_unit_test(test_wrong_version),
+		cmocka_unit_test(test_other_user_refused),
+	};
+	return cmocka_run_group_tests(tests, start_sluiced, stop_sluiced);
+}

@@ -1,0 +1,293 @@
+/*
+ * test_engine.c: whole dataplane engines, joined by in-memory ports with
+ * seeded faults, driven from one thread.  Everything but DPDK and the
+ * attach socket is real here: the engines' control and submission rings,
+ * the transport, the ring schedule and the reduction.  Covers exact
+ * all-reduce results under drop/duplicate/reorder, bitwise-identical
+ * results on every rank, mismatched calls reported on every rank, and a
+ * dead peer turned into a timeout error that names it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <sluice/sluice.h>
+
+#include "dp.h"
+#include "memport.h"
+
+#define MAXN 4
+
+struct node {
+	struct dp_engine e;
+	struct sl_client_page *page;
+	struct sl_spsc submit, complete; /* the client's ends */
+	uint8_t *send, *recv;
+	bool dead;                       /* not polled any more */
+};
+
+static struct node nodes[MAXN];
+static struct sl_port *ports[MAXN][MAXN];
+static unsigned nnodes;
+static const size_t buf_bytes = 1 << 20;
+
+static void poll_all(void)
+{
+	for (unsigned i = 0; i < nnodes; i++)
+		if (!nodes[i].dead)
+			dp_engine_poll(&nodes[i].e);
+}
+
+static void ctl(struct node *n, uint32_t op, uint32_t index, void *obj)
+{
+	_Atomic int32_t done = 0;
+	char why[SL_ERRMSG_LEN] = "";
+	struct dp_ctl_req r = { .op = op, .client = 0, .index = index, .obj = obj, .done = &done, .why = why };
+
+	assert_true(dp_engine_ctl_post(&n->e, &r));
+	while (atomic_load(&done) == 0)
+		dp_engine_poll(&n->e);
+	if (atomic_load(&done) != 1)
+		fail_msg("control request %u refused: %s", op, why);
+}
+
+static void add_client(struct node *n)
+{
+	struct dp_client c = { 0 };
+	uint8_t *base;
+
+	n->page = aligned_alloc(4096, (sl_page_bytes() + 4095) & ~(size_t)4095);
+	memset(n->page, 0, sl_page_bytes());
+	base = (uint8_t *)n->page;
+	c.page = n->page;
+	sl_spsc_attach(&c.submit, (void *)(base + sl_page_submit_off()), SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), false);
+	sl_spsc_attach(&c.complete, (void *)(base + sl_page_complete_off()), SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), true);
+	sl_spsc_attach(&n->submit, (void *)(base + sl_page_submit_off()), SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), true);
+	sl_spsc_attach(&n->complete, (void *)(base + sl_page_complete_off()), SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), false);
+	ctl(n, DP_CTL_ADD_CLIENT, 0, &c);
+	/* Regions 0 and 1: the send and receive buffers.  The engine unmaps
+	 * regions it drops, so they are mapped memory here too. */
+	n->send = malloc(buf_bytes);
+	n->recv = malloc(buf_bytes);
+	struct dp_region rs = { .base = n->send, .size = buf_bytes }, rr = { .base = n->recv, .size = buf_bytes };
+	ctl(n, DP_CTL_ADD_REGION, 0, &rs);
+	ctl(n, DP_CTL_ADD_REGION, 1, &rr);
+}
+
+static void setup_cluster(unsigned n, const struct sl_memport_faults *f, uint64_t timeout_ns)
+{
+	uint32_t frame = 1024 + SL_FRAME_OVERHEAD + 16;
+	char err[256];
+
+	memset(nodes, 0, sizeof(nodes));
+	nnodes = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct dp_engine_cfg cfg = { .node = (uint16_t)i, .max_frame = frame, .payload = 1024,
+					     .timeout_ns = timeout_ns };
+		assert_int_equal(dp_engine_init(&nodes[i].e, &cfg, err, sizeof(err)), 0);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned j = i + 1; j < n; j++) {
+			struct sl_memport_faults fij = *f;
+			struct sl_addr ai, aj;
+			fij.seed = f->seed * 31 + i * 7 + j;
+			assert_int_equal(sl_memport_pair(&ports[i][j], &ports[j][i], frame, 4096, &fij), 0);
+			sl_addr_for_node((uint16_t)i, &ai);
+			sl_addr_for_node((uint16_t)j, &aj);
+			int pi = sl_tp_add_port(nodes[i].e.tp, ports[i][j]);
+			int pj = sl_tp_add_port(nodes[j].e.tp, ports[j][i]);
+			assert_int_equal(sl_tp_add_route(nodes[i].e.tp, (uint16_t)j, (uint16_t)pi, &aj), 0);
+			assert_int_equal(sl_tp_add_route(nodes[j].e.tp, (uint16_t)i, (uint16_t)pj, &ai), 0);
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct dp_comm c = { .key = 0x5eed0000abcdull, .key32 = 0xabcd, .rank = i, .nranks = n,
+				     .client = &nodes[i].e.clients[0] };
+		add_client(&nodes[i]);
+		for (unsigned r = 0; r < n; r++)
+			c.node[r] = (uint16_t)r;
+		ctl(&nodes[i], DP_CTL_ADD_COMM, 0, &c);
+	}
+}
+
+static void teardown_cluster(void)
+{
+	for (unsigned i = 0; i < nnodes; i++) {
+		/* The engine unmaps registered regions on exit; hand it copies it may unmap. */
+		for (unsigned k = 0; k < SL_MAX_REGIONS; k++)
+			nodes[i].e.clients[0].regions[k].live = false;
+		nodes[i].e.clients[0].page = NULL;
+		dp_engine_fini(&nodes[i].e);
+		free(nodes[i].send);
+		free(nodes[i].recv);
+		free(nodes[i].page);
+	}
+	for (unsigned i = 0; i < nnodes; i++)
+		for (unsigned j = i + 1; j < nnodes; j++)
+			sl_memport_pair_free(ports[i][j], ports[j][i]);
+}
+
+static void post(struct node *n, uint64_t tag, uint64_t count, uint32_t dtype, uint32_t op, bool in_place)
+{
+	struct sl_cmd cmd = { .req = tag, .opcode = SL_OP_ALLREDUCE, .comm = 0, .count = count, .dtype = dtype,
+			      .redop = op, .send_region = 0, .recv_region = in_place ? 0 : 1 };
+	assert_true(sl_spsc_enqueue(&n->submit, &cmd));
+}
+
+/* Poll until every live node completed one request; returns their statuses. */
+static void wait_all(struct sl_cpl *out, unsigned max_polls)
+{
+	bool got[MAXN] = { 0 };
+	unsigned left = 0;
+
+	for (unsigned i = 0; i < nnodes; i++)
+		left += !nodes[i].dead;
+	for (unsigned p = 0; left && p < max_polls; p++) {
+		poll_all();
+		for (unsigned i = 0; i < nnodes; i++) {
+			if (!nodes[i].dead && !got[i] && sl_spsc_dequeue(&nodes[i].complete, &out[i])) {
+				got[i] = true;
+				left--;
+			}
+		}
+	}
+	if (left)
+		fail_msg("%u node(s) never completed", left);
+}
+
+static void run_exact(unsigned n, double drop, double dup, double reorder, uint64_t seed)
+{
+	static const uint64_t counts[] = { 0, 1, 5, 255, 256, 257, 1021, 4099, 65537 };
+	struct sl_memport_faults f = { .drop = drop, .dup = dup, .reorder = reorder, .seed = seed };
+	struct sl_cpl cpl[MAXN];
+
+	setup_cluster(n, &f, 10ull * 1000000000);
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		uint64_t count = counts[c];
+		for (unsigned i = 0; i < n; i++) {
+			int32_t *s = (int32_t *)nodes[i].send;
+			for (uint64_t k = 0; k < count; k++)
+				s[k] = (int32_t)(k * 7 + i * 1000003);
+			memset(nodes[i].recv, 0xee, buf_bytes);
+			post(&nodes[i], c, count, SLUICE_INT32, SLUICE_SUM, false);
+		}
+		wait_all(cpl, 50000000);
+		for (unsigned i = 0; i < n; i++) {
+			const int32_t *r = (const int32_t *)nodes[i].recv;
+			assert_int_equal(cpl[i].status, SLUICE_OK);
+			assert_int_equal(cpl[i].req, c);
+			for (uint64_t k = 0; k < count; k++) {
+				int64_t want = 0;
+				for (unsigned j = 0; j < n; j++)
+					want += (int32_t)(k * 7 + j * 1000003);
+				if (r[k] != (int32_t)want)
+					fail_msg("n=%u count=%llu rank %u element %llu: %d, want %d", n,
+						 (unsigned long long)count, i, (unsigned long long)k, r[k], (int32_t)want);
+			}
+			/* Nothing written past the result. */
+			assert_int_equal(nodes[i].recv[count * 4], 0xee);
+		}
+	}
+	teardown_cluster();
+}
+
+static void test_exact_lossless(void **state)
+{
+	(void)state;
+	run_exact(2, 0, 0, 0, 1);
+	run_exact(3, 0, 0, 0, 2);
+}
+
+static void test_exact_under_faults(void **state)
+{
+	(void)state;
+	run_exact(2, 0.05, 0.05, 0.1, 11);
+	run_exact(3, 0.02, 0.02, 0.2, 12);
+	run_exact(4, 0.02, 0.0, 0.0, 13);
+}
+
+/* float32 results are the same bits on every rank, and in every run. */
+static void test_bitwise_deterministic(void **state)
+{
+	struct sl_memport_faults f = { .reorder = 0.3, .dup = 0.05 };
+	struct sl_cpl cpl[MAXN];
+	uint8_t *first = malloc(4 * 30011);
+	(void)state;
+
+	for (int run = 0; run < 2; run++) {
+		f.seed = 100 + (uint64_t)run;
+		setup_cluster(3, &f, 10ull * 1000000000);
+		for (unsigned i = 0; i < 3; i++) {
+			float *s = (float *)nodes[i].send;
+			for (int k = 0; k < 30011; k++)
+				s[k] = 1.0f / (float)(k + 1 + i * 3) + 1e-3f * (float)i;
+			post(&nodes[i], 1, 30011, SLUICE_FLOAT32, SLUICE_SUM, true);
+		}
+		wait_all(cpl, 50000000);
+		for (unsigned i = 0; i < 3; i++) {
+			assert_int_equal(cpl[i].status, SLUICE_OK);
+			assert_memory_equal(nodes[i].send, nodes[0].send, 4 * 30011);
+		}
+		if (run == 0)
+			memcpy(first, nodes[0].send, 4 * 30011);
+		else
+			assert_memory_equal(first, nodes[0].send, 4 * 30011);
+		teardown_cluster();
+	}
+	free(first);
+}
+
+static void test_mismatch_everywhere(void **state)
+{
+	struct sl_memport_faults f = { .seed = 5 };
+	struct sl_cpl cpl[MAXN];
+	(void)state;
+
+	setup_cluster(3, &f, 10ull * 1000000000);
+	post(&nodes[0], 1, 1000, SLUICE_FLOAT32, SLUICE_SUM, false);
+	post(&nodes[1], 1, 1000, SLUICE_FLOAT32, SLUICE_MAX, false);
+	post(&nodes[2], 1, 1000, SLUICE_FLOAT32, SLUICE_SUM, false);
+	wait_all(cpl, 50000000);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(cpl[i].status, SLUICE_ERR_MISMATCH);
+		assert_non_null(strstr(cpl[i].msg, "differs across ranks"));
+	}
+	teardown_cluster();
+}
+
+static void test_dead_peer(void **state)
+{
+	struct sl_memport_faults f = { .seed = 6 };
+	struct sl_cpl cpl[MAXN];
+	(void)state;
+
+	setup_cluster(3, &f, 300ull * 1000000); /* 0.3 s */
+	nodes[2].dead = true;
+	post(&nodes[0], 1, 100000, SLUICE_FLOAT32, SLUICE_SUM, false);
+	post(&nodes[1], 1, 100000, SLUICE_FLOAT32, SLUICE_SUM, false);
+	wait_all(cpl, 500000000);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_int_equal(cpl[i].status, SLUICE_ERR_TIMEOUT);
+		if (!strstr(cpl[i].msg, "rank 2") && !strstr(cpl[i].msg, "rank 1"))
+			fail_msg("the timeout does not name a rank: %s", cpl[i].msg);
+	}
+	teardown_cluster();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact_lossless),
+		cmocka_unit_test(test_exact_under_faults),
+		cmocka_unit_test(test_bitwise_deterministic),
+		cmocka_unit_test(test_mismatch_everywhere),
+		cmocka_unit_test(test_dead_peer),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
