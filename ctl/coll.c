@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-#define SPIN_NS (20 * 1000LL)          /* busy-poll this long before sleeping */
+#define SPIN_NS (5 * 1000LL)          /* busy-poll this long before sleeping */
 #define NAP_NS (1000 * 1000LL)         /* one futex sleep, at most */
 #define HUP_CHECK_NS (5 * 1000000LL)   /* how often to ask whether the dataplane is alive */
 #define WAIT_MARGIN_S 2                /* past SLUICE_TIMEOUT: the dataplane reports peer failures first */
