@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum sl_dtype {
 	SL_INT8, SL_UINT8, SL_INT32, SL_UINT32, SL_INT64, SL_UINT64,
@@ -31,5 +32,12 @@ void sl_reduce(void *dst, const void *a, const void *b, size_t count, enum sl_dt
 
 /* buf[i] /= n, for AVG's last step. */
 void sl_scale_avg(void *buf, size_t count, enum sl_dtype t, unsigned n);
+
+/* IEEE binary16 and bfloat16 to and from float32: widening is exact,
+ * narrowing rounds to nearest even; a NaN stays a (quiet) NaN. */
+float sl_half_to_float(uint16_t h);
+uint16_t sl_float_to_half(float f);
+float sl_bf16_to_float(uint16_t h);
+uint16_t sl_float_to_bf16(float f);
 
 #endif

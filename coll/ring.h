@@ -65,7 +65,8 @@ enum sl_ring_error {
 
 /* Check a plan; returns NULL or a sentence on what is wrong with it. */
 const char *sl_ring_plan_check(const struct sl_ring_plan *p);
-/* Set up the schedule (allocates); step 0's sends are ready at once.  0 or -1 (ENOMEM). */
+/* Set up the schedule (allocates); step 0's sends are ready at once.  0 or -1 (ENOMEM;
+ * EINVAL for a plan sl_ring_plan_check refuses). */
 int sl_ring_init(struct sl_ring_sched *s, const struct sl_ring_plan *p);
 void sl_ring_fini(struct sl_ring_sched *s);
 

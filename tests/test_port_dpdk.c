@@ -390,6 +390,11 @@ static void test_memif_two_processes(void **state)
 			kill(pids[i], SIGKILL);
 			waitpid(pids[i], NULL, 0);
 		}
+	for (int i = 0; i < 2; i++)
+		if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0)
+			fprintf(stderr, "%s: %s %d\n", i == 0 ? "client" : "server",
+				WIFSIGNALED(status[i]) ? "killed by signal" : "exit status",
+				WIFSIGNALED(status[i]) ? WTERMSIG(status[i]) : WEXITSTATUS(status[i]));
 	unlink(sock);
 	assert_int_equal(rmdir(dir), 0);
 	assert_true(WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0);

@@ -1,0 +1,500 @@
+/*
+ * perf_common.c: the body of sluice-perf and mpi-allreduce-perf.
+ *
+ * Flags, sizes and the table follow nccl-tests so that results from sluice,
+ * Open MPI and NCCL line up column for column.  Inputs are small integers
+ * chosen so that the all-reduce is exact in every datatype and every
+ * summation order: a result either matches bit for bit or is wrong.
+ */
+#include "perf_common.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- datatypes and ops ---- */
+
+struct dtype_info {
+	const char *name;  /* nccl-tests' spelling */
+	const char *alias; /* another common one, or NULL */
+	size_t size;
+};
+
+static const struct dtype_info dtypes[SLUICE_DATATYPE_COUNT] = {
+	[SLUICE_INT8] = { "int8", "char", 1 },
+	[SLUICE_UINT8] = { "uint8", NULL, 1 },
+	[SLUICE_INT32] = { "int32", "int", 4 },
+	[SLUICE_UINT32] = { "uint32", NULL, 4 },
+	[SLUICE_INT64] = { "int64", NULL, 8 },
+	[SLUICE_UINT64] = { "uint64", NULL, 8 },
+	[SLUICE_FLOAT16] = { "half", "float16", 2 },
+	[SLUICE_FLOAT32] = { "float", "float32", 4 },
+	[SLUICE_FLOAT64] = { "double", "float64", 8 },
+	[SLUICE_BFLOAT16] = { "bfloat16", "bf16", 2 },
+};
+
+static const char *const op_names[SLUICE_REDOP_COUNT] = {
+	[SLUICE_SUM] = "sum", [SLUICE_PROD] = "prod", [SLUICE_MAX] = "max",
+	[SLUICE_MIN] = "min", [SLUICE_AVG] = "avg",
+};
+
+static int parse_dtype(const char *s)
+{
+	for (int t = 0; t < SLUICE_DATATYPE_COUNT; t++)
+		if (!strcmp(s, dtypes[t].name) || (dtypes[t].alias && !strcmp(s, dtypes[t].alias)))
+			return t;
+	return -1;
+}
+
+static int parse_op(const char *s)
+{
+	for (int op = 0; op < SLUICE_REDOP_COUNT; op++)
+		if (!strcmp(s, op_names[op]))
+			return op;
+	return -1;
+}
+
+/* ---- flags ---- */
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"usage: %s [flags]   (all-reduce benchmark, nccl-tests columns)\n"
+		"  -b SIZE   smallest message in bytes (8, 1K, 64M, 1G; default 8)\n"
+		"  -e SIZE   largest message in bytes (default 64M)\n"
+		"  -f N      multiply the size by N per row (default 2)\n"
+		"  -n N      timed iterations per size (default 20)\n"
+		"  -w N      warmup iterations per size (default 5)\n"
+		"  -B SIZE   cap each size's iterations at SIZE bytes reduced (default 0: no cap)\n"
+		"  -c 0|1    check every element of one extra run (default 1)\n"
+		"  -d TYPE   int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+		"            (default float)\n"
+		"  -o OP     sum prod max min avg (default sum)\n"
+		"  -J FILE   also write one JSON object per size to FILE (rank 0)\n"
+		"  -g 1, -t 1  accepted for nccl-tests command lines: one rank per process\n"
+		"  -h        this help\n",
+		prog);
+}
+
+/* "64M" -> 67108864; K, M, G are powers of 1024 as in nccl-tests. */
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned shift = 0;
+
+	if (end == s || errno || *s == '-')
+		return -1;
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end || v > (SIZE_MAX >> shift))
+		return -1;
+	*out = (size_t)v << shift;
+	return 0;
+}
+
+static unsigned parse_uint(const char *s, const char *prog, char flag)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (end == s || *end || errno || *s == '-' || v > 1000000000ul) {
+		fprintf(stderr, "%s: -%c wants a whole number, not '%s'\n", prog, flag, s);
+		exit(2);
+	}
+	return (unsigned)v;
+}
+
+static void need_size(const char *s, size_t *out, const char *prog, char flag)
+{
+	if (parse_size(s, out) < 0) {
+		fprintf(stderr, "%s: -%c wants a size like 8, 1K or 64M, not '%s'\n", prog, flag, s);
+		exit(2);
+	}
+}
+
+static void set_choice(int v, int *out, const char *what, const char *s, const char *prog)
+{
+	if (v < 0) {
+		fprintf(stderr, "%s: unknown %s '%s' (see -h)\n", prog, what, s);
+		exit(2);
+	}
+	*out = v;
+}
+
+/* Checks that need every flag parsed first. */
+static void validate(const struct perf_opts *o, const char *prog)
+{
+	const char *why = NULL;
+
+	if (o->min_bytes == 0 || o->min_bytes > o->max_bytes)
+		why = "-b must be at least 1 and no larger than -e";
+	else if (o->factor < 2 && o->min_bytes != o->max_bytes)
+		why = "-f must be at least 2 (or give -b equal to -e)";
+	else if (o->iters == 0)
+		why = "-n must be at least 1";
+	if (why) {
+		fprintf(stderr, "%s: %s\n", prog, why);
+		exit(2);
+	}
+}
+
+void perf_parse(int argc, char **argv, struct perf_opts *o)
+{
+	const char *prog = argv[0];
+	int opt, v;
+
+	*o = (struct perf_opts){ .min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
+				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
+	while ((opt = getopt(argc, argv, "b:e:f:n:w:B:c:d:o:J:g:t:h")) != -1) {
+		switch (opt) {
+		case 'b': need_size(optarg, &o->min_bytes, prog, 'b'); break;
+		case 'e': need_size(optarg, &o->max_bytes, prog, 'e'); break;
+		case 'B': need_size(optarg, &o->budget, prog, 'B'); break;
+		case 'f': o->factor = parse_uint(optarg, prog, 'f'); break;
+		case 'n': o->iters = parse_uint(optarg, prog, 'n'); break;
+		case 'w': o->warmup = parse_uint(optarg, prog, 'w'); break;
+		case 'c': o->check = parse_uint(optarg, prog, 'c') != 0; break;
+		case 'd': set_choice(parse_dtype(optarg), &v, "datatype", optarg, prog); o->dtype = v; break;
+		case 'o': set_choice(parse_op(optarg), &v, "op", optarg, prog); o->op = v; break;
+		case 'J': o->json = optarg; break;
+		case 'g':
+		case 't':
+			if (parse_uint(optarg, prog, (char)opt) != 1) {
+				fprintf(stderr, "%s: -%c: one rank per process, so only 1\n", prog, opt);
+				exit(2);
+			}
+			break;
+		case 'h': usage(stdout, prog); exit(0);
+		default: usage(stderr, prog); exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+		exit(2);
+	}
+	validate(o, prog);
+}
+
+/* ---- the data pattern ---- */
+
+/* Rank r's input element i as a small integer.  For SUM and AVG the ranks'
+ * offsets cancel (+1, -1, ..., and 0 for an odd last rank), so the sum is
+ * n * (1 + i % 5) and AVG is exact; PROD multiplies 1s and 2s (powers of two
+ * stay exact); MAX and MIN pick among 1..7. */
+static int64_t input_value(int op, int r, int n, size_t i)
+{
+	switch (op) {
+	case SLUICE_PROD:
+		return 1 + (((size_t)r + i) % 3 == 0);
+	case SLUICE_MAX:
+	case SLUICE_MIN:
+		return 1 + ((size_t)r * 3 + i) % 7;
+	default: {
+		int offset = (n % 2 && r == n - 1) ? 0 : (r % 2 ? -1 : 1);
+		return 1 + (int64_t)(i % 5) + offset;
+	}
+	}
+}
+
+/* The exact all-reduce of element i, wrapping like the integer types do. */
+static int64_t expected_value(int op, int n, size_t i)
+{
+	uint64_t acc = (uint64_t)input_value(op, 0, n, i);
+
+	for (int r = 1; r < n; r++) {
+		int64_t v = input_value(op, r, n, i);
+		switch (op) {
+		case SLUICE_PROD: acc *= (uint64_t)v; break;
+		case SLUICE_MAX: acc = (int64_t)acc > v ? acc : (uint64_t)v; break;
+		case SLUICE_MIN: acc = (int64_t)acc < v ? acc : (uint64_t)v; break;
+		default: acc += (uint64_t)v;
+		}
+	}
+	return op == SLUICE_AVG ? (int64_t)acc / n : (int64_t)acc;
+}
+
+/* Float to half for values the pattern makes: integers, normal in half
+ * (or too large, giving Inf), so no rounding is ever needed. */
+static uint16_t half_of_int(int64_t v)
+{
+	float f = (float)v;
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	if (v == 0)
+		return 0;
+	uint32_t sign = (u >> 16) & 0x8000u, e = ((u >> 23) & 0xffu) - 127u + 15u;
+	return (uint16_t)(sign | (e >= 31 ? 0x7c00u : (e << 10) | ((u >> 13) & 0x3ffu)));
+}
+
+/* bfloat16 is float32's top half: exact for the pattern's values. */
+static uint16_t bf16_of_int(int64_t v)
+{
+	float f = (float)v;
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return (uint16_t)(u >> 16);
+}
+
+/* Write v as element i of buf in dtype t (integers wrap to their width). */
+static void store(void *buf, size_t i, sluice_datatype_t t, int64_t v)
+{
+	switch (t) {
+	case SLUICE_INT8: ((int8_t *)buf)[i] = (int8_t)(uint8_t)v; break;
+	case SLUICE_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+	case SLUICE_INT32: ((int32_t *)buf)[i] = (int32_t)(uint32_t)v; break;
+	case SLUICE_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+	case SLUICE_INT64: ((int64_t *)buf)[i] = v; break;
+	case SLUICE_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+	case SLUICE_FLOAT16: ((uint16_t *)buf)[i] = half_of_int(v); break;
+	case SLUICE_FLOAT32: ((float *)buf)[i] = (float)v; break;
+	case SLUICE_FLOAT64: ((double *)buf)[i] = (double)v; break;
+	case SLUICE_BFLOAT16: ((uint16_t *)buf)[i] = bf16_of_int(v); break;
+	default: break;
+	}
+}
+
+static void fill_input(void *buf, size_t count, const struct perf_opts *o, int rank, int n)
+{
+	for (size_t i = 0; i < count; i++)
+		store(buf, i, o->dtype, input_value(o->op, rank, n, i));
+}
+
+/* Elements of buf that differ (bitwise) from the exact result. */
+static size_t count_wrong(const void *buf, size_t count, const struct perf_opts *o, int n)
+{
+	size_t es = dtypes[o->dtype].size, wrong = 0;
+	_Alignas(8) unsigned char want[8];
+
+	for (size_t i = 0; i < count; i++) {
+		store(want, 0, o->dtype, expected_value(o->op, n, i));
+		wrong += memcmp(want, (const char *)buf + i * es, es) != 0;
+	}
+	return wrong;
+}
+
+/* ---- running one size ---- */
+
+struct phase {
+	double time_us; /* average per iteration, averaged over ranks */
+	double wrong;   /* summed over ranks; -1 when not checked */
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Iterations for a message of `bytes`: -n (or -w), capped by -B. */
+static unsigned scaled(unsigned n, size_t bytes, size_t budget)
+{
+	if (budget == 0 || n == 0)
+		return n;
+	size_t fit = budget / bytes;
+	return fit < 1 ? 1 : fit < n ? (unsigned)fit : n;
+}
+
+static int repeat(const struct perf_backend *b, const struct perf_opts *o, const void *send,
+		  void *recv, size_t count, unsigned times)
+{
+	for (unsigned k = 0; k < times; k++)
+		if (b->allreduce(b->ctx, send, recv, count, o->dtype, o->op) < 0)
+			return -1;
+	return 0;
+}
+
+/* Time one phase (in place when send == recv), then check one fresh run
+ * into a poisoned buffer, so a call that writes nothing cannot pass. */
+static int run_phase(const struct perf_opts *o, const struct perf_backend *b, void *send,
+		     void *recv, size_t count, struct phase *ph)
+{
+	size_t bytes = count * dtypes[o->dtype].size;
+	unsigned iters = scaled(o->iters, bytes, o->budget);
+
+	fill_input(send, count, o, b->rank, b->nranks);
+	if (repeat(b, o, send, recv, count, scaled(o->warmup, bytes, o->budget)) < 0)
+		return -1;
+	double t0 = now_s();
+	if (repeat(b, o, send, recv, count, iters) < 0)
+		return -1;
+	ph->time_us = (now_s() - t0) * 1e6 / iters;
+	ph->wrong = -1;
+	if (!o->check)
+		return 0;
+	fill_input(send, count, o, b->rank, b->nranks);
+	if (send != recv)
+		memset(recv, 0xa5, bytes);
+	if (repeat(b, o, send, recv, count, 1) < 0)
+		return -1;
+	ph->wrong = (double)count_wrong(recv, count, o, b->nranks);
+	return 0;
+}
+
+/* ---- the table ---- */
+
+static void print_header(const struct perf_opts *o, const struct perf_backend *b)
+{
+	printf("# %s all-reduce perf: %d ranks, one per process\n", b->name, b->nranks);
+	printf("# minBytes %zu maxBytes %zu step: %u(factor) warmup iters: %u iters: %u "
+	       "byte budget: %zu validation: %d\n#\n",
+	       o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->budget, o->check);
+	printf("# %58s %28s\n", "out-of-place", "in-place");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
+	       "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+	       "busbw", "#wrong");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+	       "");
+	fflush(stdout);
+}
+
+/* Time in 7 columns, with as many decimals as fit. */
+static void print_time(double us)
+{
+	printf("  %7.*f", us < 1e4 ? 2 : us < 1e5 ? 1 : 0, us);
+}
+
+static void print_phase(double time_us, double algbw, double busbw, double wrong)
+{
+	print_time(time_us);
+	printf("  %6.2f  %6.2f", algbw, busbw);
+	if (wrong < 0)
+		printf("  %6s", "N/A");
+	else
+		printf("  %6.0f", wrong);
+}
+
+static double busbw_of(double algbw, int n)
+{
+	return algbw * 2.0 * (n - 1) / n;
+}
+
+static void write_json(FILE *f, const struct perf_opts *o, const struct perf_backend *b,
+		       size_t bytes, size_t count, const struct phase ph[2])
+{
+	static const char *const tag[2] = { "oop", "ip" };
+
+	fprintf(f, "{\"tool\":\"%s\",\"coll\":\"allreduce\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,"
+		"\"type\":\"%s\",\"redop\":\"%s\",\"iters\":%u", b->name, b->nranks, bytes, count,
+		dtypes[o->dtype].name, op_names[o->op], scaled(o->iters, bytes, o->budget));
+	for (int k = 0; k < 2; k++) {
+		double alg = (double)bytes / ph[k].time_us * 1e-3;
+		fprintf(f, ",\"%s_time_us\":%.6g,\"%s_algbw\":%.6g,\"%s_busbw\":%.6g", tag[k],
+			ph[k].time_us, tag[k], alg, tag[k], busbw_of(alg, b->nranks));
+		if (ph[k].wrong < 0)
+			fprintf(f, ",\"%s_wrong\":null", tag[k]);
+		else
+			fprintf(f, ",\"%s_wrong\":%.0f", tag[k], ph[k].wrong);
+	}
+	fprintf(f, "}\n");
+	fflush(f);
+}
+
+/* Print one row; returns the row's summed busbw (both phases). */
+static double print_row(const struct perf_opts *o, const struct perf_backend *b, size_t bytes,
+			size_t count, const struct phase ph[2])
+{
+	double sum = 0;
+
+	printf("  %10zu  %12zu  %8s  %6s  %6d", bytes, count, dtypes[o->dtype].name,
+	       op_names[o->op], -1);
+	for (int k = 0; k < 2; k++) {
+		double alg = (double)bytes / ph[k].time_us * 1e-3; /* B/us -> GB/s */
+		print_phase(ph[k].time_us, alg, busbw_of(alg, b->nranks), ph[k].wrong);
+		sum += busbw_of(alg, b->nranks);
+	}
+	printf("\n");
+	fflush(stdout);
+	return sum;
+}
+
+/* ---- the run ---- */
+
+/* Both phases of one size, then times and #wrong combined over ranks. */
+static int run_size(const struct perf_opts *o, const struct perf_backend *b, void *send,
+		    void *recv, size_t count, struct phase ph[2])
+{
+	if (run_phase(o, b, send, recv, count, &ph[0]) < 0 ||
+	    run_phase(o, b, recv, recv, count, &ph[1]) < 0)
+		return -1;
+	double v[4] = { ph[0].time_us, ph[1].time_us, ph[0].wrong, ph[1].wrong };
+	if (b->sum_doubles(b->ctx, v, 4) < 0)
+		return -1;
+	for (int k = 0; k < 2; k++) {
+		ph[k].time_us = v[k] / b->nranks;
+		ph[k].wrong = o->check ? v[2 + k] : -1;
+	}
+	return 0;
+}
+
+/* Rank 0's JSON file; *failed when it cannot be written.  The run goes on
+ * regardless: stopping one rank alone would leave the others waiting. */
+static FILE *open_json(const struct perf_opts *o, const struct perf_backend *b, bool *failed)
+{
+	*failed = false;
+	if (!o->json || b->rank != 0)
+		return NULL;
+	FILE *f = fopen(o->json, "w");
+	if (!f) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", b->name, o->json, strerror(errno));
+		*failed = true;
+	}
+	return f;
+}
+
+static void print_footer(double wrong, double busbw_sum, unsigned nphases, bool check)
+{
+	if (check)
+		printf("# Out of bounds values : %.0f %s\n", wrong, wrong > 0 ? "FAILED" : "OK");
+	printf("# Avg bus bandwidth    : %g \n#\n", nphases ? busbw_sum / nphases : 0.0);
+}
+
+int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv)
+{
+	size_t es = dtypes[o->dtype].size;
+	double wrong = 0, busbw_sum = 0;
+	unsigned nphases = 0;
+	bool json_failed;
+	FILE *json = open_json(o, b, &json_failed);
+	int rc = 0;
+
+	if (b->rank == 0)
+		print_header(o, b);
+	for (size_t size = o->min_bytes; size <= o->max_bytes; size *= o->factor) {
+		size_t count = size / es ? size / es : 1;
+		struct phase ph[2];
+		if (run_size(o, b, send, recv, count, ph) < 0) {
+			rc = 1;
+			break;
+		}
+		wrong += (ph[0].wrong > 0 ? ph[0].wrong : 0) + (ph[1].wrong > 0 ? ph[1].wrong : 0);
+		if (b->rank == 0) {
+			busbw_sum += print_row(o, b, count * es, count, ph);
+			nphases += 2;
+			if (json)
+				write_json(json, o, b, count * es, count, ph);
+		}
+		if (o->factor < 2 || size > SIZE_MAX / o->factor)
+			break;
+	}
+	if (b->rank == 0 && rc == 0)
+		print_footer(wrong, busbw_sum, nphases, o->check);
+	if (json)
+		fclose(json);
+	return rc || json_failed || wrong > 0;
+}

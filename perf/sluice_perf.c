@@ -1,0 +1,112 @@
+/*
+ * sluice_perf.c: sluice-perf, the nccl-tests style all-reduce benchmark for
+ * sluice.  Run one process per rank under sluice-run (or any launcher that
+ * sets SLUICE_RANK/SLUICE_WORLD_SIZE/SLUICE_ROOT); rank 0 prints the table.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <sluice/sluice.h>
+
+#include "perf_common.h"
+
+struct sluice_side {
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	double *scratch; /* dataplane-reachable buffer for sum_doubles */
+};
+
+/* Print a failed call with sluice's own account of it. */
+static int fail(const char *what, sluice_result_t r)
+{
+	fprintf(stderr, "sluice-perf: %s: %s: %s\n", what, sluice_get_error_string(r),
+		sluice_last_error());
+	return -1;
+}
+
+static int sl_allreduce(void *ctx, const void *send, void *recv, size_t count,
+			sluice_datatype_t dtype, sluice_redop_t op)
+{
+	struct sluice_side *s = ctx;
+	sluice_req_t *req;
+	sluice_result_t r = sluice_allreduce(s->comm, send, recv, count, dtype, op, &req);
+
+	if (r != SLUICE_OK)
+		return fail("sluice_allreduce", r);
+	r = sluice_wait(req);
+	return r == SLUICE_OK ? 0 : fail("sluice_wait", r);
+}
+
+/* The side channel is sluice itself: one float64 sum all-reduce. */
+static int sl_sum_doubles(void *ctx, double *vals, int n)
+{
+	struct sluice_side *s = ctx;
+
+	for (int i = 0; i < n; i++)
+		s->scratch[i] = vals[i];
+	if (sl_allreduce(ctx, s->scratch, s->scratch, (size_t)n, SLUICE_FLOAT64, SLUICE_SUM) < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		vals[i] = s->scratch[i];
+	return 0;
+}
+
+#define SCRATCH_DOUBLES 4
+
+static int attach(struct sluice_side *s, struct perf_backend *b)
+{
+	sluice_result_t r;
+
+	if ((r = sluice_init(&s->ctx)) != SLUICE_OK)
+		return fail("sluice_init", r);
+	if ((r = sluice_comm_init_env(s->ctx, &s->comm)) != SLUICE_OK)
+		return fail("sluice_comm_init_env", r);
+	if ((r = sluice_comm_rank(s->comm, &b->rank)) != SLUICE_OK ||
+	    (r = sluice_comm_size(s->comm, &b->nranks)) != SLUICE_OK)
+		return fail("sluice_comm_rank/size", r);
+	if ((r = sluice_mem_alloc(s->ctx, SCRATCH_DOUBLES * sizeof(double), (void **)&s->scratch)) !=
+	    SLUICE_OK)
+		return fail("sluice_mem_alloc", r);
+	return 0;
+}
+
+/* Tear down whatever attach() and main() got to; NULLs are skipped. */
+static void detach(struct sluice_side *s, void *send, void *recv)
+{
+	if (send)
+		sluice_mem_free(s->ctx, send);
+	if (recv)
+		sluice_mem_free(s->ctx, recv);
+	if (s->scratch)
+		sluice_mem_free(s->ctx, s->scratch);
+	if (s->comm)
+		sluice_comm_destroy(s->comm);
+	if (s->ctx)
+		sluice_finalize(s->ctx);
+}
+
+int main(int argc, char **argv)
+{
+	struct perf_opts o;
+	struct sluice_side s = { 0 };
+	struct perf_backend b = { .name = "sluice", .ctx = &s, .allreduce = sl_allreduce,
+				  .sum_doubles = sl_sum_doubles };
+	void *send = NULL, *recv = NULL;
+	sluice_result_t r;
+	int rc = 1;
+
+	perf_parse(argc, argv, &o);
+	/* the largest row rounds the size up to one element at least */
+	size_t bytes = o.max_bytes < 8 ? 8 : o.max_bytes;
+	if (attach(&s, &b) < 0)
+		goto out;
+	if ((r = sluice_mem_alloc(s.ctx, bytes, &send)) != SLUICE_OK ||
+	    (r = sluice_mem_alloc(s.ctx, bytes, &recv)) != SLUICE_OK) {
+		fail("sluice_mem_alloc", r);
+		goto out;
+	}
+	rc = perf_run(&o, &b, send, recv);
+out:
+	detach(&s, send, recv);
+	return rc;
+}
