@@ -201,6 +201,7 @@ static struct {
 	unsigned users;          /* contexts attached to it */
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	void (*stop)(void);
+	uint32_t (*drive)(void); /* one engine pass from the caller's thread */
 } embedded = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The dataplane library is never dlclose'd: DPDK is not made to be unloaded. */
@@ -221,7 +222,8 @@ static sluice_result_t embedded_load(const struct sl_config *cfg, embedded_start
 			       dlerror());
 	*start = (embedded_start_fn)dlsym(lib, "sl_dp_embedded_start");
 	embedded.stop = (void (*)(void))dlsym(lib, "sl_dp_embedded_stop");
-	if (!*start || !embedded.stop)
+	embedded.drive = (uint32_t (*)(void))dlsym(lib, "sl_dp_embedded_drive");
+	if (!*start || !embedded.stop || !embedded.drive)
 		return sl_fail(SLUICE_ERR_UNAVAILABLE,
 			       "%s does not export sl_dp_embedded_start and sl_dp_embedded_stop: it is not a "
 			       "sluice dataplane library, or one from another version; set SLUICE_DP_LIB to a "
@@ -248,6 +250,7 @@ static sluice_result_t embedded_start(struct sluice_ctx *ctx)
 	if (res == SLUICE_OK) {
 		embedded.users++;
 		ctx->embedded = true;
+		ctx->drive = embedded.drive;
 		embedded.socket[sizeof(embedded.socket) - 1] = '\0';
 		strcpy(ctx->cfg.socket, embedded.socket);
 	}

@@ -121,6 +121,8 @@ struct dp_engine {
 	struct dp_comm comms[DP_MAX_COMMS];
 	struct dp_counters count;
 	_Atomic bool stop;
+	_Atomic bool busy;        /* a thread is inside dp_engine_poll */
+	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded) */
 	uint32_t running;         /* collectives posted and not finished */
 	uint64_t next_timer_ns;
 };
@@ -142,6 +144,9 @@ void dp_engine_fini(struct dp_engine *e);
 int dp_engine_run(void *engine);
 /* One pass of the loop: returns work done (0 = idle).  Used by the loop and by tests. */
 uint32_t dp_engine_poll(struct dp_engine *e);
+/* One pass, unless another thread is in one (embedded mode: the engine
+ * thread and the application's wait both drive the engine). */
+uint32_t dp_engine_try_poll(struct dp_engine *e);
 /* Queue a control request; req->done is set to 1 + result once applied.  False when full. */
 bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req);
 /* From the server thread: hand a request to the engine and wait for its answer. */

@@ -256,6 +256,8 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)e->count.stashed);
 }
 
+_Atomic(struct dp_engine *) dp_running_engine;
+
 static int engine_main(void *arg)
 {
 	return dp_engine_run(arg);
@@ -297,7 +299,9 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	if (!o->quiet)
 		fprintf(stderr, "sluiced node %u: %u link(s) up, payload %u B, serving %s\n", o->node,
 			o->nlinks, engine.payload, o->socket_path);
+	atomic_store(&dp_running_engine, &engine);
 	rc = dp_server_run(&engine, &sc, ready, err, len);
+	atomic_store(&dp_running_engine, NULL);
 	atomic_store(&engine.stop, true);
 	rte_eal_wait_lcore(lcore);
 	if (!o->quiet)

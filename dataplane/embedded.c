@@ -4,7 +4,9 @@
  * libsluice dlopens this library and calls sl_dp_embedded_start with
  * sluiced's flags; a new thread runs dp_main (EAL makes it the main lcore
  * and starts the engine lcore beside it), and the application then attaches
- * through the returned socket path exactly as it would to a daemon.  DPDK
+ * through the returned socket path exactly as it would to a daemon.  While
+ * the application waits for a collective it drives the engine itself
+ * (sl_dp_embedded_drive), so a waiting rank needs no wake-up.  DPDK
  * cannot start twice in one process, so neither can this.
  */
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dp.h"
 #include "dp_main.h"
 
 #define MAX_ARGS 64
@@ -99,4 +102,15 @@ void sl_dp_embedded_stop(void)
 		return;
 	atomic_store(&emb.stop, true);
 	pthread_join(emb.thread, NULL);
+}
+
+/* One engine pass from the application's thread; returns work done. */
+uint32_t sl_dp_embedded_drive(void)
+{
+	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
+
+	if (!e)
+		return 0;
+	atomic_store_explicit(&e->driven_ns, dp_now_ns(NULL), memory_order_relaxed);
+	return dp_engine_try_poll(e);
 }

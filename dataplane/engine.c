@@ -25,8 +25,9 @@
 
 #define CTL_SLOTS 64
 #define IDLE_SPINS 2000     /* idle passes spent spinning before yielding */
-#define IDLE_YIELDS 2000000    /* then yielding, before napping */
+#define IDLE_YIELDS 2000       /* then yielding, before napping */
 #define NAP_NS 50000        /* a nap: short enough to keep ports drained */
+#define DRIVEN_HOLDOFF_NS 200000 /* the application drove the engine this recently: stay out */
 
 uint64_t dp_now_ns(void *unused)
 {
@@ -262,18 +263,48 @@ static void nap(struct dp_engine *e)
 			atomic_store(&e->clients[i].page->engine_napping, 0);
 }
 
+uint32_t dp_engine_try_poll(struct dp_engine *e)
+{
+	bool expected = false;
+	uint32_t work;
+
+	if (!atomic_compare_exchange_strong_explicit(&e->busy, &expected, true, memory_order_acquire,
+						     memory_order_relaxed))
+		return 0;
+	work = dp_engine_poll(e);
+	atomic_store_explicit(&e->busy, false, memory_order_release);
+	return work;
+}
+
+/* While an embedded application spins in its wait call, it is the engine:
+ * this thread naps so that the two do not fight over the core. */
+static bool app_is_driving(struct dp_engine *e)
+{
+	uint64_t driven = atomic_load_explicit(&e->driven_ns, memory_order_relaxed);
+	struct timespec ts = { 0, DRIVEN_HOLDOFF_NS / 2 };
+
+	if (driven == 0 || dp_now_ns(NULL) - driven > DRIVEN_HOLDOFF_NS)
+		return false;
+	nanosleep(&ts, NULL);
+	return true;
+}
+
 int dp_engine_run(void *engine)
 {
 	struct dp_engine *e = engine;
 	uint32_t idle = 0;
 
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-		if (dp_engine_poll(e)) {
+		if (app_is_driving(e)) {
+			idle = 0;
+			continue;
+		}
+		if (dp_engine_try_poll(e)) {
 			idle = 0;
 			continue;
 		}
 		idle++;
-		if (idle < IDLE_SPINS || e->running)
+		if (idle < IDLE_SPINS)
 			__builtin_ia32_pause();
 		else if (idle < IDLE_SPINS + IDLE_YIELDS || e->running)
 			sched_yield(); /* a collective in flight waits on the wire: never nap then */

@@ -48,8 +48,10 @@ struct sl_dpdk_port {
 	uint16_t port_id;            /* ethdev port */
 	bool started;                /* rte_eth_dev_start succeeded */
 	bool memif_client;           /* start may fail until the server listens */
+	bool socket_file;            /* memif socket is a file, not an abstract name */
 	char name[RTE_DEV_NAME_MAX_LEN]; /* vdev name, e.g. "net_memif0" */
 	char socket[108];            /* memif socket path, for retries and messages */
+	char hidden[108];            /* memif server: where it listens until started */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -200,6 +202,9 @@ static void dpdk_close(struct sl_port *port)
 	/* memif: the caller has stopped rx/tx on both ends first (see DPDK-NOTES). */
 	if (dp->started)
 		rte_eth_dev_stop(dp->port_id);
+	/* Give memif back the name it made, so that it removes the file itself. */
+	if (dp->hidden[0] != '\0')
+		rename(dp->socket, dp->hidden);
 	rte_eth_dev_close(dp->port_id);
 	rte_eal_hotplug_remove("vdev", dp->name);
 	rte_mempool_free(dp->pool);
@@ -220,7 +225,7 @@ static int try_start(struct sl_dpdk_port *dp)
 {
 	struct stat st;
 
-	if (dp->memif_client && dp->socket[0] == '/' && stat(dp->socket, &st) != 0)
+	if (dp->memif_client && dp->socket_file && stat(dp->socket, &st) != 0)
 		return -ENOENT;
 	int rc = rte_eth_dev_start(dp->port_id);
 	if (rc == 0)
@@ -249,29 +254,31 @@ bool sl_dpdk_port_link_up(struct sl_port *port)
 int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, size_t errlen)
 {
 	struct sl_dpdk_port *dp = dp_of(port);
-	uint64_t now = now_ms(), deadline = now + timeout_ms;
-	uint64_t retry_ms = SL_DPDK_CONNECT_RETRY_MS, started_at = now;
-	int start_rc = 0;
+	uint64_t now = now_ms(), deadline = now + timeout_ms, tried_at = now;
+	uint64_t retry_ms = SL_DPDK_CONNECT_RETRY_MS;
+	int start_rc = dp->started ? 0 : -ENOENT;
 
 	for (;;) {
-		if (!dp->started) {
-			start_rc = try_start(dp);
-			started_at = now;
-		}
 		if (sl_dpdk_port_link_up(port))
 			return 0;
 		now = now_ms();
 		if (now >= deadline)
 			break;
 		/*
-		 * A memif server refuses clients between its probe (socket made) and
-		 * its start, and the refused client never retries by itself: connect
-		 * again, backing off, while the link stays down.
+		 * A memif client that was refused, or whose server went away, never
+		 * reconnects by itself: stop and start it again, backing off.
 		 */
-		if (dp->memif_client && dp->started && now - started_at >= retry_ms) {
-			rte_eth_dev_stop(dp->port_id);
-			dp->started = false;
-			retry_ms = RTE_MIN(2 * retry_ms, SL_DPDK_CONNECT_RETRY_MAX_MS);
+		if (now - tried_at >= retry_ms) {
+			if (dp->started && dp->memif_client) {
+				rte_eth_dev_stop(dp->port_id);
+				dp->started = false;
+			}
+			if (!dp->started)
+				start_rc = try_start(dp);
+			tried_at = now;
+			/* Watching for the socket file costs nothing; reconnecting does. */
+			if (start_rc != -ENOENT)
+				retry_ms = RTE_MIN(2 * retry_ms, SL_DPDK_CONNECT_RETRY_MAX_MS);
 		}
 		usleep(1000);
 	}
@@ -294,21 +301,68 @@ uint64_t sl_dpdk_port_rx_dropped(const struct sl_port *port)
 	return dp_of(port)->rx_dropped;
 }
 
-/* Role and socket of a memif devargs string (args: the part after the name). */
-static int parse_memif(struct sl_dpdk_port *dp, const char *args)
+/*
+ * Rewrite memif devargs (the part after the name) for open: add bsize= if
+ * absent (see top), and give a server's socket file a hidden name until the
+ * port is started.  A server refuses clients between probe (when it makes
+ * its socket) and start, and in 22.11 a refused client never retries and the
+ * refusal has been seen to crash EAL's interrupt thread; hiding the socket
+ * means no client connects early.  Sets *out to a malloc'd string and
+ * returns 0; -EINVAL for unparsable devargs, -ERANGE for a bsize below room.
+ */
+static int memif_args(struct sl_dpdk_port *dp, const char *args, uint32_t room, char **out)
 {
 	struct rte_kvargs *kv = rte_kvargs_parse(args, NULL);
-	const char *v;
+	size_t len = 0;
+	int rc = 0;
+	FILE *f;
 
+	*out = NULL;
 	if (kv == NULL)
-		return -1;
-	v = rte_kvargs_get(kv, "role");
-	dp->memif_client = v != NULL && (strcmp(v, "client") == 0 || strcmp(v, "slave") == 0);
-	v = rte_kvargs_get(kv, "socket");
-	/* memif's default socket path when none is given. */
-	snprintf(dp->socket, sizeof(dp->socket), "%s", v != NULL ? v : "/run/memif.sock");
+		return -EINVAL;
+	const char *role = rte_kvargs_get(kv, "role");
+	const char *sock = rte_kvargs_get(kv, "socket");
+	const char *abstract = rte_kvargs_get(kv, "socket-abstract");
+
+	dp->memif_client = role != NULL && (strcmp(role, "client") == 0 || strcmp(role, "slave") == 0);
+	dp->socket_file = abstract != NULL && strcmp(abstract, "no") == 0;
+	/* memif's default socket name when none is given. */
+	snprintf(dp->socket, sizeof(dp->socket), "%s", sock != NULL ? sock : "/run/memif.sock");
+	if (!dp->memif_client && dp->socket_file &&
+	    (size_t)snprintf(dp->hidden, sizeof(dp->hidden), "%s.starting", dp->socket) >=
+		    sizeof(dp->hidden))
+		dp->hidden[0] = '\0'; /* too long to hide: start unhidden */
+
+	f = open_memstream(out, &len);
+	if (f != NULL) {
+		for (unsigned i = 0; i < kv->count; i++) {
+			const char *v = kv->pairs[i].value;
+
+			if (strcmp(kv->pairs[i].key, "socket") == 0 && dp->hidden[0] != '\0')
+				v = dp->hidden;
+			fprintf(f, "%s%s=%s", i ? "," : "", kv->pairs[i].key, v);
+		}
+		const char *bsize = rte_kvargs_get(kv, "bsize");
+
+		if (bsize == NULL)
+			fprintf(f, "%sbsize=%u", kv->count ? "," : "", room);
+		/*
+		 * Smaller buffers make memif split frames, and 22.11's copy-mode tx
+		 * leaves a stale "next" flag on reused descriptors: after the ring
+		 * wraps, the receiver glues unrelated frames together (seen here).
+		 */
+		else if (strtoul(bsize, NULL, 10) < room)
+			rc = -ERANGE;
+		if (fclose(f) != 0)
+			rc = -ENOMEM;
+	}
+	if (f == NULL || rc != 0) {
+		free(*out);
+		*out = NULL;
+		rc = rc ? rc : -ENOMEM;
+	}
 	rte_kvargs_free(kv);
-	return 0;
+	return rc;
 }
 
 /* MTU as large as max_frame wants, within what the driver says it takes. */
@@ -419,15 +473,16 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 	memcpy(dp->name, devargs, name_len);
 
 	if (strncmp(dp->name, "net_memif", strlen("net_memif")) == 0) {
-		if (parse_memif(dp, args) != 0) {
-			set_err(err, errlen, "%s: cannot parse memif devargs \"%s\"", dp->name, args);
+		rc = memif_args(dp, args, room, &vdev_args);
+		if (rc != 0) {
+			set_err(err, errlen,
+				rc == -ERANGE ? "%s: bsize in \"%s\" is below %u: memif would split "
+						"frames, which 22.11 corrupts; leave bsize= out" :
+						"%s: cannot parse memif devargs \"%s\" (%u)",
+				dp->name, args, room);
 			free(dp);
 			return NULL;
 		}
-		/* Default 2048 B memif buffers would split every big frame; see top. */
-		if (strstr(args, "bsize=") == NULL &&
-		    asprintf(&vdev_args, "%s%sbsize=%u", args, args[0] ? "," : "", room) < 0)
-			vdev_args = NULL;
 	}
 	rc = rte_eal_hotplug_add("vdev", dp->name, vdev_args != NULL ? vdev_args : args);
 	free(vdev_args);
@@ -455,6 +510,11 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 		set_err(err, errlen, "%s: start: %s", dp->name, rte_strerror(-rc));
 		goto fail;
 	}
+	if (dp->hidden[0] != '\0' && rename(dp->hidden, dp->socket) != 0) {
+		set_err(err, errlen, "%s: cannot move socket %s to %s: %s", dp->name, dp->hidden,
+			dp->socket, strerror(errno));
+		goto fail;
+	}
 
 	struct rte_ether_addr mac;
 	rte_eth_macaddr_get(dp->port_id, &mac);
@@ -465,6 +525,8 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 	return &dp->port;
 
 fail:
+	if (dp->started)
+		rte_eth_dev_stop(dp->port_id);
 	rte_eth_dev_close(dp->port_id);
 	rte_eal_hotplug_remove("vdev", dp->name);
 	rte_mempool_free(dp->pool);
