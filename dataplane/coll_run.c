@@ -44,8 +44,10 @@ static bool post_cpl(struct dp_client *c, uint64_t req, int32_t status, const ch
 		snprintf(cpl.msg, sizeof(cpl.msg), "%s", why);
 	if (!sl_spsc_enqueue(&c->complete, &cpl))
 		return false;
-	atomic_fetch_add_explicit(&c->page->cpl_seq, 1, memory_order_release);
-	if (atomic_load_explicit(&c->page->client_sleeping, memory_order_acquire))
+	/* seq_cst on both sides of the handshake: the client stores its
+	 * sleeping flag then reads cpl_seq, we bump cpl_seq then read the flag. */
+	atomic_fetch_add_explicit(&c->page->cpl_seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&c->page->client_sleeping, memory_order_seq_cst))
 		syscall(SYS_futex, &c->page->cpl_seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	return true;
 }
