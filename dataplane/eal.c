@@ -32,7 +32,7 @@ static int eal_argc;
 /* EAL allows one rte_eal_init per process, failed or not, and no restart after cleanup. */
 static enum { EAL_UNUSED, EAL_RUNNING, EAL_SPENT } eal_state;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void sl_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -113,14 +113,14 @@ static char *lcores_arg(int engine_cpu, char *err, size_t errlen)
 	char *arg;
 
 	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
-		set_err(err, errlen, "sched_getaffinity: %s", strerror(errno));
+		sl_set_err(err, errlen, "sched_getaffinity: %s", strerror(errno));
 		return NULL;
 	}
 	main_set = allowed;
 	engine_set = allowed;
 	if (engine_cpu >= 0) {
 		if (engine_cpu >= CPU_SETSIZE || !CPU_ISSET(engine_cpu, &allowed)) {
-			set_err(err, errlen,
+			sl_set_err(err, errlen,
 				"engine CPU %d is not in this thread's allowed CPUs (%d usable); "
 				"pick another or -1 for any", engine_cpu, CPU_COUNT(&allowed));
 			return NULL;
@@ -135,7 +135,7 @@ static char *lcores_arg(int engine_cpu, char *err, size_t errlen)
 	    format_cpuset(&engine_set, engine_str, sizeof(engine_str)) != 0 ||
 	    asprintf(&arg, "--lcores=%u@%s,%u@%s", SL_EAL_MAIN_LCORE, main_str,
 		     SL_EAL_ENGINE_LCORE, engine_str) < 0) {
-		set_err(err, errlen, "cannot format the lcore map");
+		sl_set_err(err, errlen, "cannot format the lcore map");
 		return NULL;
 	}
 	return arg;
@@ -195,11 +195,11 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 	int rc = 0;
 
 	if (cfg->prefix == NULL || cfg->prefix[0] == '\0') {
-		set_err(err, errlen, "sl_eal_start: a file prefix is required (one per dataplane instance)");
+		sl_set_err(err, errlen, "sl_eal_start: a file prefix is required (one per dataplane instance)");
 		return -1;
 	}
 	if (eal_state != EAL_UNUSED) {
-		set_err(err, errlen, "sl_eal_start: %s", init_hint(EALREADY));
+		sl_set_err(err, errlen, "sl_eal_start: %s", init_hint(EALREADY));
 		return -1;
 	}
 	while (cfg->vdevs != NULL && cfg->vdevs[nvdev] != NULL)
@@ -209,7 +209,7 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 
 	eal_argv = calloc(16 + nvdev, sizeof(*eal_argv));
 	if (eal_argv == NULL) {
-		set_err(err, errlen, "sl_eal_start: out of memory");
+		sl_set_err(err, errlen, "sl_eal_start: out of memory");
 		return -1;
 	}
 	rc |= push_arg(strdup("sluice"));
@@ -232,7 +232,7 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 	if (rc == 0)
 		rc = push_arg(lcores_arg(cfg->engine_cpu, err, errlen));
 	else
-		set_err(err, errlen, "sl_eal_start: out of memory");
+		sl_set_err(err, errlen, "sl_eal_start: out of memory");
 	if (rc != 0) {
 		free_argv();
 		return -1;
@@ -241,7 +241,7 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 	for (size_t i = 0; i < nvdev; i++)
 		rc |= asprintf(&eal_argv[eal_argc++], "--vdev=%s", cfg->vdevs[i]) < 0 ? -1 : 0;
 	if (rc != 0) {
-		set_err(err, errlen, "sl_eal_start: out of memory");
+		sl_set_err(err, errlen, "sl_eal_start: out of memory");
 		free_argv();
 		return -1;
 	}
@@ -255,7 +255,7 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 		char args[1024];
 
 		join_argv(args, sizeof(args));
-		set_err(err, errlen, "rte_eal_init failed (%s): %s [args: %s]", rte_strerror(e),
+		sl_set_err(err, errlen, "rte_eal_init failed (%s): %s [args: %s]", rte_strerror(e),
 			init_hint(e), args);
 		eal_state = EAL_SPENT;
 		free_argv();

@@ -34,4 +34,7 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 /* Release EAL's resources and its runtime directory.  Ports must be closed first. */
 void sl_eal_stop(void);
 
+/* snprintf into err (if any): the dataplane's one way to say what failed. */
+void sl_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

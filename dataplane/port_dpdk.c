@@ -13,6 +13,7 @@
  * We set bsize to the mbuf's data room (less headroom), which also puts both
  * ends of the driver's copy loop on its single-copy fast path.
  */
+#include "eal.h"
 #include "port_dpdk.h"
 
 #include <errno.h>
@@ -53,17 +54,6 @@ struct sl_dpdk_port {
 	char socket[108];            /* memif socket path, for retries and messages */
 	char hidden[108];            /* memif server: where it listens until started */
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static inline struct sl_dpdk_port *dp_of(const struct sl_port *port)
 {
@@ -283,14 +273,14 @@ int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, s
 		usleep(1000);
 	}
 	if (dp->socket[0] != '\0')
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: no memif peer on socket %s after %u ms (%s): start the other end "
 			"with the same socket path and bsize/max_frame, or check its log",
 			dp->name, dp->socket, timeout_ms,
 			dp->started ? "link down" :
 			start_rc == -ENOENT ? "socket file absent" : "connect refused");
 	else
-		set_err(err, errlen, "%s: link still down after %u ms%s%s", dp->name, timeout_ms,
+		sl_set_err(err, errlen, "%s: link still down after %u ms%s%s", dp->name, timeout_ms,
 			dp->started ? "" : "; start failed: ",
 			dp->started ? "" : rte_strerror(-start_rc));
 	return -1;
@@ -395,7 +385,7 @@ static int setup_queues(struct sl_dpdk_port *dp, uint32_t max_frame, uint16_t rx
 		sock = (int)rte_socket_id();
 	rc = rte_eth_dev_info_get(dp->port_id, &info);
 	if (rc != 0) {
-		set_err(err, errlen, "%s: rte_eth_dev_info_get: %s", dp->name, rte_strerror(-rc));
+		sl_set_err(err, errlen, "%s: rte_eth_dev_info_get: %s", dp->name, rte_strerror(-rc));
 		return -1;
 	}
 	memset(&conf, 0, sizeof(conf));
@@ -407,13 +397,13 @@ static int setup_queues(struct sl_dpdk_port *dp, uint32_t max_frame, uint16_t rx
 	if (rc == 0)
 		rc = rte_eth_dev_adjust_nb_rx_tx_desc(dp->port_id, &rxd, &txd);
 	if (rc != 0) {
-		set_err(err, errlen, "%s: configure 1 rx + 1 tx queue, mtu %u: %s", dp->name,
+		sl_set_err(err, errlen, "%s: configure 1 rx + 1 tx queue, mtu %u: %s", dp->name,
 			conf.rxmode.mtu, rte_strerror(-rc));
 		return -1;
 	}
 	rc = rte_eth_rx_queue_setup(dp->port_id, 0, rxd, sock, NULL, dp->pool);
 	if (rc != 0) {
-		set_err(err, errlen, "%s: rx queue of %u descriptors: %s", dp->name, rxd,
+		sl_set_err(err, errlen, "%s: rx queue of %u descriptors: %s", dp->name, rxd,
 			rte_strerror(-rc));
 		return -1;
 	}
@@ -421,7 +411,7 @@ static int setup_queues(struct sl_dpdk_port *dp, uint32_t max_frame, uint16_t rx
 	txconf.offloads = conf.txmode.offloads;
 	rc = rte_eth_tx_queue_setup(dp->port_id, 0, txd, sock, &txconf);
 	if (rc != 0) {
-		set_err(err, errlen, "%s: tx queue of %u descriptors: %s", dp->name, txd,
+		sl_set_err(err, errlen, "%s: tx queue of %u descriptors: %s", dp->name, txd,
 			rte_strerror(-rc));
 		return -1;
 	}
@@ -438,7 +428,7 @@ static struct rte_mempool *make_pool(struct sl_dpdk_port *dp, uint16_t data_room
 	snprintf(pname, sizeof(pname), "sl_port%u", dp->port_id);
 	mp = rte_pktmbuf_pool_create(pname, n, SL_DPDK_POOL_CACHE, 0, data_room, rte_socket_id());
 	if (mp == NULL)
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: pool of %u buffers x %u B: %s; give EAL more memory (mem_mb) or "
 			"use fewer descriptors", dp->name, n, data_room, rte_strerror(rte_errno));
 	return mp;
@@ -458,14 +448,14 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 
 	if (max_frame < RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN ||
 	    room + RTE_PKTMBUF_HEADROOM > UINT16_MAX) {
-		set_err(err, errlen, "max_frame %u out of range: %u to %u (mbuf data room is 16 bits)",
+		sl_set_err(err, errlen, "max_frame %u out of range: %u to %u (mbuf data room is 16 bits)",
 			max_frame, RTE_ETHER_MIN_LEN - RTE_ETHER_CRC_LEN,
 			UINT16_MAX - RTE_PKTMBUF_HEADROOM - RTE_CACHE_LINE_SIZE + 1);
 		return NULL;
 	}
 	dp = calloc(1, sizeof(*dp));
 	if (dp == NULL || name_len == 0 || name_len >= sizeof(dp->name)) {
-		set_err(err, errlen, dp ? "bad devargs \"%s\": expected name,key=value,..." :
+		sl_set_err(err, errlen, dp ? "bad devargs \"%s\": expected name,key=value,..." :
 			"out of memory", devargs);
 		free(dp);
 		return NULL;
@@ -475,7 +465,7 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 	if (strncmp(dp->name, "net_memif", strlen("net_memif")) == 0) {
 		rc = memif_args(dp, args, room, &vdev_args);
 		if (rc != 0) {
-			set_err(err, errlen,
+			sl_set_err(err, errlen,
 				rc == -ERANGE ? "%s: bsize in \"%s\" is below %u: memif would split "
 						"frames, which 22.11 corrupts; leave bsize= out" :
 						"%s: cannot parse memif devargs \"%s\" (%u)",
@@ -487,7 +477,7 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 	rc = rte_eal_hotplug_add("vdev", dp->name, vdev_args != NULL ? vdev_args : args);
 	free(vdev_args);
 	if (rc != 0) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"probing %s failed (%s): check the devargs; memif needs its socket's "
 			"directory to exist and no stale server socket file", devargs,
 			rc == -EEXIST ? "a device with this name exists" : rte_strerror(-rc));
@@ -495,7 +485,7 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 		return NULL;
 	}
 	if (rte_eth_dev_get_port_by_name(dp->name, &dp->port_id) != 0) {
-		set_err(err, errlen, "%s probed but is not an ethdev", dp->name);
+		sl_set_err(err, errlen, "%s probed but is not an ethdev", dp->name);
 		rte_eal_hotplug_remove("vdev", dp->name);
 		free(dp);
 		return NULL;
@@ -507,11 +497,11 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 	rc = try_start(dp);
 	/* An absent memif server is not an error yet: wait_up keeps trying. */
 	if (rc != 0 && !dp->memif_client) {
-		set_err(err, errlen, "%s: start: %s", dp->name, rte_strerror(-rc));
+		sl_set_err(err, errlen, "%s: start: %s", dp->name, rte_strerror(-rc));
 		goto fail;
 	}
 	if (dp->hidden[0] != '\0' && rename(dp->hidden, dp->socket) != 0) {
-		set_err(err, errlen, "%s: cannot move socket %s to %s: %s", dp->name, dp->hidden,
+		sl_set_err(err, errlen, "%s: cannot move socket %s to %s: %s", dp->name, dp->hidden,
 			dp->socket, strerror(errno));
 		goto fail;
 	}
