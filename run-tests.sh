@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 tools/deps.sh
 [ -d build ] || meson setup build >/dev/null
+ninja -C build
 meson test -C build --print-errorlogs "$@"
 [ -d build-san ] || meson setup build-san -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+ninja -C build-san
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	meson test -C build-san --print-errorlogs "$@"
