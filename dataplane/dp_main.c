@@ -23,6 +23,7 @@
 #include "ctl_server.h"
 #include "dp_main.h"
 #include "eal.h"
+#include "fault_port.h"
 #include "port_dpdk.h"
 
 #define DEFAULT_SOCKET "/run/sluice/sluiced.sock"
@@ -53,6 +54,8 @@ struct opts {
 	unsigned window;
 	double rto_min_us;
 	double timeout_s;
+	struct sl_fault_spec fault; /* injected on every link's sends, when active */
+	bool no_crc;
 	bool no_huge;
 	bool allow_any_user;
 	bool quiet;
@@ -75,6 +78,9 @@ static void usage(FILE *f)
 		"  --window P            packets in flight per peer (default %u, at most %u)\n"
 		"  --rto-min US          retransmission timeout floor in microseconds (default %u)\n"
 		"  --timeout S           fail a collective or peer silent this long (env SLUICE_TIMEOUT, default 30)\n"
+		"  --fault SPEC          inject faults on every link's sends (env SLUICE_FAULT), e.g.\n"
+		"                        drop:0.01,reorder:16,dup:0.001,corrupt:0.0001,delay:50us,seed:7\n"
+		"  --no-crc              no CRC32C trailer (default: on, as these links have no FCS)\n"
 		"  --no-huge             do not use hugepages even when reserved\n"
 		"  --allow-any-user      serve applications of any uid (default: only this uid)\n"
 		"  --quiet               no start/stop messages\n",
@@ -102,6 +108,16 @@ static int parse_timeout(const char *s, const char *what, double *out)
 		return -1;
 	}
 	return 0;
+}
+
+static int parse_fault(const char *s, const char *what, struct sl_fault_spec *out)
+{
+	char why[256];
+
+	if (sl_fault_parse(s, out, why, sizeof(why)) == 0)
+		return 0;
+	fprintf(stderr, "sluiced: %s: %s\n", what, why);
+	return -1;
 }
 
 static int parse_link(struct opts *o, const char *arg)
@@ -156,6 +172,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "timeout", required_argument, NULL, 't' },   { "no-huge", no_argument, NULL, 'H' },
 		{ "allow-any-user", no_argument, NULL, 'A' },  { "quiet", no_argument, NULL, 'q' },
 		{ "window", required_argument, NULL, 'w' },    { "rto-min", required_argument, NULL, 'r' },
+		{ "fault", required_argument, NULL, 'F' },     { "no-crc", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -168,6 +185,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if ((env = getenv("SLUICE_SOCKET")) && *env)
 		o->socket_path = env;
 	if ((env = getenv("SLUICE_TIMEOUT")) && *env && parse_timeout(env, "SLUICE_TIMEOUT", &o->timeout_s))
+		return -1;
+	if ((env = getenv("SLUICE_FAULT")) && parse_fault(env, "SLUICE_FAULT", &o->fault))
 		return -1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -183,6 +202,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 't': if (parse_timeout(optarg, "--timeout", &o->timeout_s)) return -1; break;
 		case 'w': if (parse_uint(optarg, "--window", SL_MAX_WINDOW, &v) || v == 0) return -1; o->window = (unsigned)v; break;
 		case 'r': if (parse_uint(optarg, "--rto-min", 10000000, &v) || v == 0) return -1; o->rto_min_us = (double)v; break;
+		case 'F': if (parse_fault(optarg, "--fault", &o->fault)) return -1; break;
+		case 'C': o->no_crc = true; break;
 		case 'H': o->no_huge = true; break;
 		case 'A': o->allow_any_user = true; break;
 		case 'q': o->quiet = true; break;
@@ -219,6 +240,29 @@ static int open_links(const struct opts *o, struct sl_port **ports, char *err, s
 	return 0;
 }
 
+/* Every link gets the CRC32C trailer (DPDK's vdevs have no FCS) unless
+ * --no-crc, and, with --fault, the fault injector on its sends: innermost,
+ * so that whatever wraps the ports later sees the frames before the faults.
+ * faulty[i] is the injector of link i, NULL without faults. */
+static int prepare_links(const struct opts *o, struct sl_port **ports, struct sl_port **faulty,
+			 const struct sl_clock *clock, char *err, size_t len)
+{
+	for (unsigned i = 0; i < o->nlinks; i++) {
+		ports[i]->crc = !o->no_crc;
+		faulty[i] = NULL;
+		if (!sl_fault_active(&o->fault))
+			continue;
+		/* one generator per (node, link), all fixed by the spec's seed */
+		faulty[i] = sl_fault_port_wrap(ports[i], &o->fault, (uint64_t)o->node << 8 | i, clock);
+		if (!faulty[i]) {
+			snprintf(err, len, "out of memory wrapping link %u in the fault injector", i);
+			return -1;
+		}
+		ports[i] = faulty[i];
+	}
+	return 0;
+}
+
 static int add_routes(struct dp_engine *e, const struct opts *o, struct sl_port **ports, char *err, size_t len)
 {
 	for (unsigned i = 0; i < o->nlinks; i++) {
@@ -240,15 +284,32 @@ static void print_counters(const struct dp_engine *e)
 	fprintf(stderr,
 		"sluiced node %u: collectives posted %llu done %llu failed %llu rejected %llu; "
 		"data tx %llu rx %llu, retransmits rto %llu sack %llu, dup %llu, malformed %llu, "
-		"foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu\n",
+		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu\n",
 		e->node, (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
 		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
 		(unsigned long long)t->retx_rto, (unsigned long long)t->retx_sack,
 		(unsigned long long)t->rx_dup, (unsigned long long)t->rx_malformed,
-		(unsigned long long)t->rx_foreign, (unsigned long long)e->count.rx_unknown_comm,
+		(unsigned long long)t->rx_bad_crc, (unsigned long long)t->rx_foreign, (unsigned long long)e->count.rx_unknown_comm,
 		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,
 		(unsigned long long)e->count.stashed);
+}
+
+static void print_faults(const struct opts *o, struct sl_port *const *faulty)
+{
+	for (unsigned i = 0; i < o->nlinks; i++) {
+		if (!faulty[i])
+			continue;
+		const struct sl_fault_counters *c = sl_fault_port_counters(faulty[i]);
+		fprintf(stderr,
+			"sluiced node %d: faults injected on link %u (to node %u): frames %llu dropped "
+			"%llu data-dropped %llu duplicated %llu corrupted %llu corrupted-covered %llu "
+			"reordered %llu\n",
+			o->node, i, o->links[i].node, (unsigned long long)c->frames,
+			(unsigned long long)c->dropped, (unsigned long long)c->dropped_data,
+			(unsigned long long)c->duplicated, (unsigned long long)c->corrupted,
+			(unsigned long long)c->corrupted_covered, (unsigned long long)c->reordered);
+	}
 }
 
 _Atomic(struct dp_engine *) dp_running_engine;
@@ -261,7 +322,8 @@ static int engine_main(void *arg)
 static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, char *err, size_t len)
 {
 	static struct dp_engine engine;
-	struct sl_port *ports[SL_MAX_PORTS] = { 0 };
+	struct sl_port *ports[SL_MAX_PORTS] = { 0 }, *faulty[SL_MAX_PORTS] = { 0 };
+	const struct sl_clock clock = { dp_now_ns, NULL };
 	const char *const no_vdevs[] = { NULL };
 	char prefix[64];
 	unsigned lcore;
@@ -276,6 +338,9 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	if (sl_eal_start(&ec, &lcore, err, len) != 0)
 		return -1;
 	if (open_links(o, ports, err, len) != 0)
+		goto out;
+	/* CRC32C and fault injection (--no-crc, --fault): the innermost wrap */
+	if (prepare_links(o, ports, faulty, &clock, err, len) != 0)
 		goto out;
 	for (unsigned i = 0; i < o->nlinks; i++)
 		frame = ports[i]->max_frame < frame ? ports[i]->max_frame : frame;
@@ -299,8 +364,10 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	atomic_store(&dp_running_engine, NULL);
 	atomic_store(&engine.stop, true);
 	rte_eal_wait_lcore(lcore);
-	if (!o->quiet)
+	if (!o->quiet) {
 		print_counters(&engine);
+		print_faults(o, faulty);
+	}
 	dp_engine_fini(&engine);
 out:
 	/* Ports and EAL are left to the process's exit: 22.11's memif can crash

@@ -4,16 +4,16 @@
  * fixed pool per pair; a sent frame's buffer moves (without a copy) into the
  * peer's bounded FIFO, where faults are applied as it crosses: drop,
  * duplicate (a copy), reorder (held back until a few later frames passed)
- * and corrupt (one byte flipped).  Every choice comes from a splitmix64
- * generator per direction, so a run replays exactly from its seed.
+ * and corrupt (one byte flipped), by the engine in fault.c with one seeded
+ * stream per direction, so a run replays exactly from its seed.
  */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "memport.h"
 
-#define MP_HOLD 8           /* frames one direction can hold back at once */
 #define MP_HOLD_MAX_SKIP 4  /* a held frame is passed by 1..this many later frames */
 #define MP_USER_BUFS 512    /* buffers the two users may hold at once */
 
@@ -22,42 +22,22 @@ struct mp_frame {
 	uint32_t len;
 };
 
-struct mp_held {
-	struct mp_frame frame;
-	uint32_t skip; /* later frames still to let pass */
-};
-
-/* One direction: a FIFO ring plus frames held back for reordering. */
+/* One direction: a FIFO ring behind the fault engine. */
 struct mp_link {
 	struct mp_frame *fifo;
 	uint32_t depth, head, count;
-	struct mp_held held[MP_HOLD];
-	uint32_t n_held;
-	uint64_t rng;
+	struct sl_fault fault;
+	struct sl_fault_sink sink;
+	struct mp_pair *mp;
 };
 
 struct mp_pair {
 	struct sl_port port[2];    /* port[i] sends on link[i], receives from link[1 - i] */
 	struct mp_link link[2];
-	struct sl_memport_faults faults;
 	uint8_t *slab;             /* every buffer, pool_count * max_frame bytes */
 	uint8_t **pool;            /* free buffers, a stack */
 	uint32_t pool_free, pool_count;
 };
-
-static uint64_t splitmix64(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static bool chance(struct mp_link *l, double p)
-{
-	return p > 0 && (double)(splitmix64(&l->rng) >> 11) * 0x1.0p-53 < p;
-}
 
 static struct mp_pair *pair_of(const struct sl_port *port)
 {
@@ -80,73 +60,31 @@ static void pool_put(struct mp_pair *mp, uint8_t *buf)
 }
 
 /* Into the FIFO, or lost when it is full (like a switch queue overflowing). */
-static void fifo_push(struct mp_pair *mp, struct mp_link *l, struct mp_frame fr)
+static void link_emit(void *arg, struct sl_fault_frame fr)
 {
+	struct mp_link *l = arg;
+
 	if (l->count == l->depth) {
-		pool_put(mp, fr.buf);
+		pool_put(l->mp, fr.data);
 		return;
 	}
-	l->fifo[(l->head + l->count++) % l->depth] = fr;
+	l->fifo[(l->head + l->count++) % l->depth] = (struct mp_frame){ fr.data, fr.len };
 }
 
-/* A frame passed the held ones: release those that waited long enough. */
-static void held_tick(struct mp_pair *mp, struct mp_link *l)
+static void link_discard(void *arg, struct sl_fault_frame fr)
 {
-	for (uint32_t i = 0; i < l->n_held;) {
-		if (--l->held[i].skip) {
-			i++;
-			continue;
-		}
-		fifo_push(mp, l, l->held[i].frame);
-		l->held[i] = l->held[--l->n_held];
-	}
+	pool_put(((struct mp_link *)arg)->mp, fr.data);
 }
 
-static void held_release_all(struct mp_pair *mp, struct mp_link *l)
+static bool link_copy(void *arg, const struct sl_fault_frame *fr, struct sl_fault_frame *out)
 {
-	for (uint32_t i = 0; i < l->n_held; i++)
-		fifo_push(mp, l, l->held[i].frame);
-	l->n_held = 0;
-}
-
-static void corrupt(struct mp_link *l, struct mp_frame *fr)
-{
-	if (!fr->len)
-		return;
-	uint64_t r = splitmix64(&l->rng);
-	fr->buf[r % fr->len] ^= (uint8_t)(1 + (r >> 32) % 255); /* never a no-op flip */
-}
-
-static void duplicate(struct mp_pair *mp, struct mp_link *l, const struct mp_frame *fr)
-{
-	uint8_t *copy = pool_get(mp);
+	uint8_t *copy = pool_get(((struct mp_link *)arg)->mp);
 
 	if (!copy)
-		return;
-	memcpy(copy, fr->buf, fr->len);
-	fifo_push(mp, l, (struct mp_frame){ copy, fr->len });
-}
-
-/* Send one frame across l, faults included. */
-static void cross(struct mp_pair *mp, struct mp_link *l, struct mp_frame fr)
-{
-	const struct sl_memport_faults *ft = &mp->faults;
-
-	if (chance(l, ft->drop)) {
-		pool_put(mp, fr.buf);
-		return;
-	}
-	if (chance(l, ft->corrupt))
-		corrupt(l, &fr);
-	if (chance(l, ft->dup))
-		duplicate(mp, l, &fr);
-	if (l->n_held < MP_HOLD && chance(l, ft->reorder)) {
-		uint32_t skip = 1 + (uint32_t)(splitmix64(&l->rng) % MP_HOLD_MAX_SKIP);
-		l->held[l->n_held++] = (struct mp_held){ fr, skip };
-		return;
-	}
-	fifo_push(mp, l, fr);
-	held_tick(mp, l);
+		return false;
+	memcpy(copy, fr->data, fr->len);
+	*out = (struct sl_fault_frame){ copy, fr->len, copy };
+	return true;
 }
 
 static uint16_t mp_tx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
@@ -158,7 +96,8 @@ static uint16_t mp_tx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t 
 	for (i = 0; i < n && l->count < l->depth; i++) {
 		port->stats.tx_pkts++;
 		port->stats.tx_bytes += pkts[i].len;
-		cross(mp, l, (struct mp_frame){ pkts[i].data, pkts[i].len });
+		sl_fault_apply(&l->fault, (struct sl_fault_frame){ pkts[i].data, pkts[i].len, pkts[i].data },
+			       &l->sink);
 	}
 	port->stats.tx_full += n - i;
 	return i;
@@ -172,7 +111,7 @@ static uint16_t mp_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t 
 
 	/* nothing left to pass the held frames: let them through now */
 	if (!l->count)
-		held_release_all(mp, l);
+		sl_fault_flush(&l->fault, &l->sink);
 	for (i = 0; i < n && l->count; i++) {
 		struct mp_frame fr = l->fifo[l->head];
 		l->head = (l->head + 1) % l->depth;
@@ -230,7 +169,7 @@ static void pair_release(struct mp_pair *mp)
 
 static int pair_alloc(struct mp_pair *mp, uint32_t max_frame, uint32_t depth)
 {
-	mp->pool_count = 2 * (depth + MP_HOLD) + MP_USER_BUFS;
+	mp->pool_count = 2 * (depth + SL_FAULT_HOLD) + MP_USER_BUFS;
 	mp->slab = malloc((size_t)mp->pool_count * max_frame);
 	mp->pool = malloc(mp->pool_count * sizeof(*mp->pool));
 	mp->link[0].fifo = malloc(depth * sizeof(struct mp_frame));
@@ -252,11 +191,16 @@ int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, 
 			pair_release(mp);
 		return -1;
 	}
-	mp->faults = *faults;
+	struct sl_fault_spec spec = { .drop = faults->drop, .dup = faults->dup,
+				      .corrupt = faults->corrupt, .reorder = faults->reorder,
+				      .reorder_depth = MP_HOLD_MAX_SKIP, .seed = faults->seed };
 	for (int i = 0; i < 2; i++) {
-		mp->link[i].depth = depth;
+		struct mp_link *l = &mp->link[i];
+		l->depth = depth;
+		l->mp = mp;
+		l->sink = (struct sl_fault_sink){ link_emit, link_discard, link_copy, l };
 		/* distinct streams per direction, each fixed by the seed */
-		mp->link[i].rng = faults->seed ^ (0x5bd1e995ull * (uint64_t)(i + 1));
+		sl_fault_init(&l->fault, &spec, (uint64_t)(i + 1));
 		mp->port[i] = (struct sl_port){ .ops = &mp_ops, .priv = mp, .max_frame = max_frame,
 						.mac = { 0x02, 0x4d, 0x50, 0, 0, (uint8_t)(i + 1) } };
 	}
@@ -278,6 +222,6 @@ uint32_t sl_memport_held(const struct sl_port *p)
 	uint32_t inside = mp->pool_free;
 
 	for (int i = 0; i < 2; i++)
-		inside += mp->link[i].count + mp->link[i].n_held;
+		inside += mp->link[i].count + mp->link[i].fault.n_held;
 	return mp->pool_count - inside;
 }

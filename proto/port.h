@@ -7,6 +7,7 @@
 #ifndef SLUICE_PORT_H
 #define SLUICE_PORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* One frame, linear in memory (ports linearize chains). */
@@ -43,6 +44,8 @@ struct sl_port {
 	uint32_t max_frame;      /* largest frame it carries, Ethernet header included */
 	uint16_t index;          /* position in the engine's port table */
 	uint8_t mac[6];          /* source MAC for frames sent here */
+	bool crc;                /* the link has no FCS (memif, veth): the transport adds a
+				    CRC32C trailer to every frame it sends here */
 	struct sl_port_counters stats;
 };
 

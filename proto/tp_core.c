@@ -69,7 +69,7 @@ void sl_tp_destroy(struct sl_tp *tp)
 
 int sl_tp_add_port(struct sl_tp *tp, struct sl_port *port)
 {
-	uint32_t need = SL_FRAME_OVERHEAD + tp->cfg.payload + (tp->cfg.crc ? SL_CRC_LEN : 0);
+	uint32_t need = SL_FRAME_OVERHEAD + tp->cfg.payload + (tp->cfg.crc || port->crc ? SL_CRC_LEN : 0);
 
 	if (tp->n_ports == SL_MAX_PORTS || port->max_frame < need)
 		return -1;

@@ -169,6 +169,7 @@ static void rx_frame(struct sl_tp *tp, const struct sl_pkt *pkt)
 			tp->stats.rx_foreign++;
 		else
 			tp->stats.rx_malformed++;
+		tp->stats.rx_bad_crc += r == SL_PARSE_BAD_CRC;
 		return;
 	}
 	struct tp_flow *f = rx_flow(tp, &h);

@@ -89,7 +89,7 @@ static void hdr_common(const struct sl_tp *tp, const struct tp_flow *f, struct s
 	h->src_node = tp->cfg.local_node;
 	h->dst_node = f->node;
 	h->ts = tp_now_us(tp);
-	if (tp->cfg.crc)
+	if (tp->cfg.crc || tp->ports[f->port_idx]->crc)
 		h->flags |= SL_F_CRC;
 }
 

@@ -33,7 +33,8 @@ struct sl_tp_config {
 	uint64_t rto_min_ns;  /* retransmission timeout floor */
 	uint64_t rto_max_ns;  /* and ceiling, after exponential backoff */
 	uint64_t dead_ns;     /* no ACK progress this long: the peer is dead */
-	bool crc;             /* send a CRC32C trailer (for links without an FCS) */
+	bool crc;             /* send a CRC32C trailer on every port (else only on ports
+				 that ask for one: struct sl_port's crc) */
 };
 
 /* Defaults: payload from the port's frame size (room left for a CRC trailer),
@@ -82,6 +83,7 @@ struct sl_tp_stats {
 	uint64_t rx_out_of_window;      /* DATA beyond the receive window */
 	uint64_t rx_retry;              /* DATA the engine could not apply yet */
 	uint64_t rx_malformed;          /* failed sl_wire_parse other than NOT_SLUICE */
+	uint64_t rx_bad_crc;            /* of which the CRC32C trailer did not match */
 	uint64_t rx_foreign;            /* not sluice, or from/to a node we have no flow with */
 	uint64_t tx_no_buf;             /* a poll found no tx buffer */
 	uint64_t flows_dead;

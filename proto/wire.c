@@ -61,18 +61,48 @@ static const uint32_t crc32c_nibble[16] = {
 	0xc38d26c4, 0xd3d3e1ab, 0xe330a81a, 0xf36e6f75,
 };
 
-uint32_t sl_crc32c(const void *data, uint32_t len)
+static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, uint32_t len)
 {
-	const uint8_t *p = data;
-	uint32_t crc = 0xffffffffu;
-
 	for (uint32_t i = 0; i < len; i++) {
 		crc ^= p[i];
 		crc = (crc >> 4) ^ crc32c_nibble[crc & 0xf];
 		crc = (crc >> 4) ^ crc32c_nibble[crc & 0xf];
 	}
-	return ~crc;
+	return crc;
 }
+
+#if defined(__x86_64__)
+/* SSE4.2's crc32 instruction computes the same polynomial 8 bytes at a time:
+ * about 20x the table, which matters on 8 KB frames. */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p,
+							       uint32_t len)
+{
+	uint64_t c = crc, v;
+
+	for (; len >= 8; p += 8, len -= 8) {
+		memcpy(&v, p, sizeof(v));
+		c = __builtin_ia32_crc32di(c, v);
+	}
+	crc = (uint32_t)c;
+	for (; len; p++, len--)
+		crc = __builtin_ia32_crc32qi(crc, *p);
+	return crc;
+}
+
+uint32_t sl_crc32c(const void *data, uint32_t len)
+{
+	static int hw = -1; /* the answer never changes: a race only repeats the check */
+
+	if (hw < 0)
+		hw = __builtin_cpu_supports("sse4.2");
+	return ~(hw ? crc32c_sse42 : crc32c_table)(0xffffffffu, data, len);
+}
+#else
+uint32_t sl_crc32c(const void *data, uint32_t len)
+{
+	return ~crc32c_table(0xffffffffu, data, len);
+}
+#endif
 
 void sl_addr_for_node(uint16_t node, struct sl_addr *out)
 {

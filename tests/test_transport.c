@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "fault_port.h"
 #include "memport.h"
 #include "transport.h"
 
@@ -69,7 +70,8 @@ struct end {
 
 struct harness {
 	struct fake_clock clock;
-	struct sl_port *pa, *pb;
+	struct sl_port *pa, *pb; /* the memport pair */
+	struct sl_port *fa, *fb; /* fault ports over them (setup.wire), else NULL */
 	struct end a, b;
 };
 
@@ -113,6 +115,8 @@ static void on_dead(void *arg, uint16_t node)
 struct setup {
 	struct sl_memport_faults faults;
 	bool crc;
+	bool port_crc;      /* ports ask for the CRC trailer, the config does not */
+	const char *wire;   /* a SLUICE_FAULT spec: fault ports over the memports */
 	uint64_t dead_ns;
 };
 
@@ -159,8 +163,19 @@ static struct harness *harness_new(const struct setup *s)
 	assert_non_null(hs);
 	hs->clock.ns = 1000000;
 	assert_int_equal(sl_memport_pair(&hs->pa, &hs->pb, MAX_FRAME, DEPTH, &s->faults), 0);
-	end_init(hs, &hs->a, hs->pa, NODE_A, NODE_B, s);
-	end_init(hs, &hs->b, hs->pb, NODE_B, NODE_A, s);
+	struct sl_port *a = hs->pa, *b = hs->pb;
+	if (s->wire) {
+		struct sl_fault_spec spec;
+		struct sl_clock clock = { fake_now, &hs->clock };
+		char err[256];
+		assert_int_equal(sl_fault_parse(s->wire, &spec, err, sizeof(err)), 0);
+		a = hs->fa = sl_fault_port_wrap(hs->pa, &spec, 1, &clock);
+		b = hs->fb = sl_fault_port_wrap(hs->pb, &spec, 2, &clock);
+		assert_true(a && b);
+	}
+	a->crc = b->crc = s->port_crc;
+	end_init(hs, &hs->a, a, NODE_A, NODE_B, s);
+	end_init(hs, &hs->b, b, NODE_B, NODE_A, s);
 	return hs;
 }
 
@@ -168,6 +183,10 @@ static void harness_free(struct harness *hs)
 {
 	sl_tp_destroy(hs->a.tp);
 	sl_tp_destroy(hs->b.tp);
+	if (hs->fa) {
+		hs->fa->ops->close(hs->fa);
+		hs->fb->ops->close(hs->fb);
+	}
 	assert_int_equal(sl_memport_held(hs->pa), 0); /* no frame leaked */
 	sl_memport_pair_free(hs->pa, hs->pb);
 	free(hs);
@@ -275,8 +294,8 @@ static void exchange(const struct setup *s, struct sl_tp_stats out[2])
 static void test_clean_link(void **state)
 {
 	(void)state;
-	for (int crc = 0; crc < 2; crc++) {
-		struct setup s = { .crc = crc };
+	for (int crc = 0; crc < 3; crc++) {
+		struct setup s = { .crc = crc == 1, .port_crc = crc == 2 };
 		struct sl_tp_stats st[2];
 		exchange(&s, st);
 		for (int i = 0; i < 2; i++) {
@@ -315,6 +334,42 @@ static void test_faults(void **state)
 			assert_true((fc->corrupt > 0) == (malformed > 0));
 		}
 	}
+}
+
+/* The fault port (what sluiced wraps its links in) under every fault at
+ * once, the CRC asked for by the ports: exact delivery, and the receivers'
+ * counters explained by what the injectors did. */
+static void test_fault_port_link(void **state)
+{
+	(void)state;
+	struct setup s = { .port_crc = true,
+			   .wire = "drop:0.05,reorder:16,dup:0.03,corrupt:0.05,delay:20us,seed:9" };
+	struct harness *hs = harness_new(&s);
+	struct sl_fault_counters inj = { 0 };
+
+	for (int i = 0; i < N_MAIN; i++) {
+		send_msg(&hs->a, i);
+		send_msg(&hs->b, i);
+	}
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	check_received(&hs->b, &hs->a);
+	check_stats(&hs->a, &hs->b);
+	check_stats(&hs->b, &hs->a);
+	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp), *sb = sl_tp_get_stats(hs->b.tp);
+	for (int i = 0; i < 2; i++) {
+		const struct sl_fault_counters *c = sl_fault_port_counters(i ? hs->fb : hs->fa);
+		inj.dropped_data += c->dropped_data;
+		inj.corrupted += c->corrupted;
+		inj.corrupted_covered += c->corrupted_covered;
+		inj.duplicated += c->duplicated;
+	}
+	assert_true(inj.dropped_data > 0 && inj.corrupted > 0 && inj.duplicated > 0);
+	assert_true(sa->retx_rto + sa->retx_sack + sb->retx_rto + sb->retx_sack >= inj.dropped_data);
+	uint64_t malformed = sa->rx_malformed + sb->rx_malformed;
+	assert_true(malformed >= inj.corrupted_covered && malformed <= inj.corrupted);
+	assert_true(sa->rx_bad_crc + sb->rx_bad_crc > 0);
+	harness_free(hs);
 }
 
 static void test_replays_from_seed(void **state)
@@ -543,6 +598,7 @@ int main(void)
 		cmocka_unit_test(test_config_checks),
 		cmocka_unit_test(test_clean_link),
 		cmocka_unit_test(test_faults),
+		cmocka_unit_test(test_fault_port_link),
 		cmocka_unit_test(test_replays_from_seed),
 		cmocka_unit_test(test_retry_then_deliver_once),
 		cmocka_unit_test(test_dead_peer),

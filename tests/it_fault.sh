@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# it_fault.sh: all-reduce with exact results through dataplanes whose links
+# inject faults (SLUICE_FAULT), and the dataplanes' counters checked against
+# what the injectors say they did:
+#   - every DATA frame dropped needs a retransmission: retransmits >= data dropped;
+#   - every flip inside the CRC-covered bytes is rejected, and nothing else is:
+#     covered flips <= malformed frames <= flipped frames.
+# usage: it_fault.sh SLUICE_RUN IT_ALLREDUCE RANKS MODE SPEC
+#   MODE: daemons (counters checked) or embedded (results only: no counters printed)
+set -u
+run=$1 prog=$2 n=$3 mode=$4 spec=$5
+
+log=$(mktemp /tmp/sl-fault.XXXXXX)
+trap 'rm -f "$log"' EXIT
+SLUICE_FAULT=$spec "$run" -n "$n" "--$mode" -v --timeout 20 -- "$prog" >"$log" 2>&1
+rc=$?
+grep -v '^\[sluiced' "$log" | tail -5
+if [ $rc -ne 0 ]; then
+	echo "it_fault: all-reduce under SLUICE_FAULT=$spec ($n ranks, $mode) failed with status $rc; log:" >&2
+	cat "$log" >&2
+	exit 1
+fi
+[ "$mode" = daemons ] || exit 0
+
+# Sum "KEY N" pairs over every dataplane's lines that contain MARK.
+sum() { # MARK KEY
+	grep -- "$1" "$log" | grep -o -- "$2 [0-9]*" | awk '{ s += $NF } END { print s + 0 }'
+}
+retx=$(( $(sum 'collectives posted' 'rto') + $(sum 'collectives posted' 'sack') ))
+malformed=$(sum 'collectives posted' 'malformed')
+dropped_data=$(sum 'faults injected' 'data-dropped')
+corrupted=$(sum 'faults injected' 'corrupted')
+covered=$(sum 'faults injected' 'corrupted-covered')
+frames=$(sum 'faults injected' 'frames')
+echo "it_fault: $spec: frames $frames, DATA dropped $dropped_data, retransmits $retx;" \
+	"flips $corrupted (covered $covered), malformed $malformed"
+
+fail=0
+if [ "$frames" -eq 0 ]; then
+	echo "it_fault: no injector counters in the dataplanes' logs: was the fault port wrapped?" >&2
+	fail=1
+fi
+if [ "$retx" -lt "$dropped_data" ]; then
+	echo "it_fault: $dropped_data DATA frames were dropped but only $retx retransmitted" >&2
+	fail=1
+fi
+if [ "$malformed" -lt "$covered" ] || [ "$malformed" -gt "$corrupted" ]; then
+	echo "it_fault: $malformed frames rejected as malformed, expected between the $covered" \
+		"flips the CRC covers and the $corrupted flips injected" >&2
+	fail=1
+fi
+[ $fail -eq 0 ] || { cat "$log" >&2; exit 1; }
