@@ -5,10 +5,13 @@
  * ring, matched to a request by tag.  sluice_wait spins briefly, then sleeps
  * on the page's completion counter, checking now and then that the
  * dataplane is still there.  ctx->lock guards the rings and the request
- * table, so several threads may post and wait at once.
+ * table, so several threads may post and wait at once.  Inside a group
+ * (sluice_group_start/end, per thread) calls are planned and checked at
+ * once but their descriptors are held and submitted together at the end.
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -167,65 +170,19 @@ static sluice_result_t submit(struct sluice_ctx *ctx, const struct sl_cmd *cmd)
 	return SLUICE_OK;
 }
 
-static bool is_float(sluice_datatype_t dtype)
-{
-	return dtype == SLUICE_FLOAT16 || dtype == SLUICE_FLOAT32 || dtype == SLUICE_FLOAT64 ||
-	       dtype == SLUICE_BFLOAT16;
-}
-
-static sluice_result_t check_args(const struct sluice_comm *comm, const void *send, const void *recv,
-				  size_t count, sluice_datatype_t dtype, sluice_redop_t op, sluice_req_t **req)
-{
-	size_t size = sluice_datatype_size(dtype);
-	uintptr_t s = (uintptr_t)send, d = (uintptr_t)recv;
-
-	if (!comm || !req)
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_allreduce: comm (%p) and req (%p) must "
-							    "not be NULL",
-			       (const void *)comm, (void *)req);
-	if (size == 0)
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_allreduce: datatype %d is not a "
-							    "sluice_datatype_t: use SLUICE_INT8 to SLUICE_BFLOAT16",
-			       (int)dtype);
-	if ((unsigned)op >= SLUICE_REDOP_COUNT)
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_allreduce: op %d is not a sluice_redop_t: "
-							    "use SLUICE_SUM, SLUICE_PROD, SLUICE_MAX, SLUICE_MIN or SLUICE_AVG",
-			       (int)op);
-	if (op == SLUICE_AVG && !is_float(dtype))
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_allreduce: SLUICE_AVG needs a "
-							    "floating-point datatype, not %s (an integer avg "
-							    "would truncate): use SLUICE_SUM and divide",
-			       sl_dtype_name(dtype));
-	if (count > SIZE_MAX / size)
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_allreduce: count %zu of %s (%zu bytes "
-							    "each) overflows size_t: pass the number of elements, not bytes",
-			       count, sl_dtype_name(dtype), size);
-	if (count > 0 && (!send || !recv))
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_allreduce: send (%p) and recv (%p) must "
-							    "not be NULL when count is %zu",
-			       send, recv, count);
-	if (s != d && s < d + count * size && d < s + count * size)
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_allreduce: send %p and recv %p overlap "
-							    "(%zu bytes each): pass the same pointer to run in place, "
-							    "or disjoint buffers",
-			       send, recv, count * size);
-	return SLUICE_OK;
-}
-
-/* Fill r and its command from the checked arguments; take the buffers and comm (ctx->lock held). */
-static sluice_result_t prepare(struct sluice_comm *comm, const void *send, void *recv, size_t bytes,
-			       struct sluice_req *r, struct sl_cmd *cmd)
+/* Fill r and its command from the checked call; take the buffers and comm (ctx->lock held). */
+static sluice_result_t prepare(struct sluice_comm *comm, const struct sl_call *c, struct sluice_req *r,
+			       struct sl_cmd *cmd)
 {
 	struct sl_range s, d;
 	sluice_result_t res;
 
-	if ((res = sl_mem_find(comm->ctx, "send buffer", send, bytes, &s)) != SLUICE_OK ||
-	    (res = sl_mem_find(comm->ctx, "recv buffer", recv, bytes, &d)) != SLUICE_OK)
+	if ((res = sl_mem_find(comm->ctx, "send buffer", c->send, c->send_bytes, &s)) != SLUICE_OK ||
+	    (res = sl_mem_find(comm->ctx, "recv buffer", c->recv, c->recv_bytes, &d)) != SLUICE_OK)
 		return res;
 	r->comm = comm;
 	r->send_slot = s.slot;
 	r->recv_slot = d.slot == s.slot ? -1 : d.slot; /* a region counts each collective once */
-	r->state = SL_REQ_POSTED;
 	if (s.slot >= 0)
 		comm->ctx->regions[s.slot].busy++;
 	if (r->recv_slot >= 0)
@@ -240,33 +197,109 @@ static sluice_result_t prepare(struct sluice_comm *comm, const void *send, void 
 	return SLUICE_OK;
 }
 
-sluice_result_t sluice_allreduce(sluice_comm_t *comm, const void *send, void *recv, size_t count,
-				 sluice_datatype_t dtype, sluice_redop_t op, sluice_req_t **req)
+/* ---- groups ---- */
+
+/* This thread's open group: calls wait here until the outermost end. */
+static _Thread_local struct {
+	int depth;
+	struct held_call {
+		struct sluice_req *req;
+		struct sl_cmd cmd;
+	} *calls;
+	size_t n, cap;
+} group;
+
+static sluice_result_t group_hold(struct sluice_req *r, const struct sl_cmd *cmd)
 {
-	struct sl_cmd cmd = {.opcode = SL_OP_ALLREDUCE, .count = count, .dtype = dtype, .redop = op};
-	struct sluice_ctx *ctx;
-	struct sluice_req *r;
+	if (group.n == group.cap) {
+		size_t cap = group.cap ? 2 * group.cap : 16;
+		struct held_call *calls = realloc(group.calls, cap * sizeof(*calls));
+		if (!calls)
+			return sl_fail(SLUICE_ERR_NO_MEMORY, "sluice_group: no memory to hold %zu calls until "
+				       "sluice_group_end", cap);
+		group.calls = calls;
+		group.cap = cap;
+	}
+	group.calls[group.n++] = (struct held_call){ r, *cmd };
+	r->state = SL_REQ_GROUPED;
+	return SLUICE_OK;
+}
+
+sluice_result_t sluice_group_start(void)
+{
+	group.depth++;
+	return SLUICE_OK;
+}
+
+/* Submit one held call; on failure its request carries the error to its waiter. */
+static sluice_result_t group_submit(struct held_call *h)
+{
+	struct sluice_ctx *ctx = h->req->ctx;
 	sluice_result_t res;
 
-	if ((res = check_args(comm, send, recv, count, dtype, op, req)) != SLUICE_OK)
+	pthread_mutex_lock(&ctx->lock);
+	h->req->state = SL_REQ_POSTED;
+	if ((res = submit(ctx, &h->cmd)) != SLUICE_OK) {
+		req_release(h->req);
+		h->req->state = SL_REQ_DONE;
+		h->req->status = res;
+		snprintf(h->req->msg, sizeof(h->req->msg), "%s", sluice_last_error());
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return res;
+}
+
+sluice_result_t sluice_group_end(void)
+{
+	sluice_result_t first = SLUICE_OK;
+
+	if (group.depth == 0)
+		return sl_fail(SLUICE_ERR_INVALID_USAGE, "sluice_group_end: no group is open on this thread: "
+			       "call sluice_group_start first");
+	if (--group.depth > 0)
+		return SLUICE_OK;
+	for (size_t i = 0; i < group.n; i++) {
+		sluice_result_t res = group_submit(&group.calls[i]);
+		if (first == SLUICE_OK)
+			first = res;
+	}
+	group.n = 0;
+	return first;
+}
+
+/* ---- posting ---- */
+
+sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, sluice_req_t **req)
+{
+	struct sl_cmd cmd = { .opcode = c->opcode, .count = c->count, .dtype = c->dtype, .redop = c->op,
+			      .root = (uint32_t)c->root };
+	struct sluice_ctx *ctx = comm->ctx;
+	struct sluice_req *r;
+	struct sl_plan plan;
+	sluice_result_t res;
+
+	if ((res = sl_plan_pick(comm, c, &plan)) != SLUICE_OK)
 		return res;
-	ctx = comm->ctx;
+	cmd.algo = plan.algo;
+	cmd.chunk_bytes = plan.chunk_bytes;
 	pthread_mutex_lock(&ctx->lock);
 	r = req_alloc(ctx);
 	if (!r)
-		res = sl_fail(SLUICE_ERR_NO_MEMORY, "sluice_allreduce: all %u requests are outstanding: "
-						    "sluice_wait or sluice_test some before posting more",
-			      SL_MAX_REQS);
-	else if ((res = prepare(comm, send, recv, count * sluice_datatype_size(dtype), r, &cmd)) == SLUICE_OK &&
-		 (res = submit(ctx, &cmd)) != SLUICE_OK)
-		req_release(r);
+		res = sl_fail(SLUICE_ERR_NO_MEMORY, "%s: all %u requests are outstanding: sluice_wait or "
+			      "sluice_test some before posting more", c->fn, SL_MAX_REQS);
+	else if ((res = prepare(comm, c, r, &cmd)) == SLUICE_OK) {
+		r->state = SL_REQ_POSTED;
+		res = group.depth > 0 ? group_hold(r, &cmd) : submit(ctx, &cmd);
+		if (res != SLUICE_OK)
+			req_release(r);
+	}
 	if (r && res != SLUICE_OK)
 		r->state = SL_REQ_FREE;
 	pthread_mutex_unlock(&ctx->lock);
 	if (res != SLUICE_OK)
 		return res;
-	SL_TRACE(SL_SUB_COLL, "allreduce request %llu: comm %u, %zu x %s, %s", (unsigned long long)cmd.req,
-		 cmd.comm, count, sl_dtype_name(dtype), sl_op_name(op));
+	SL_TRACE(SL_SUB_COLL, "%s request %llu%s: comm %u, %zu x %s, root %d", c->fn, (unsigned long long)cmd.req,
+		 group.depth > 0 ? " (grouped)" : "", cmd.comm, c->count, sl_dtype_name(c->dtype), c->root);
 	*req = r;
 	return SLUICE_OK;
 }
@@ -277,7 +310,7 @@ sluice_result_t sluice_allreduce(sluice_comm_t *comm, const void *send, void *re
 static struct sluice_ctx *req_ctx(const struct sluice_req *r, const char *who)
 {
 	if (!r || !r->ctx) {
-		sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: req is not a request from sluice_allreduce", who);
+		sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: req is not a request from a sluice collective", who);
 		return NULL;
 	}
 	return r->ctx;
@@ -287,6 +320,11 @@ static bool req_live(struct sluice_req *r, const char *who)
 {
 	if (r->state == SL_REQ_POSTED || r->state == SL_REQ_DONE)
 		return true;
+	if (r->state == SL_REQ_GROUPED) {
+		sl_fail(SLUICE_ERR_INVALID_USAGE, "%s: request %llu was made inside a group that is still "
+			"open: call sluice_group_end first", who, (unsigned long long)r->tag);
+		return false;
+	}
 	sl_fail(SLUICE_ERR_INVALID_USAGE, "%s: request %llu was already finished and freed by sluice_wait "
 					  "or sluice_test: use each request once",
 		who, (unsigned long long)r->tag);

@@ -91,7 +91,7 @@ static const struct {
 	unsigned bit;
 } subsys_names[] = {
 	{"INIT", SL_SUB_INIT}, {"ENV", SL_SUB_ENV},   {"MEM", SL_SUB_MEM},
-	{"BOOT", SL_SUB_BOOT}, {"COMM", SL_SUB_COMM}, {"COLL", SL_SUB_COLL},
+	{"BOOT", SL_SUB_BOOT}, {"COMM", SL_SUB_COMM}, {"COLL", SL_SUB_COLL}, {"TUNING", SL_SUB_TUNING},
 };
 #define SUBSYS_COUNT (sizeof(subsys_names) / sizeof(subsys_names[0]))
 #define SUBSYS_ALL ((1u << SUBSYS_COUNT) - 1)

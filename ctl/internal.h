@@ -50,6 +50,7 @@ enum sl_subsys {
 	SL_SUB_BOOT = 1u << 3, /* TCP rendezvous */
 	SL_SUB_COMM = 1u << 4, /* communicators */
 	SL_SUB_COLL = 1u << 5, /* submissions and completions */
+	SL_SUB_TUNING = 1u << 6, /* the planner's choices and predicted costs */
 };
 
 struct sl_config {
@@ -96,6 +97,7 @@ enum sl_req_state {
 	SL_REQ_POSTED,    /* submitted, no completion yet */
 	SL_REQ_DONE,      /* completion reaped, result not yet taken */
 	SL_REQ_ABANDONED, /* the waiter gave up; freed when the completion comes */
+	SL_REQ_GROUPED,   /* made inside a group: submitted at sluice_group_end */
 };
 
 struct sluice_req {
@@ -159,6 +161,32 @@ sluice_result_t sl_mem_find(struct sluice_ctx *ctx, const char *what, const void
 			    struct sl_range *out);
 /* Unmap every region (finalize: the dataplane drops them with the client). */
 void sl_mem_unmap_all(struct sluice_ctx *ctx);
+
+/* ---- coll.c, collectives.c, plan.c: posting collectives ---- */
+
+/* One call of the public API, checked and ready to post. */
+struct sl_call {
+	const char *fn;          /* "sluice_allgather", for messages */
+	uint32_t opcode;         /* enum sl_opcode */
+	const void *send;
+	void *recv;
+	size_t count;
+	sluice_datatype_t dtype;
+	sluice_redop_t op;       /* SLUICE_SUM where the collective does not reduce */
+	int root;                /* root, or the peer of a send or recv; 0 where unused */
+	uint64_t send_bytes, recv_bytes; /* this rank's buffers, from sl_cmd_bytes */
+};
+
+/* Plan, describe and submit a checked call (held until sluice_group_end inside a group). */
+sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *call, sluice_req_t **req);
+
+struct sl_plan {
+	uint32_t algo;        /* enum sl_algo_id */
+	uint32_t chunk_bytes; /* 0 = the dataplane's default */
+};
+/* Pick the algorithm and chunk size for call on comm (SLUICE_ALGO and
+ * SLUICE_CHUNK_SIZE override the cost model); logs under TUNING. */
+sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_call *call, struct sl_plan *out);
 
 /* ---- bootstrap.c: TCP rendezvous among the ranks of one communicator ---- */
 

@@ -3,12 +3,15 @@
  *
  * A descriptor from a client becomes a struct dp_coll: validated against
  * the client's own communicators and regions, given the communicator's next
- * sequence number, and driven by its coll/ schedule.  Arriving packets are
- * checked against the local call (a rank that called something else is a
- * mismatch, reported on every rank), applied straight into the destination
- * buffer, and the sends they unlock are handed to the transport.  Packets
- * that arrive before their collective is posted are kept (copied) until it
- * is.  A failure breaks the communicator, as in NCCL: every running and
+ * sequence number (sends and recvs: the next of their pair), and driven by
+ * its coll/ schedule (schedule.h), whatever the collective and algorithm.
+ * Arriving packets are checked against the local call (a rank that called
+ * something else is a mismatch, reported on every rank), applied straight
+ * into the destination buffer as the schedule says, and the sends they
+ * unlock are handed to the transport; transfers to the rank itself are
+ * applied here.  Packets that arrive before their collective is posted are
+ * kept (copied) until it is, and so are packets that arrive before their
+ * turn in a fixed reduction order.  A failure breaks the communicator, as in NCCL: every running and
  * later collective on it fails with the first error, and the other ranks
  * are told through an abort notice.
  */
@@ -26,12 +29,27 @@
 #include "dp.h"
 #include "reduce.h"
 
-#define CHUNK_PACKETS 32 /* pipeline unit, in packets (at most 64) */
+#define CHUNK_PACKETS 32 /* default pipeline unit, in packets (at most 64) */
 #define TIMER_NS 1000000ull
+#define KIND_ALGO_SHIFT 5 /* wire kind = opcode | algorithm << 5 */
+#define COUNT_ROOT_SHIFT 56 /* wire count = count | root << 56 (the header has no root field) */
 
-static const char *kind_name(uint32_t opcode)
+/* coll/ mirrors the ABI's numbers; these catch a drift. */
+_Static_assert(SL_OP_ALLREDUCE == (int)SL_COLL_ALLREDUCE && SL_OP_SCATTER == (int)SL_COLL_SCATTER &&
+		       SL_OP_COUNT == (int)SL_COLL_COUNT && SL_OP_COUNT <= 1 << KIND_ALGO_SHIFT,
+	       "enum sl_coll must mirror enum sl_opcode");
+_Static_assert(SL_ALGO_ID_RING == (int)SL_ALGO_RING && SL_ALGO_ID_DIRECT == (int)SL_ALGO_DIRECT,
+	       "enum sl_algo must mirror enum sl_algo_id");
+
+static bool is_rooted(uint32_t opcode)
 {
-	return opcode == SL_OP_ALLREDUCE ? "allreduce" : "unknown collective";
+	return opcode == SL_OP_BROADCAST || opcode == SL_OP_REDUCE || opcode == SL_OP_GATHER ||
+	       opcode == SL_OP_SCATTER;
+}
+
+static bool is_p2p(uint32_t opcode)
+{
+	return opcode == SL_OP_SEND || opcode == SL_OP_RECV;
 }
 
 /* ---- completions ---- */
@@ -63,11 +81,22 @@ static void reject(struct dp_engine *e, struct dp_client *c, const struct sl_cmd
 
 /* ---- collectives ---- */
 
+static void free_packets(struct dp_stashed *s)
+{
+	while (s) {
+		struct dp_stashed *next = s->next;
+		free(s);
+		s = next;
+	}
+}
+
 static void coll_free(struct dp_engine *e, struct dp_coll *k)
 {
 	for (uint32_t i = 0; i < k->msgs_used; i++)
 		sl_tp_cancel(e->tp, &k->msgs[i]);
-	sl_ring_fini(&k->sched);
+	sl_sched_fini(&k->sched);
+	free_packets(k->deferred);
+	free(k->owned);
 	free(k->msgs);
 	free(k);
 }
@@ -156,14 +185,6 @@ static struct dp_comm *comm_by_key(struct dp_engine *e, uint32_t key32)
 	return NULL;
 }
 
-static struct dp_coll *coll_by_seq(struct dp_comm *comm, uint32_t seq)
-{
-	for (struct dp_coll *k = comm->colls; k; k = k->next)
-		if (k->seq == seq)
-			return k;
-	return NULL;
-}
-
 static int rank_of_node(const struct dp_comm *comm, uint16_t node)
 {
 	for (uint32_t r = 0; r < comm->nranks; r++)
@@ -172,52 +193,208 @@ static int rank_of_node(const struct dp_comm *comm, uint16_t node)
 	return -1;
 }
 
-/* ---- applying packets ---- */
+/* ---- what a packet carries of its call ---- */
 
 static uint8_t dtype_op(const struct sl_cmd *cmd)
 {
 	return (uint8_t)(cmd->dtype << 4 | cmd->redop);
 }
 
-static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h)
+/* Collective and algorithm; a recv expects its peer's send. */
+static uint8_t wire_kind(const struct sl_cmd *cmd)
 {
-	struct dp_comm *comm = k->comm;
-	int peer = rank_of_node(comm, h->src_node);
+	uint32_t op = cmd->opcode == SL_OP_RECV ? SL_OP_SEND : cmd->opcode;
 
-	e->count.rx_mismatch++;
-	comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true,
-		  "collective #%u differs across ranks: rank %u called %s(count=%" PRIu64 ", %s, %s) "
-		  "but rank %d called %s(count=%" PRIu64 ", %s, %s): every rank must make the same "
-		  "calls in the same order", k->seq, comm->rank, kind_name(k->cmd.opcode), k->cmd.count,
-		  sl_dtype_name(k->cmd.dtype), sl_redop_name(k->cmd.redop), peer, kind_name(h->kind),
-		  h->count, sl_dtype_name(h->dtype_op >> 4), sl_redop_name(h->dtype_op & 15));
+	return (uint8_t)(op | cmd->algo << KIND_ALGO_SHIFT);
 }
 
-static void apply(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, const uint8_t *payload)
+static uint64_t wire_count(const struct sl_cmd *cmd)
 {
-	enum sl_ring_apply how;
+	return cmd->count | (is_rooted(cmd->opcode) ? (uint64_t)cmd->root << COUNT_ROOT_SHIFT : 0);
+}
+
+static bool packet_is_p2p(const struct sl_hdr *h)
+{
+	return (h->kind & ((1u << KIND_ALGO_SHIFT) - 1)) == SL_OP_SEND;
+}
+
+/* Whether the packet h from rank src belongs to k. */
+static bool packet_is_for(const struct dp_coll *k, const struct sl_hdr *h, int src)
+{
+	if (packet_is_p2p(h))
+		return k->cmd.opcode == SL_OP_RECV && k->cmd.root == (uint32_t)src && k->seq == h->seq;
+	return !is_p2p(k->cmd.opcode) && k->seq == h->seq;
+}
+
+static struct dp_coll *coll_for_packet(struct dp_comm *comm, const struct sl_hdr *h, int src)
+{
+	for (struct dp_coll *k = comm->colls; k; k = k->next)
+		if (packet_is_for(k, h, src))
+			return k;
+	return NULL;
+}
+
+/* Not posted yet here, but it will be: keep it. */
+static bool packet_is_early(const struct dp_comm *comm, const struct sl_hdr *h, int src)
+{
+	uint32_t next = packet_is_p2p(h) ? comm->p2p_recv_seq[src] : comm->next_seq;
+
+	return (int32_t)(h->seq - next) >= 0;
+}
+
+/* "allreduce(count=1000, float32, sum) by ring" and the like. */
+static void describe(char *buf, size_t len, uint8_t kind, uint64_t count, uint8_t dt_op)
+{
+	uint32_t op = kind & ((1u << KIND_ALGO_SHIFT) - 1), root = (uint32_t)(count >> COUNT_ROOT_SHIFT);
+	char rootbuf[24] = "";
+
+	if (is_rooted(op))
+		snprintf(rootbuf, sizeof(rootbuf), ", root %u", root);
+	snprintf(buf, len, "%s(count=%" PRIu64 ", %s%s%s%s) by %s", sl_coll_name((enum sl_coll)op),
+		 count & ((UINT64_C(1) << COUNT_ROOT_SHIFT) - 1), sl_dtype_name(dt_op >> 4),
+		 sl_coll_reduces((enum sl_coll)op) ? ", " : "",
+		 sl_coll_reduces((enum sl_coll)op) ? sl_redop_name(dt_op & 15) : "", rootbuf,
+		 sl_algo_name((enum sl_algo)(kind >> KIND_ALGO_SHIFT)));
+}
+
+static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, int peer)
+{
+	struct dp_comm *comm = k->comm;
+	char mine[96], theirs[96];
+
+	e->count.rx_mismatch++;
+	describe(mine, sizeof(mine), wire_kind(&k->cmd), wire_count(&k->cmd), dtype_op(&k->cmd));
+	describe(theirs, sizeof(theirs), h->kind, h->count, h->dtype_op);
+	comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true,
+		  "%s #%u differs across ranks: rank %u called %s but rank %d called %s: every rank "
+		  "must make the same calls in the same order (a recv the same count and type as its send)",
+		  is_p2p(k->cmd.opcode) ? "send/recv" : "collective", k->seq, comm->rank, mine, peer, theirs);
+}
+
+/* ---- applying packets ---- */
+
+static void apply_action(struct dp_coll *k, const struct sl_action *a, const uint8_t *payload, uint32_t len)
+{
+	uint8_t *dst = k->buf[a->buf] + a->off;
 	uint32_t esize = (uint32_t)sl_dtype_size(k->cmd.dtype);
 	enum sl_redop op = k->cmd.redop == SL_AVG ? SL_SUM : (enum sl_redop)k->cmd.redop;
 
+	if (a->apply == SL_APPLY_COPY) {
+		memmove(dst, payload, len); /* a local transfer may overlap itself */
+		return;
+	}
+	sl_reduce(dst, k->buf[a->opnd_buf] + a->opnd_off, payload, len / esize, k->cmd.dtype, op);
+	/* the schedule's last contribution to these elements: average them once */
+	if (k->cmd.redop == SL_AVG && a->finishes)
+		sl_scale_avg(dst, len / esize, k->cmd.dtype, k->comm->nranks);
+}
+
+/* Offer one packet of k from rank src to its schedule and apply it if its
+ * turn has come.  *chunk_done says whether deferred packets may now fit. */
+static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32_t src, const struct sl_hdr *h,
+				  const uint8_t *payload, bool *chunk_done)
+{
+	struct sl_action act;
+	enum sl_sched_result res = sl_sched_on_packet(&k->sched, src, h->step, h->offset, h->len, &act);
+
+	*chunk_done = false;
+	if (res == SL_SCHED_OK) {
+		apply_action(k, &act, payload, h->len);
+		*chunk_done = act.chunk_done;
+		k->last_progress_ns = sl_now(&e->clock);
+	} else if (res != SL_SCHED_DEFER) {
+		e->count.rx_bad_coll++;
+	}
+	return res;
+}
+
+static struct dp_stashed *copy_packet(const struct sl_hdr *h, const uint8_t *payload)
+{
+	struct dp_stashed *s = malloc(sizeof(*s) + h->len);
+
+	if (!s)
+		return NULL;
+	s->hdr = *h;
+	s->payload = (uint8_t *)(s + 1);
+	memcpy(s->payload, payload, h->len);
+	s->next = NULL;
+	return s;
+}
+
+/* Offer k's deferred packets again until none fits any more. */
+static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
+{
+	bool again = true;
+
+	while (again && k->deferred && k->status == SLUICE_OK) {
+		struct dp_stashed **p = &k->deferred;
+		again = false;
+		while (*p) {
+			struct dp_stashed *s = *p;
+			bool done;
+			if (offer(e, k, (uint32_t)rank_of_node(k->comm, s->hdr.src_node), &s->hdr, s->payload,
+				  &done) == SL_SCHED_DEFER) {
+				p = &s->next;
+				continue;
+			}
+			*p = s->next;
+			free(s);
+			again |= done;
+		}
+	}
+}
+
+static void defer(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, const uint8_t *payload)
+{
+	struct dp_stashed *s = copy_packet(h, payload);
+
+	if (!s) {
+		comm_fail(e, k->comm, SLUICE_ERR_NO_MEMORY, k->seq, true,
+			  "the dataplane on rank %u ran out of memory holding packets of %s #%u: "
+			  "use smaller messages or the ring algorithm", k->comm->rank,
+			  sl_coll_name(k->cmd.opcode), k->seq);
+		return;
+	}
+	s->next = k->deferred;
+	k->deferred = s;
+}
+
+static void apply(struct dp_engine *e, struct dp_coll *k, int src, const struct sl_hdr *h, const uint8_t *payload)
+{
+	bool chunk_done;
+
 	if (k->status != SLUICE_OK)
 		return;
-	if (h->kind != k->cmd.opcode || h->dtype_op != dtype_op(&k->cmd) || h->count != k->cmd.count) {
-		report_mismatch(e, k, h);
+	if (h->kind != wire_kind(&k->cmd) || h->dtype_op != dtype_op(&k->cmd) || h->count != wire_count(&k->cmd)) {
+		report_mismatch(e, k, h, src);
 		return;
 	}
-	if (sl_ring_on_packet(&k->sched, h->step, h->offset, h->len, &how) != SL_RING_OK) {
-		e->count.rx_bad_coll++;
-		return;
-	}
-	if (how == SL_APPLY_COPY) {
-		memcpy(k->recv + h->offset, payload, h->len);
-	} else {
-		sl_reduce(k->recv + h->offset, k->send + h->offset, payload, h->len / esize, k->cmd.dtype, op);
-		/* The last reduce-scatter step completes these elements: average them once. */
-		if (k->cmd.redop == SL_AVG && h->step + 2u == k->comm->nranks)
-			sl_scale_avg(k->recv + h->offset, h->len / esize, k->cmd.dtype, k->comm->nranks);
-	}
-	k->last_progress_ns = sl_now(&e->clock);
+	if (offer(e, k, (uint32_t)src, h, payload, &chunk_done) == SL_SCHED_DEFER)
+		defer(e, k, h, payload);
+	else if (chunk_done)
+		retry_deferred(e, k);
+}
+
+/* A chunk k sends to its own rank: applied here, packet by packet, as if it had arrived. */
+static void apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_send *s)
+{
+	uint64_t o = 0;
+	bool chunk_done = false;
+
+	do {
+		uint64_t len = s->len - o < e->payload ? s->len - o : e->payload;
+		struct sl_hdr h = { .step = (uint16_t)s->step, .offset = s->xoff + o, .len = (uint32_t)len };
+		if (offer(e, k, k->comm->rank, &h, k->buf[s->buf] + s->off + o, &chunk_done) != SL_SCHED_OK) {
+			comm_fail(e, k->comm, SLUICE_ERR_INTERNAL, k->seq, true,
+				  "%s #%u: the schedule refused its own local transfer (step %u, offset %" PRIu64
+				  "): a bug in sluice's coll/, please report it", sl_coll_name(k->cmd.opcode),
+				  k->seq, s->step, s->xoff + o);
+			return;
+		}
+		o += len;
+	} while (o < s->len);
+	if (chunk_done)
+		retry_deferred(e, k);
 }
 
 static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr *h, const uint8_t *payload,
@@ -226,12 +403,8 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr
 	struct dp_stashed *s, **tail;
 
 	*res = SL_DELIVER_RETRY;
-	if (comm->nstash >= DP_STASH_MAX || !(s = malloc(sizeof(*s) + h->len)))
+	if (comm->nstash >= DP_STASH_MAX || !(s = copy_packet(h, payload)))
 		return;
-	s->hdr = *h;
-	s->payload = (uint8_t *)(s + 1);
-	memcpy(s->payload, payload, h->len);
-	s->next = NULL;
 	for (tail = &comm->stash; *tail; tail = &(*tail)->next)
 		;
 	*tail = s;
@@ -247,13 +420,14 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 
 	while (*p) {
 		struct dp_stashed *s = *p;
-		if (s->hdr.seq != k->seq) {
+		int src = rank_of_node(comm, s->hdr.src_node);
+		if (!packet_is_for(k, &s->hdr, src)) {
 			p = &s->next;
 			continue;
 		}
 		*p = s->next;
 		comm->nstash--;
-		apply(e, k, &s->hdr, s->payload);
+		apply(e, k, src, &s->hdr, s->payload);
 		free(s);
 	}
 }
@@ -277,6 +451,7 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 	struct dp_comm *comm;
 	struct dp_coll *k;
 	enum sl_deliver_result res = SL_DELIVER_DONE;
+	int src;
 
 	if (h->flags & SL_F_CTRL) {
 		on_abort_notice(e, h, payload);
@@ -287,16 +462,16 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 		e->count.rx_unknown_comm++;
 		return SL_DELIVER_DONE;
 	}
-	if (rank_of_node(comm, h->src_node) < 0) {
+	if ((src = rank_of_node(comm, h->src_node)) < 0) {
 		e->count.rx_bad_coll++;
 		return SL_DELIVER_DONE;
 	}
 	if (comm->failed != SLUICE_OK)
 		return SL_DELIVER_DONE;
-	k = coll_by_seq(comm, h->seq);
+	k = coll_for_packet(comm, h, src);
 	if (k)
-		apply(e, k, h, payload);
-	else if ((int32_t)(h->seq - comm->next_seq) >= 0)
+		apply(e, k, src, h, payload);
+	else if (packet_is_early(comm, h, src))
 		stash(e, comm, h, payload, &res);
 	else
 		e->count.rx_bad_coll++;
@@ -345,79 +520,140 @@ static uint8_t *region_range(struct dp_client *c, uint32_t region, uint64_t off,
 	return c->regions[region].base + off;
 }
 
+/* The call's own arguments; NULL when valid, else why not. */
+static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *cmd, char *why)
+{
+	if (cmd->opcode == 0 || cmd->opcode >= SL_OP_COUNT)
+		return "unknown collective opcode in the descriptor";
+	if (!sl_algo_supported((enum sl_coll)cmd->opcode, (enum sl_algo)cmd->algo)) {
+		snprintf(why, SL_ERRMSG_LEN, "algorithm %u (%s) does not implement %s: the descriptor's "
+			 "algo must name one that does", cmd->algo, sl_algo_name(cmd->algo),
+			 sl_coll_name(cmd->opcode));
+		return why;
+	}
+	if (cmd->dtype >= SL_DTYPE_COUNT || cmd->redop >= SL_REDOP_COUNT)
+		return "unknown datatype or reduction op in the descriptor";
+	if (cmd->count >> COUNT_ROOT_SHIFT)
+		return "element count overflows the 56 bits a packet carries (2^56 or more)";
+	if ((is_rooted(cmd->opcode) || is_p2p(cmd->opcode)) && cmd->root >= comm->nranks) {
+		snprintf(why, SL_ERRMSG_LEN, "root or peer %u is not a rank of this %u-rank communicator",
+			 cmd->root, comm->nranks);
+		return why;
+	}
+	if (is_p2p(cmd->opcode) && cmd->root == comm->rank)
+		return "a send or recv names its own rank as the peer";
+	return NULL;
+}
+
 /* Check cmd against c's own state; NULL when valid, else why not. */
 static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd,
-			     struct dp_comm **comm, uint64_t *bytes, char *why)
+			     struct dp_comm **comm, uint64_t bytes[2], char *why)
 {
-	size_t esize;
+	const char *bad;
 
 	if (cmd->comm >= DP_MAX_COMMS || !e->comms[cmd->comm].live || e->comms[cmd->comm].client != c)
 		return "the descriptor names a communicator this client does not hold";
 	*comm = &e->comms[cmd->comm];
-	if (cmd->opcode != SL_OP_ALLREDUCE)
-		return "unknown collective opcode in the descriptor";
-	if (cmd->dtype >= SL_DTYPE_COUNT || cmd->redop >= SL_REDOP_COUNT)
-		return "unknown datatype or reduction op in the descriptor";
-	esize = sl_dtype_size(cmd->dtype);
-	if (cmd->count > UINT64_MAX / esize)
+	if ((bad = check_call(*comm, cmd, why)))
+		return bad;
+	if (!sl_cmd_bytes(cmd->opcode, cmd->count, sl_dtype_size(cmd->dtype), (*comm)->nranks, (*comm)->rank,
+			  cmd->root, &bytes[0], &bytes[1]))
 		return "element count overflows the buffer size";
-	*bytes = cmd->count * esize;
-	if (!region_range(c, cmd->send_region, cmd->send_off, *bytes) ||
-	    !region_range(c, cmd->recv_region, cmd->recv_off, *bytes)) {
-		snprintf(why, SL_ERRMSG_LEN, "buffers (regions %u+%" PRIu64 " and %u+%" PRIu64 ", %" PRIu64
-			 " bytes) are not inside memory this client registered", cmd->send_region,
-			 cmd->send_off, cmd->recv_region, cmd->recv_off, *bytes);
+	if (!region_range(c, cmd->send_region, cmd->send_off, bytes[0]) ||
+	    !region_range(c, cmd->recv_region, cmd->recv_off, bytes[1])) {
+		snprintf(why, SL_ERRMSG_LEN, "buffers (regions %u+%" PRIu64 " for %" PRIu64 " bytes and %u+%"
+			 PRIu64 " for %" PRIu64 " bytes) are not inside memory this client registered",
+			 cmd->send_region, cmd->send_off, bytes[0], cmd->recv_region, cmd->recv_off, bytes[1]);
 		return why;
 	}
 	return NULL;
 }
 
+/* The descriptor's chunk size in whole packets, within what a mask tracks. */
+static uint64_t chunk_bytes(const struct dp_engine *e, const struct sl_cmd *cmd)
+{
+	uint64_t pkts = cmd->chunk_bytes ? (cmd->chunk_bytes + e->payload - 1) / e->payload : CHUNK_PACKETS;
+
+	return (pkts > 64 ? 64 : pkts) * e->payload;
+}
+
+static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t blen)
+{
+	return alen && blen && a < b + blen && b < a + alen;
+}
+
+/* Scratch and, in place when the schedule asks, a copy of the input to run on. */
+static int alloc_owned(struct dp_coll *k)
+{
+	const struct sl_sched *s = &k->sched;
+	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0;
+
+	k->owned = malloc(s->bytes[SL_BUF_SCRATCH] + snap + 1);
+	if (!k->owned)
+		return -1;
+	k->buf[SL_BUF_SCRATCH] = k->owned;
+	if (snap) {
+		memcpy(k->owned + s->bytes[SL_BUF_SCRATCH], k->buf[SL_BUF_SEND], snap);
+		k->buf[SL_BUF_SEND] = k->owned + s->bytes[SL_BUF_SCRATCH];
+	}
+	return 0;
+}
+
 static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const struct sl_cmd *cmd,
-				struct dp_client *c, uint64_t bytes)
+				struct dp_client *c, const uint64_t bytes[2])
 {
 	struct dp_coll *k = calloc(1, sizeof(*k));
-	struct sl_ring_plan plan = {
-		.nranks = comm->nranks, .rank = comm->rank, .count = cmd->count,
+	struct sl_sched_plan plan = {
+		.coll = (enum sl_coll)cmd->opcode, .algo = (enum sl_algo)cmd->algo,
+		.nranks = comm->nranks, .rank = comm->rank, .root = cmd->root, .count = cmd->count,
 		.esize = (uint32_t)sl_dtype_size(cmd->dtype), .payload = e->payload,
-		.chunk_bytes = (uint64_t)e->payload * CHUNK_PACKETS,
+		.chunk_bytes = chunk_bytes(e, cmd), .send_bytes = bytes[0], .recv_bytes = bytes[1],
 	};
 
 	if (!k)
 		return NULL;
 	k->comm = comm;
 	k->cmd = *cmd;
-	k->bytes = bytes;
-	k->send = region_range(c, cmd->send_region, cmd->send_off, bytes);
-	k->recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes);
+	k->buf[SL_BUF_SEND] = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
+	k->buf[SL_BUF_RECV] = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
+	plan.in_place = overlap(k->buf[SL_BUF_SEND], bytes[0], k->buf[SL_BUF_RECV], bytes[1]);
 	k->last_progress_ns = sl_now(&e->clock);
-	if (sl_ring_init(&k->sched, &plan) != 0) {
+	if (sl_sched_init(&k->sched, &plan) != 0) {
 		free(k);
 		return NULL;
 	}
-	k->nmsgs = k->sched.nsteps * k->sched.max_chunks;
+	k->nmsgs = k->sched.ready_cap;
 	k->msgs = calloc(k->nmsgs ? k->nmsgs : 1, sizeof(*k->msgs));
-	if (!k->msgs) {
-		sl_ring_fini(&k->sched);
-		free(k);
+	if (!k->msgs || alloc_owned(k) < 0) {
+		coll_free(e, k);
 		return NULL;
 	}
 	return k;
 }
 
-/* A single rank reduces with itself: recv = send (averaged: the same). */
-static void run_alone(struct dp_coll *k)
+/* The sequence number that pairs this call with its peers'. */
+static uint32_t next_seq(struct dp_comm *comm, const struct sl_cmd *cmd)
 {
-	if (k->recv != k->send)
-		memmove(k->recv, k->send, k->bytes);
+	if (cmd->opcode == SL_OP_SEND)
+		return comm->p2p_send_seq[cmd->root]++;
+	if (cmd->opcode == SL_OP_RECV)
+		return comm->p2p_recv_seq[cmd->root]++;
+	return comm->next_seq++;
 }
 
-void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd)
+void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *given)
 {
 	struct dp_comm *comm = NULL;
 	struct dp_coll *k, **tail;
-	uint64_t bytes = 0;
+	uint64_t bytes[2] = { 0, 0 };
 	char buf[SL_ERRMSG_LEN];
-	const char *bad = check_cmd(e, c, cmd, &comm, &bytes, buf);
+	struct sl_cmd resolved = *given, *cmd = &resolved;
+	const char *bad;
+
+	if (cmd->algo == 0) /* the descriptor leaves the choice to the dataplane */
+		cmd->algo = sl_algo_supported((enum sl_coll)cmd->opcode, SL_ALGO_RING) ? SL_ALGO_ID_RING
+											 : SL_ALGO_ID_DIRECT;
+	bad = check_cmd(e, c, cmd, &comm, bytes, buf);
 
 	if (bad) {
 		reject(e, c, cmd, SLUICE_ERR_INVALID_ARGUMENT, bad);
@@ -432,14 +668,12 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 		reject(e, c, cmd, SLUICE_ERR_NO_MEMORY, "the dataplane is out of memory for collectives");
 		return;
 	}
-	k->seq = comm->next_seq++;
+	k->seq = next_seq(comm, cmd);
 	e->count.colls_posted++;
 	e->running++;
 	for (tail = &comm->colls; *tail; tail = &(*tail)->next)
 		;
 	*tail = k;
-	if (comm->nranks == 1)
-		run_alone(k);
 	replay_stash(e, k);
 }
 
@@ -447,24 +681,27 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 
 static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 {
-	struct sl_ring_send s;
+	struct sl_send s;
 	struct dp_comm *comm = k->comm;
-	uint16_t next = comm->node[(comm->rank + 1) % comm->nranks];
 
-	while (k->status == SLUICE_OK && sl_ring_next_send(&k->sched, &s)) {
+	while (k->status == SLUICE_OK && sl_sched_next_send(&k->sched, &s)) {
+		if (s.peer == comm->rank) {
+			apply_local(e, k, &s);
+			continue;
+		}
 		struct sl_tp_msg *m = &k->msgs[k->msgs_used++];
-		m->dst_node = next;
+		m->dst_node = comm->node[s.peer];
 		m->hdr = (struct sl_hdr){
 			.type = SL_T_DATA, .comm = comm->key32, .seq = k->seq, .step = (uint16_t)s.step,
-			.kind = (uint8_t)k->cmd.opcode, .dtype_op = dtype_op(&k->cmd), .count = k->cmd.count,
-			.offset = s.off, .len = (uint32_t)s.len,
+			.kind = wire_kind(&k->cmd), .dtype_op = dtype_op(&k->cmd), .count = wire_count(&k->cmd),
+			.offset = s.xoff, .len = (uint32_t)s.len,
 		};
-		m->src = (s.from_send ? k->send : k->recv) + s.off;
+		m->src = k->buf[s.buf] + s.off;
 		m->owner = k;
 		if (sl_tp_send(e->tp, m) != 0) {
 			comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
-				  "rank %u (dataplane node %u) cannot be reached: its flow is dead",
-				  (comm->rank + 1) % comm->nranks, next);
+				  "rank %u (dataplane node %u) cannot be reached: its flow is dead", s.peer,
+				  m->dst_node);
 			return;
 		}
 		k->msgs_unacked++;
@@ -474,13 +711,18 @@ static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
+	int peer;
+	char waiting[64] = "for acknowledgements";
 
-	if (k->status != SLUICE_OK || now - k->last_progress_ns < e->timeout_ns)
+	/* local transfers in this pass may have made progress after `now` was read */
+	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < e->timeout_ns)
 		return;
+	if ((peer = sl_sched_waiting_on(&k->sched)) >= 0)
+		snprintf(waiting, sizeof(waiting), "for rank %d", peer);
 	comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
-		  "%s #%u on rank %u made no progress for %.1f s (waiting for rank %u): a rank may not "
-		  "have made this call, or may be stuck", kind_name(k->cmd.opcode), k->seq, comm->rank,
-		  (double)e->timeout_ns / 1e9, (comm->rank + comm->nranks - 1) % comm->nranks);
+		  "%s #%u on rank %u made no progress for %.1f s (waiting %s): a rank may not "
+		  "have made this call, or may be stuck", sl_coll_name(k->cmd.opcode), k->seq, comm->rank,
+		  (double)e->timeout_ns / 1e9, waiting);
 }
 
 uint32_t dp_colls_progress(struct dp_engine *e)
@@ -505,7 +747,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 				check_timeout(e, k, now);
 			/* issue_sends drained the ready sends: received all and acked all is done */
 			if (k->status != SLUICE_OK ||
-			    (sl_ring_recv_done(&k->sched) && k->msgs_unacked == 0))
+			    (sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0))
 				work += coll_finish(e, k);
 		}
 	}
@@ -522,11 +764,7 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 		coll_free(e, k);
 		e->running--;
 	}
-	while (comm->stash) {
-		struct dp_stashed *s = comm->stash;
-		comm->stash = s->next;
-		free(s);
-	}
+	free_packets(comm->stash);
 	if (comm->abort_msgs) {
 		for (uint32_t r = 0; r < comm->nranks; r++)
 			sl_tp_cancel(e->tp, &comm->abort_msgs[r]);

@@ -15,7 +15,7 @@
 #include <sluice/abi.h>
 #include <sluice/spsc.h>
 
-#include "ring.h"
+#include "schedule.h"
 #include "transport.h"
 
 #define DP_MAX_CLIENTS 32
@@ -57,6 +57,9 @@ struct dp_comm {
 	uint16_t node[SL_MAX_RANKS];
 	struct dp_client *client;
 	uint32_t next_seq;        /* sequence number of the next collective posted */
+	/* point-to-point: sends and recvs match by (peer, sequence per pair), outside next_seq */
+	uint32_t p2p_send_seq[SL_MAX_RANKS]; /* next send to each rank */
+	uint32_t p2p_recv_seq[SL_MAX_RANKS]; /* next recv from each rank */
 	struct dp_coll *colls;    /* running collectives, oldest first */
 	struct dp_stashed *stash; /* early packets, oldest first */
 	uint32_t nstash;
@@ -69,11 +72,12 @@ struct dp_coll {
 	struct dp_comm *comm;
 	struct dp_coll *next;
 	struct sl_cmd cmd;
-	uint32_t seq;
-	uint8_t *send, *recv;
-	uint64_t bytes;
-	struct sl_ring_sched sched;
-	struct sl_tp_msg *msgs;   /* one per send, allocated at post */
+	uint32_t seq;             /* in the communicator; for SEND and RECV, in the pair */
+	uint8_t *buf[SL_NBUFS];   /* send, recv and scratch, as the schedule names them */
+	uint8_t *owned;           /* scratch and the in-place copy of the input, freed with it */
+	struct sl_sched sched;
+	struct dp_stashed *deferred; /* packets that came before their turn in the reduction order */
+	struct sl_tp_msg *msgs;   /* one per send chunk, allocated at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint64_t last_progress_ns;
 	int32_t status;           /* SLUICE_OK until it fails */

@@ -133,10 +133,12 @@ static void teardown_cluster(void)
 			sl_memport_pair_free(ports[i][j], ports[j][i]);
 }
 
+static uint32_t algo; /* the descriptor's algorithm: 0 leaves it to the dataplane (ring) */
+
 static void post(struct node *n, uint64_t tag, uint64_t count, uint32_t dtype, uint32_t op, bool in_place)
 {
 	struct sl_cmd cmd = { .req = tag, .opcode = SL_OP_ALLREDUCE, .comm = 0, .count = count, .dtype = dtype,
-			      .redop = op, .send_region = 0, .recv_region = in_place ? 0 : 1 };
+			      .redop = op, .send_region = 0, .recv_region = in_place ? 0 : 1, .algo = algo };
 	assert_true(sl_spsc_enqueue(&n->submit, &cmd));
 }
 
@@ -212,6 +214,17 @@ static void test_exact_under_faults(void **state)
 	run_exact(4, 0.02, 0.0, 0.0, 13);
 }
 
+/* The direct algorithm: reductions in rank order, early packets deferred. */
+static void test_direct_under_faults(void **state)
+{
+	(void)state;
+	algo = SL_ALGO_ID_DIRECT;
+	run_exact(2, 0, 0, 0, 21);
+	run_exact(3, 0.02, 0.02, 0.3, 22);
+	run_exact(4, 0.02, 0.0, 0.2, 23);
+	algo = 0;
+}
+
 /* float32 results are the same bits on every rank, and in every run. */
 static void test_bitwise_deterministic(void **state)
 {
@@ -285,6 +298,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact_lossless),
 		cmocka_unit_test(test_exact_under_faults),
+		cmocka_unit_test(test_direct_under_faults),
 		cmocka_unit_test(test_bitwise_deterministic),
 		cmocka_unit_test(test_mismatch_everywhere),
 		cmocka_unit_test(test_dead_peer),

@@ -19,11 +19,12 @@
 #define SLUICE_ABI_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "spsc.h"
 
-#define SL_ABI_VERSION 1
+#define SL_ABI_VERSION 2
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -36,6 +37,24 @@
 
 enum sl_opcode {
 	SL_OP_ALLREDUCE = 1,
+	SL_OP_ALLGATHER = 2,      /* count: elements each rank contributes */
+	SL_OP_REDUCE_SCATTER = 3, /* count: elements each rank receives */
+	SL_OP_BROADCAST = 4,      /* root */
+	SL_OP_REDUCE = 5,         /* root */
+	SL_OP_ALLTOALL = 6,       /* count: elements to each peer */
+	SL_OP_BARRIER = 7,        /* count 0, no buffers */
+	SL_OP_SEND = 8,           /* root: the peer; matched by (peer, sequence per pair) */
+	SL_OP_RECV = 9,           /* root: the peer */
+	SL_OP_GATHER = 10,        /* root; count: elements each rank contributes */
+	SL_OP_SCATTER = 11,       /* root; count: elements each rank receives */
+	SL_OP_COUNT
+};
+
+/* Algorithms, chosen by libsluice's planner (sl_cmd.algo). */
+enum sl_algo_id {
+	SL_ALGO_ID_RING = 1,   /* bandwidth: pipelined neighbour steps */
+	SL_ALGO_ID_DIRECT = 2, /* latency: one step, straight to the destination */
+	SL_ALGO_ID_COUNT
 };
 
 /* One collective, written by the client into its submission ring. */
@@ -46,14 +65,47 @@ struct sl_cmd {
 	uint64_t count;       /* elements */
 	uint32_t dtype;       /* sluice_datatype_t */
 	uint32_t redop;       /* sluice_redop_t */
-	uint32_t root;        /* rooted collectives */
+	uint32_t root;        /* rooted collectives; the peer rank of SEND and RECV */
 	/* A zero-byte range may name any region; libsluice sends UINT32_MAX, offset 0. */
 	uint32_t send_region; /* region ids from REG */
 	uint32_t recv_region;
-	uint32_t reserved;
+	uint32_t algo;        /* enum sl_algo_id; 0 = the dataplane's (ring where it applies, else direct) */
 	uint64_t send_off;    /* byte offsets within the regions */
 	uint64_t recv_off;
+	uint32_t chunk_bytes; /* pipeline unit; 0 = the dataplane's default.  Rounded to whole packets */
+	uint32_t reserved;
 };
+
+/*
+ * Bytes of the send and recv buffers a command names on one rank (sizes
+ * follow NCCL's: e.g. all-gather's recv holds nranks blocks; only the root
+ * has a recv buffer in reduce and gather, a send buffer in broadcast and
+ * scatter).  False when the sizes overflow 64 bits or the opcode is unknown.
+ */
+static inline bool sl_cmd_bytes(uint32_t opcode, uint64_t count, uint64_t esize, uint32_t nranks,
+				uint32_t rank, uint32_t root, uint64_t *send, uint64_t *recv)
+{
+	uint64_t b, nb;
+
+	if (esize == 0 || nranks == 0 || count > UINT64_MAX / esize / nranks)
+		return false;
+	b = count * esize;
+	nb = b * nranks;
+	switch (opcode) {
+	case SL_OP_ALLREDUCE: *send = b; *recv = b; return true;
+	case SL_OP_ALLGATHER: *send = b; *recv = nb; return true;
+	case SL_OP_REDUCE_SCATTER: *send = nb; *recv = b; return true;
+	case SL_OP_BROADCAST: *send = rank == root ? b : 0; *recv = b; return true;
+	case SL_OP_REDUCE: *send = b; *recv = rank == root ? b : 0; return true;
+	case SL_OP_ALLTOALL: *send = nb; *recv = nb; return true;
+	case SL_OP_BARRIER: *send = 0; *recv = 0; return true;
+	case SL_OP_SEND: *send = b; *recv = 0; return true;
+	case SL_OP_RECV: *send = 0; *recv = b; return true;
+	case SL_OP_GATHER: *send = b; *recv = rank == root ? nb : 0; return true;
+	case SL_OP_SCATTER: *send = rank == root ? nb : 0; *recv = b; return true;
+	default: return false;
+	}
+}
 
 /* One finished collective, written by the dataplane. */
 struct sl_cpl {

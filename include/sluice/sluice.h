@@ -103,6 +103,59 @@ sluice_result_t sluice_allreduce(sluice_comm_t *comm, const void *send, void *re
 				 size_t count, sluice_datatype_t dtype, sluice_redop_t op,
 				 sluice_req_t **req);
 
+/*
+ * The other collectives, in NCCL's shape.  count is per block: what each
+ * rank contributes (all-gather, gather), receives (reduce-scatter,
+ * scatter) or sends to each peer (all-to-all).  Buffers hold:
+ *   allgather        send: count       recv: nranks x count
+ *   reduce_scatter   send: nranks x count   recv: count
+ *   broadcast        send: count (root only)  recv: count
+ *   reduce           send: count       recv: count (root only)
+ *   alltoall         send and recv: nranks x count (block j goes to rank j)
+ *   gather           send: count       recv: nranks x count (root only)
+ *   scatter          send: nranks x count (root only)  recv: count
+ * In place as in NCCL: send == recv, or for all-gather and gather send ==
+ * recv + rank x count, for reduce-scatter and scatter recv == send + rank x
+ * count.  Every rank must make the same calls in the same order with the
+ * same count, datatype, op and root; a rank that differs gets (and causes
+ * on every rank) SLUICE_ERR_MISMATCH.
+ */
+sluice_result_t sluice_allgather(sluice_comm_t *comm, const void *send, void *recv, size_t count,
+				 sluice_datatype_t dtype, sluice_req_t **req);
+sluice_result_t sluice_reduce_scatter(sluice_comm_t *comm, const void *send, void *recv, size_t count,
+				      sluice_datatype_t dtype, sluice_redop_t op, sluice_req_t **req);
+sluice_result_t sluice_broadcast(sluice_comm_t *comm, const void *send, void *recv, size_t count,
+				 sluice_datatype_t dtype, int root, sluice_req_t **req);
+sluice_result_t sluice_reduce(sluice_comm_t *comm, const void *send, void *recv, size_t count,
+			      sluice_datatype_t dtype, sluice_redop_t op, int root, sluice_req_t **req);
+sluice_result_t sluice_alltoall(sluice_comm_t *comm, const void *send, void *recv, size_t count,
+				sluice_datatype_t dtype, sluice_req_t **req);
+sluice_result_t sluice_gather(sluice_comm_t *comm, const void *send, void *recv, size_t count,
+			      sluice_datatype_t dtype, int root, sluice_req_t **req);
+sluice_result_t sluice_scatter(sluice_comm_t *comm, const void *send, void *recv, size_t count,
+			       sluice_datatype_t dtype, int root, sluice_req_t **req);
+/* Finishes on a rank once every rank has called it. */
+sluice_result_t sluice_barrier(sluice_comm_t *comm, sluice_req_t **req);
+
+/*
+ * Point to point: the k-th send from rank a to rank b pairs with b's k-th
+ * recv from a; both must give the same count and datatype.  Sends and recvs
+ * never wait for each other inside the dataplane, so any posting order is
+ * safe; sluice_group_start/end batch them (and collectives) into one
+ * submission, as NCCL's groups do.  A send completes once its data is
+ * acknowledged by the peer's dataplane, which keeps early data until the
+ * recv is posted.
+ */
+sluice_result_t sluice_send(sluice_comm_t *comm, const void *send, size_t count, sluice_datatype_t dtype,
+			    int peer, sluice_req_t **req);
+sluice_result_t sluice_recv(sluice_comm_t *comm, void *recv, size_t count, sluice_datatype_t dtype, int peer,
+			    sluice_req_t **req);
+/* Calls made on this thread between start and end (nested pairs count as
+ * one) are submitted together at the outermost end; their requests can be
+ * waited on only after it.  End returns the first submission failure. */
+sluice_result_t sluice_group_start(void);
+sluice_result_t sluice_group_end(void);
+
 /* Block until req finishes (or times out); req is freed either way. */
 sluice_result_t sluice_wait(sluice_req_t *req);
 /* SLUICE_IN_PROGRESS while running; otherwise the result, and req is freed. */

@@ -1,0 +1,386 @@
+/*
+ * schedule.c: the transfer schedule of schedule.h as a state machine.
+ *
+ * sl_sched_init asks the algorithm's builder for this rank's transfers,
+ * checks each against the buffers, sorts the receptions for lookup by
+ * (peer, step), links each reception to the sends that wait on it, and
+ * queues the chunks of sends that wait on nothing.  sl_sched_on_packet then
+ * checks every packet (known transfer, exact packet boundary and length,
+ * not seen before, predecessor chunk complete) and releases dependent
+ * sends chunk by chunk.
+ */
+#include "schedule.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Chunks of a transfer of len bytes; an empty one still has one (empty)
+ * chunk, so that every transfer sends at least one packet: the receiver
+ * learns the step happened, and checks the call it belongs to. */
+static uint32_t chunks_of(const struct sl_sched_plan *p, uint64_t len)
+{
+	return len == 0 ? 1 : (uint32_t)((len + p->chunk_bytes - 1) / p->chunk_bytes);
+}
+
+static uint64_t chunk_len(const struct sl_sched_plan *p, const struct sl_xfer *x, uint32_t c)
+{
+	return x->len == 0 ? 0 : min_u64(p->chunk_bytes, x->len - (uint64_t)c * p->chunk_bytes);
+}
+
+/* Bit k set for each of a chunk's packets. */
+static uint64_t full_mask(const struct sl_sched_plan *p, uint64_t clen)
+{
+	uint64_t npkts = clen == 0 ? 1 : (clen + p->payload - 1) / p->payload;
+
+	return npkts == 64 ? UINT64_MAX : (UINT64_C(1) << npkts) - 1;
+}
+
+/* ---- names and support ---- */
+
+const char *sl_coll_name(enum sl_coll c)
+{
+	static const char *const names[SL_COLL_COUNT] = {
+		[SL_COLL_ALLREDUCE] = "allreduce", [SL_COLL_ALLGATHER] = "allgather",
+		[SL_COLL_REDUCE_SCATTER] = "reduce_scatter", [SL_COLL_BROADCAST] = "broadcast",
+		[SL_COLL_REDUCE] = "reduce", [SL_COLL_ALLTOALL] = "alltoall", [SL_COLL_BARRIER] = "barrier",
+		[SL_COLL_SEND] = "send", [SL_COLL_RECV] = "recv", [SL_COLL_GATHER] = "gather",
+		[SL_COLL_SCATTER] = "scatter",
+	};
+
+	return (unsigned)c < SL_COLL_COUNT && names[c] ? names[c] : "unknown collective";
+}
+
+const char *sl_algo_name(enum sl_algo a)
+{
+	return a == SL_ALGO_RING ? "ring" : a == SL_ALGO_DIRECT ? "direct" : "unknown algorithm";
+}
+
+bool sl_coll_reduces(enum sl_coll c)
+{
+	return c == SL_COLL_ALLREDUCE || c == SL_COLL_REDUCE_SCATTER || c == SL_COLL_REDUCE;
+}
+
+/* Direct serves every collective; the ring, those with a neighbour pipeline. */
+bool sl_algo_supported(enum sl_coll c, enum sl_algo a)
+{
+	if ((unsigned)c == 0 || (unsigned)c >= SL_COLL_COUNT)
+		return false;
+	if (a == SL_ALGO_DIRECT)
+		return true;
+	return a == SL_ALGO_RING && (c == SL_COLL_ALLREDUCE || c == SL_COLL_ALLGATHER ||
+				     c == SL_COLL_REDUCE_SCATTER || c == SL_COLL_BROADCAST ||
+				     c == SL_COLL_REDUCE);
+}
+
+const char *sl_sched_plan_check(const struct sl_sched_plan *p)
+{
+	if (!sl_algo_supported(p->coll, p->algo))
+		return "the algorithm does not implement this collective";
+	if (p->nranks == 0 || p->nranks > 65536)
+		return "nranks is not in 1..65536";
+	if (p->rank >= p->nranks)
+		return "rank is not below nranks";
+	if (p->root >= p->nranks)
+		return "root (or peer) is not below nranks";
+	if (p->esize == 0)
+		return "element size is 0";
+	if (p->payload == 0 || p->payload % 16 != 0 || p->payload % p->esize != 0)
+		return "payload is not a positive multiple of 16 bytes and of the element size";
+	if (p->chunk_bytes == 0 || p->chunk_bytes % p->payload != 0)
+		return "chunk_bytes is not a positive multiple of payload";
+	if (p->chunk_bytes > 64 * (uint64_t)p->payload)
+		return "chunk_bytes exceeds 64 packets (one 64-bit arrival mask per chunk)";
+	if (p->count > UINT64_MAX / p->esize / p->nranks)
+		return "count * element size * nranks overflows 64 bits";
+	return NULL;
+}
+
+/* ---- building ---- */
+
+int32_t sl_sched_add(struct sl_sched *s, const struct sl_xfer *x)
+{
+	if (s->nx == s->cap) {
+		uint32_t cap = s->cap ? 2 * s->cap : 8;
+		struct sl_xfer *nx = realloc(s->x, cap * sizeof(*nx));
+		if (!nx) {
+			errno = ENOMEM;
+			return -1;
+		}
+		s->x = nx;
+		s->cap = cap;
+	}
+	s->x[s->nx] = *x;
+	return (int32_t)s->nx++;
+}
+
+static bool in_buf(const struct sl_sched *s, uint8_t buf, uint64_t off, uint64_t len)
+{
+	return buf < SL_NBUFS && off <= s->bytes[buf] && len <= s->bytes[buf] - off;
+}
+
+/* A builder's transfer is inside its buffers and its dependency is sound. */
+static bool xfer_ok(const struct sl_sched *s, const struct sl_xfer *x)
+{
+	const struct sl_xfer *a = x->after >= 0 && (uint32_t)x->after < s->nx ? &s->x[x->after] : NULL;
+
+	if (x->peer >= s->p.nranks || x->step > UINT16_MAX || !in_buf(s, x->buf, x->off, x->len))
+		return false;
+	if (!x->is_send && x->apply == SL_APPLY_REDUCE && !in_buf(s, x->opnd_buf, x->opnd_off, x->len))
+		return false;
+	if (x->after >= 0 && (!a || a->is_send || a->len != x->len))
+		return false;
+	return true;
+}
+
+static int cmp_recv(const struct sl_sched *s, uint32_t a, uint32_t b)
+{
+	const struct sl_xfer *x = &s->x[a], *y = &s->x[b];
+
+	if (x->peer != y->peer)
+		return x->peer < y->peer ? -1 : 1;
+	return x->step < y->step ? -1 : x->step > y->step;
+}
+
+/* Insertion sort: a rank has a few transfers per peer, and this runs once. */
+static bool sort_recvs(struct sl_sched *s)
+{
+	for (uint32_t i = 1; i < s->nrecv; i++) {
+		uint32_t v = s->recvs[i], j = i;
+		for (; j > 0 && cmp_recv(s, s->recvs[j - 1], v) > 0; j--)
+			s->recvs[j] = s->recvs[j - 1];
+		s->recvs[j] = v;
+	}
+	for (uint32_t i = 1; i < s->nrecv; i++)
+		if (cmp_recv(s, s->recvs[i - 1], s->recvs[i]) == 0)
+			return false; /* two receptions with one name */
+	return true;
+}
+
+static void push_chunk(struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
+{
+	uint64_t xoff = (uint64_t)c * s->p.chunk_bytes;
+
+	/* ready_cap counts every send chunk once: never exceeded */
+	s->ready[s->ready_tail++] = (struct sl_send){
+		.peer = x->peer, .step = x->step, .buf = x->buf, .off = x->off + xoff,
+		.len = chunk_len(&s->p, x, c), .xoff = xoff,
+	};
+}
+
+/* Number chunks, link dependencies, size and fill the tables. */
+static int index_xfers(struct sl_sched *s)
+{
+	uint64_t masks = 0, sends = 0;
+
+	for (uint32_t i = 0; i < s->nx; i++) {
+		struct sl_xfer *x = &s->x[i];
+		if (!xfer_ok(s, x)) {
+			errno = EINVAL;
+			return -1;
+		}
+		x->nchunks = chunks_of(&s->p, x->len);
+		x->first_dep = x->next_dep = -1;
+		if (x->is_send) {
+			sends += x->nchunks;
+		} else {
+			x->chunk0 = (uint32_t)masks;
+			masks += x->nchunks;
+			s->nrecv++;
+		}
+	}
+	if (masks > UINT32_MAX || sends > UINT32_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	s->chunks_left = (uint32_t)masks;
+	s->ready_cap = (uint32_t)sends;
+	s->arrived = calloc(masks + 1, sizeof(*s->arrived));
+	s->ready = calloc(sends + 1, sizeof(*s->ready));
+	s->recvs = calloc(s->nrecv + 1, sizeof(*s->recvs));
+	if (!s->arrived || !s->ready || !s->recvs) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
+static void link_and_queue(struct sl_sched *s)
+{
+	uint32_t nr = 0;
+
+	for (uint32_t i = 0; i < s->nx; i++) {
+		struct sl_xfer *x = &s->x[i];
+		if (!x->is_send) {
+			s->recvs[nr++] = i;
+		} else if (x->after >= 0) {
+			x->next_dep = s->x[x->after].first_dep;
+			s->x[x->after].first_dep = (int32_t)i;
+		} else {
+			for (uint32_t c = 0; c < x->nchunks; c++)
+				push_chunk(s, x, c);
+		}
+	}
+}
+
+/*
+ * In a rooted collective the data may never pass between two ranks that
+ * disagree about the root (each waits for the other): a ring of empty
+ * packets on a step of its own makes every rank show its call to its
+ * successor, so any difference is seen, and reported, by someone.
+ */
+static int add_call_check(struct sl_sched *s)
+{
+	const struct sl_sched_plan *p = &s->p;
+	bool rooted = p->coll == SL_COLL_BROADCAST || p->coll == SL_COLL_REDUCE || p->coll == SL_COLL_GATHER ||
+		      p->coll == SL_COLL_SCATTER;
+	struct sl_xfer tx = { .peer = (p->rank + 1) % p->nranks, .step = SL_SCHED_CHECK_STEP, .is_send = true,
+			      .after = -1 };
+	struct sl_xfer rx = { .peer = (p->rank + p->nranks - 1) % p->nranks, .step = SL_SCHED_CHECK_STEP,
+			      .buf = SL_BUF_RECV, .after = -1 };
+
+	if (!rooted || p->nranks == 1)
+		return 0;
+	return sl_sched_add(s, &tx) < 0 || sl_sched_add(s, &rx) < 0 ? -1 : 0;
+}
+
+int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)
+{
+	int rc;
+
+	*s = (struct sl_sched){ .p = *p };
+	if (sl_sched_plan_check(p)) {
+		errno = EINVAL;
+		return -1;
+	}
+	s->bytes[SL_BUF_SEND] = p->send_bytes;
+	s->bytes[SL_BUF_RECV] = p->recv_bytes;
+	/* one rank: every algorithm is a local copy, which direct does */
+	rc = p->algo == SL_ALGO_RING && p->nranks > 1 ? sl_build_ring(s) : sl_build_direct(s);
+	if (rc == 0)
+		rc = add_call_check(s);
+	if (rc == 0)
+		rc = index_xfers(s);
+	if (rc == 0) {
+		link_and_queue(s);
+		if (!sort_recvs(s)) {
+			errno = EINVAL;
+			rc = -1;
+		}
+	}
+	if (rc != 0) {
+		int err = errno;
+		sl_sched_fini(s);
+		errno = err;
+	}
+	return rc;
+}
+
+void sl_sched_fini(struct sl_sched *s)
+{
+	free(s->x);
+	free(s->recvs);
+	free(s->arrived);
+	free(s->ready);
+	*s = (struct sl_sched){ .p = s->p };
+}
+
+bool sl_sched_next_send(struct sl_sched *s, struct sl_send *out)
+{
+	if (s->ready_head == s->ready_tail)
+		return false;
+	*out = s->ready[s->ready_head++];
+	return true;
+}
+
+/* ---- receiving ---- */
+
+static struct sl_xfer *find_recv(const struct sl_sched *s, uint32_t from, uint32_t step)
+{
+	uint32_t lo = 0, hi = s->nrecv;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		struct sl_xfer *x = &s->x[s->recvs[mid]];
+		if (x->peer == from && x->step == step)
+			return x;
+		if (x->peer < from || (x->peer == from && x->step < step))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static bool chunk_complete(const struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
+{
+	return s->arrived[x->chunk0 + c] == full_mask(&s->p, chunk_len(&s->p, x, c));
+}
+
+/* [off, off + len) is exactly packet *pkt of chunk *c of x. */
+static bool locate(const struct sl_sched *s, const struct sl_xfer *x, uint64_t off, uint64_t len,
+		   uint32_t *c, uint32_t *pkt)
+{
+	const struct sl_sched_plan *p = &s->p;
+
+	if (x->len == 0) {
+		*c = *pkt = 0;
+		return off == 0 && len == 0;
+	}
+	if (off >= x->len || off % p->payload != 0)
+		return false;
+	*c = (uint32_t)(off / p->chunk_bytes);
+	*pkt = (uint32_t)(off % p->chunk_bytes / p->payload);
+	/* chunks are whole payloads, so only the transfer's last packet is short */
+	return len == min_u64(p->payload, x->len - off);
+}
+
+static void release_dependents(struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
+{
+	for (int32_t d = x->first_dep; d >= 0; d = s->x[d].next_dep)
+		push_chunk(s, &s->x[d], c);
+}
+
+enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off,
+					uint64_t len, struct sl_action *act)
+{
+	struct sl_xfer *x = find_recv(s, from, step);
+	uint32_t c, pkt;
+
+	if (!x)
+		return SL_SCHED_BAD_STEP;
+	if (!locate(s, x, off, len, &c, &pkt))
+		return SL_SCHED_BAD_RANGE;
+	uint64_t *mask = &s->arrived[x->chunk0 + c], bit = UINT64_C(1) << pkt;
+	if (*mask & bit)
+		return SL_SCHED_DUPLICATE;
+	if (x->after >= 0 && !chunk_complete(s, &s->x[x->after], c))
+		return SL_SCHED_DEFER;
+	*mask |= bit;
+	*act = (struct sl_action){
+		.apply = x->apply, .buf = x->buf, .opnd_buf = x->opnd_buf, .finishes = x->finishes,
+		.off = x->off + off, .opnd_off = x->opnd_off + off,
+	};
+	if (*mask == full_mask(&s->p, chunk_len(&s->p, x, c))) {
+		s->chunks_left--;
+		act->chunk_done = true;
+		release_dependents(s, x, c);
+	}
+	return SL_SCHED_OK;
+}
+
+int sl_sched_waiting_on(const struct sl_sched *s)
+{
+	for (uint32_t i = 0; i < s->nx; i++) {
+		const struct sl_xfer *x = &s->x[i];
+		for (uint32_t c = 0; !x->is_send && c < x->nchunks; c++)
+			if (!chunk_complete(s, x, c))
+				return (int)x->peer;
+	}
+	return -1;
+}

@@ -1,0 +1,180 @@
+/*
+ * schedule.h: a collective as a schedule of transfers, the one interface
+ * between the algorithms (algo_ring.c, algo_direct.c) and the engine that
+ * runs them (dataplane/coll_run.c).
+ *
+ * A builder lists, for one rank, every transfer it takes part in: sends
+ * (to a peer: a byte range of one of its buffers) and receptions (from a
+ * peer: where the bytes go, and whether they are copied there or reduced
+ * with a local operand).  A transfer is named on the wire by (peer, step);
+ * a packet carries its byte offset within the transfer.  Transfers are cut
+ * into chunks of chunk_bytes and chunks into packets of payload bytes; a
+ * 64-bit mask per chunk records which packets were applied, so a packet is
+ * applied at most once even if the transport were fooled.
+ *
+ * Ordering is by dependency, chunk by chunk: a transfer may name a
+ * reception `after` which it waits for.  A send's chunk c leaves once chunk
+ * c of its `after` has fully arrived (the pipeline); a reception's chunk c
+ * is applied only once chunk c of its `after` has (the fixed reduction
+ * order that makes results bitwise deterministic whatever the arrival
+ * order: a packet that comes too early is deferred by the engine and
+ * offered again later).  `after` must name a reception of the same length.
+ *
+ * A transfer with peer == rank is local: the engine applies its chunks
+ * itself when they become ready (the own block of an all-gather, the local
+ * operand of a direct reduction).
+ *
+ * Rooted collectives also pass one empty packet around the ring (step
+ * SL_SCHED_CHECK_STEP), so that ranks that disagree on the root still meet
+ * and the engine reports the mismatch instead of waiting forever.
+ *
+ * The schedule owns no data and checks every transfer a builder makes
+ * against the buffer sizes it was given, so a wrong builder fails at init,
+ * never writes out of bounds.
+ */
+#ifndef SLUICE_SCHEDULE_H
+#define SLUICE_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Collectives; values mirror enum sl_opcode in sluice/abi.h (the engine asserts it). */
+enum sl_coll {
+	SL_COLL_ALLREDUCE = 1,
+	SL_COLL_ALLGATHER = 2,
+	SL_COLL_REDUCE_SCATTER = 3,
+	SL_COLL_BROADCAST = 4,
+	SL_COLL_REDUCE = 5,
+	SL_COLL_ALLTOALL = 6,
+	SL_COLL_BARRIER = 7,
+	SL_COLL_SEND = 8,
+	SL_COLL_RECV = 9,
+	SL_COLL_GATHER = 10,
+	SL_COLL_SCATTER = 11,
+	SL_COLL_COUNT
+};
+
+/* Algorithms; values mirror SL_ALGO_* in sluice/abi.h. */
+enum sl_algo {
+	SL_ALGO_RING = 1,   /* bandwidth: n-1 or 2(n-1) pipelined neighbour steps */
+	SL_ALGO_DIRECT = 2, /* latency: every rank sends straight to its destination, one step */
+	SL_ALGO_COUNT
+};
+
+/* The step of the empty packets that check a rooted call's arguments. */
+#define SL_SCHED_CHECK_STEP 65535u
+
+enum sl_buf { SL_BUF_SEND, SL_BUF_RECV, SL_BUF_SCRATCH, SL_NBUFS };
+enum sl_apply { SL_APPLY_COPY, SL_APPLY_REDUCE };
+
+struct sl_sched_plan {
+	enum sl_coll coll;
+	enum sl_algo algo;
+	uint32_t nranks, rank;
+	uint32_t root;        /* rooted collectives; the peer of a send or recv */
+	uint64_t count;       /* elements, as the collective's API counts them */
+	uint32_t esize;       /* bytes per element */
+	uint32_t payload;     /* bytes per packet, a multiple of 16 and of esize */
+	uint64_t chunk_bytes; /* pipeline unit: a multiple of payload, at most 64 payloads */
+	uint64_t send_bytes, recv_bytes; /* this rank's buffers (sl_cmd_bytes) */
+	bool in_place;        /* the send and recv buffers overlap */
+};
+
+/* One transfer of this rank. */
+struct sl_xfer {
+	uint32_t peer;        /* rank it goes to (send) or comes from (recv) */
+	uint32_t step;        /* names it on the wire, with the peer; below 65536 */
+	bool is_send;
+	uint8_t buf;          /* enum sl_buf: send's source, or recv's destination */
+	uint8_t apply;        /* recv: enum sl_apply */
+	uint8_t opnd_buf;     /* recv REDUCE: dst = operand op payload */
+	bool finishes;        /* recv REDUCE: its elements are final after it (AVG divides) */
+	uint64_t off, len;    /* byte range in buf */
+	uint64_t opnd_off;    /* recv REDUCE: operand's byte offset in opnd_buf */
+	int32_t after;        /* index of the reception it waits for, chunk by chunk; -1 none */
+	/* set by sl_sched_init */
+	uint32_t chunk0;      /* recv: its first mask in arrived[] */
+	uint32_t nchunks;
+	int32_t first_dep;    /* recv: first send waiting on it, -1 none */
+	int32_t next_dep;     /* send: next send waiting on the same reception */
+};
+
+/* One chunk ready to send. */
+struct sl_send {
+	uint32_t peer, step;
+	uint8_t buf;       /* enum sl_buf */
+	uint64_t off, len; /* bytes in buf */
+	uint64_t xoff;     /* offset within the transfer: what the packets carry */
+};
+
+/* What to do with an accepted packet. */
+struct sl_action {
+	uint8_t apply;        /* enum sl_apply */
+	uint8_t buf, opnd_buf;
+	bool finishes;
+	uint64_t off, opnd_off; /* where the payload's bytes go, and the operand's */
+	bool chunk_done;      /* this packet completed its chunk: deferred packets may now apply */
+};
+
+enum sl_sched_result {
+	SL_SCHED_OK = 0,
+	SL_SCHED_DEFER,       /* valid, but its predecessor chunk has not arrived: offer it later */
+	SL_SCHED_BAD_STEP,    /* no reception from that peer at that step */
+	SL_SCHED_BAD_RANGE,   /* not exactly one packet of the transfer */
+	SL_SCHED_DUPLICATE,   /* this packet was applied already */
+};
+
+struct sl_sched {
+	struct sl_sched_plan p;
+	uint64_t bytes[SL_NBUFS]; /* each buffer's size (scratch: what the builder asked for) */
+	bool snapshot_send;       /* run on a copy of the send buffer (in place, inputs overwritten) */
+	struct sl_xfer *x;
+	uint32_t nx, cap;
+	uint32_t *recvs;          /* reception indices sorted by (peer, step) */
+	uint32_t nrecv;
+	uint64_t *arrived;        /* packet masks, one per reception chunk */
+	uint32_t chunks_left;     /* reception chunks not yet complete */
+	struct sl_send *ready;    /* FIFO of chunks ready to send */
+	uint32_t ready_head, ready_tail, ready_cap;
+};
+
+/* Check a plan; NULL or a sentence saying what is wrong with it. */
+const char *sl_sched_plan_check(const struct sl_sched_plan *p);
+/* Build the plan's schedule; the sends that wait on nothing are ready at
+ * once.  0, or -1 with errno EINVAL (bad plan, unsupported algorithm, or a
+ * builder's transfer outside its buffers) or ENOMEM. */
+int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p);
+void sl_sched_fini(struct sl_sched *s);
+
+/* Pop the next chunk ready to send; false when none is. */
+bool sl_sched_next_send(struct sl_sched *s, struct sl_send *out);
+
+/* A packet of transfer (from, step) covering [off, off + len) of it
+ * arrived: check it, and unless refused or deferred record it and say how
+ * to apply it.  Completing a chunk makes the sends that wait on it ready. */
+enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off,
+					uint64_t len, struct sl_action *act);
+
+/* Every reception is complete (sends may still await their ACKs). */
+static inline bool sl_sched_recv_done(const struct sl_sched *s)
+{
+	return s->chunks_left == 0;
+}
+
+/* The peer of the first incomplete reception, -1 when none: for messages. */
+int sl_sched_waiting_on(const struct sl_sched *s);
+
+bool sl_algo_supported(enum sl_coll c, enum sl_algo a);
+/* Whether the collective reduces (and so takes a datatype's op). */
+bool sl_coll_reduces(enum sl_coll c);
+const char *sl_coll_name(enum sl_coll c);
+const char *sl_algo_name(enum sl_algo a);
+
+/* ---- for builders ---- */
+
+/* Append a transfer; its index, or -1 (ENOMEM). */
+int32_t sl_sched_add(struct sl_sched *s, const struct sl_xfer *x);
+int sl_build_ring(struct sl_sched *s);
+int sl_build_direct(struct sl_sched *s);
+
+#endif

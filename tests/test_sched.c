@@ -1,0 +1,595 @@
+/*
+ * test_sched.c: every collective's schedule (coll/schedule.h, the ring and
+ * direct builders) run in memory by simulated ranks, no network.
+ *
+ * Ready sends are cut into packets that sit in one pool and are delivered
+ * in a seeded random order; a packet's bytes are read from its sender's
+ * buffer only when it is delivered, which also checks that no schedule lets
+ * a rank overwrite bytes still on their way.  Transfers to the rank itself
+ * are applied at once, and packets the schedule defers are kept and offered
+ * again, as the engine does.  Results are compared with a reference the
+ * test computes itself, for every collective, algorithm, several datatypes
+ * and ops, 1 to 6 ranks, counts 0/1/primes, in place and not, every root;
+ * and floating-point results are checked to be the same bits whatever the
+ * delivery order (and, for all-reduce, on every rank).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <sluice/abi.h>
+
+#include "reduce.h"
+#include "schedule.h"
+
+#define MAX_RANKS 6
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * UINT64_C(2685821657736338717);
+}
+
+/* ---- the simulated cluster ---- */
+
+struct packet {
+	uint32_t from, to, step;
+	uint8_t buf;        /* sender's buffer */
+	uint64_t off, xoff; /* sender's byte offset, offset within the transfer */
+	uint64_t len;
+};
+
+struct held {          /* a deferred packet: its bytes as they were sent */
+	struct packet pk;
+	uint8_t data[64];
+};
+
+struct rank {
+	struct sl_sched s;
+	uint8_t *mem, *send, *recv, *scratch, *snap;
+	uint8_t *buf[SL_NBUFS];
+	struct held held[4096];
+	size_t nheld;
+};
+
+struct cluster {
+	struct sl_sched_plan plan; /* rank unused */
+	enum sl_dtype dtype;
+	enum sl_redop op;
+	struct rank r[MAX_RANKS];
+	struct packet *pool;
+	size_t npool, cap;
+};
+
+static struct cluster cl;
+
+static void pool_add(struct packet pk)
+{
+	if (cl.npool == cl.cap) {
+		cl.cap = cl.cap ? 2 * cl.cap : 256;
+		cl.pool = realloc(cl.pool, cl.cap * sizeof(*cl.pool));
+		assert_non_null(cl.pool);
+	}
+	cl.pool[cl.npool++] = pk;
+}
+
+/* What the engine does with an accepted packet. */
+static void apply(uint32_t to, const struct sl_action *a, const uint8_t *data, uint64_t len)
+{
+	struct rank *r = &cl.r[to];
+	uint8_t *dst = r->buf[a->buf] + a->off;
+	size_t n = len / cl.plan.esize;
+
+	if (a->apply == SL_APPLY_COPY) {
+		memmove(dst, data, len);
+		return;
+	}
+	sl_reduce(dst, r->buf[a->opnd_buf] + a->opnd_off, data, n, cl.dtype, cl.op == SL_AVG ? SL_SUM : cl.op);
+	if (cl.op == SL_AVG && a->finishes)
+		sl_scale_avg(dst, n, cl.dtype, cl.plan.nranks);
+}
+
+static void drain(uint32_t rk);
+
+/* Offer the held packets again until none fits. */
+static void retry_held(uint32_t rk)
+{
+	struct rank *r = &cl.r[rk];
+	bool again = true;
+
+	while (again) {
+		again = false;
+		for (size_t i = 0; i < r->nheld; i++) {
+			struct held *h = &r->held[i];
+			struct sl_action a;
+			enum sl_sched_result res = sl_sched_on_packet(&r->s, h->pk.from, h->pk.step, h->pk.xoff,
+								      h->pk.len, &a);
+			if (res == SL_SCHED_DEFER)
+				continue;
+			assert_int_equal(res, SL_SCHED_OK);
+			apply(rk, &a, h->data, h->pk.len);
+			r->held[i--] = r->held[--r->nheld];
+			again = true;
+		}
+	}
+}
+
+/* Deliver pk with bytes data; a deferred packet is held.  True when accepted. */
+static void offer(const struct packet *pk, const uint8_t *data)
+{
+	struct rank *r = &cl.r[pk->to];
+	struct sl_action a;
+	enum sl_sched_result res = sl_sched_on_packet(&r->s, pk->from, pk->step, pk->xoff, pk->len, &a);
+
+	if (res == SL_SCHED_DEFER) {
+		assert_true(r->nheld < sizeof(r->held) / sizeof(r->held[0]));
+		r->held[r->nheld].pk = *pk;
+		memcpy(r->held[r->nheld++].data, data, pk->len);
+		return;
+	}
+	if (res != SL_SCHED_OK)
+		fail_msg("%s by %s, n=%u: rank %u refused a packet from %u (step %u, offset %llu, len %llu): %d",
+			 sl_coll_name(cl.plan.coll), sl_algo_name(cl.plan.algo), cl.plan.nranks, pk->to, pk->from,
+			 pk->step, (unsigned long long)pk->xoff, (unsigned long long)pk->len, res);
+	apply(pk->to, &a, data, pk->len);
+	if (a.chunk_done)
+		retry_held(pk->to);
+	/* now and then the same packet again: refused */
+	if (pk->from != pk->to && rng() % 8 == 0)
+		assert_int_equal(sl_sched_on_packet(&r->s, pk->from, pk->step, pk->xoff, pk->len, &a),
+				 SL_SCHED_DUPLICATE);
+}
+
+/* Cut rank rk's ready sends into packets: its own applied at once, others pooled. */
+static void drain(uint32_t rk)
+{
+	struct rank *r = &cl.r[rk];
+	struct sl_send snd;
+
+	while (sl_sched_next_send(&r->s, &snd)) {
+		uint64_t o = 0;
+		do {
+			uint64_t len = snd.len - o < cl.plan.payload ? snd.len - o : cl.plan.payload;
+			struct packet pk = { rk, snd.peer, snd.step, snd.buf, snd.off + o, snd.xoff + o, len };
+			if (snd.peer == rk)
+				offer(&pk, r->buf[snd.buf] + snd.off + o);
+			else
+				pool_add(pk);
+			o += len;
+		} while (o < snd.len);
+	}
+}
+
+static void deliver(const struct packet *pk)
+{
+	uint8_t wire[64];
+
+	assert_true(pk->len <= sizeof(wire));
+	memcpy(wire, cl.r[pk->from].buf[pk->buf] + pk->off, pk->len); /* the sender's bytes now */
+	offer(pk, wire);
+	drain(pk->to);
+	drain(pk->from);
+}
+
+static void run(uint64_t seed)
+{
+	rng_state = seed * 0x9e3779b97f4a7c15u + 1;
+	for (uint32_t k = 0; k < cl.plan.nranks; k++)
+		drain(k);
+	while (cl.npool) {
+		size_t i = rng() % cl.npool;
+		struct packet pk = cl.pool[i];
+		cl.pool[i] = cl.pool[--cl.npool];
+		deliver(&pk);
+	}
+	for (uint32_t k = 0; k < cl.plan.nranks; k++) {
+		if (!sl_sched_recv_done(&cl.r[k].s))
+			fail_msg("%s by %s, n=%u count=%llu: rank %u never completed (waiting on %d)",
+				 sl_coll_name(cl.plan.coll), sl_algo_name(cl.plan.algo), cl.plan.nranks,
+				 (unsigned long long)cl.plan.count, k, sl_sched_waiting_on(&cl.r[k].s));
+		assert_int_equal(cl.r[k].nheld, 0);
+	}
+}
+
+/* ---- inputs and the reference ---- */
+
+/* Element i of rank k's input: small integers, exact in every type and
+ * every order; or (rough) floats whose sums round. */
+static double input(uint32_t k, uint64_t i, bool rough)
+{
+	uint64_t v = (k + 1) * 0x9e3779b97f4a7c15u ^ (i + 1) * 0xbf58476d1ce4e5b9u;
+	v ^= v >> 29;
+	if (rough)
+		return (double)(float)((double)(v >> 11) * 0x1p-53 * (double)(1u << (v % 16)) - 0.5);
+	if (cl.op == SL_PROD)
+		return v % 3 == 0 ? 2 : 1;
+	return (double)(int)(v % 7) - (cl.dtype == SL_UINT8 ? 0 : 3); /* unsigned: no negatives */
+}
+
+static void store(uint8_t *buf, uint64_t i, double v)
+{
+	switch (cl.dtype) {
+	case SL_INT8: ((int8_t *)buf)[i] = (int8_t)(int64_t)v; break;
+	case SL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(int64_t)v; break;
+	case SL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+	case SL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+	case SL_FLOAT32: ((float *)buf)[i] = (float)v; break;
+	case SL_FLOAT64: ((double *)buf)[i] = v; break;
+	case SL_FLOAT16: ((uint16_t *)buf)[i] = sl_float_to_half((float)v); break;
+	default: fail_msg("no store for dtype %d", cl.dtype);
+	}
+}
+
+/* op over ranks of input element i (in float64: exact for the small integers). */
+static double reduced(uint64_t i)
+{
+	double acc = input(0, i, false);
+
+	for (uint32_t k = 1; k < cl.plan.nranks; k++) {
+		double x = input(k, i, false);
+		switch (cl.op) {
+		case SL_PROD: acc *= x; break;
+		case SL_MAX: acc = x > acc ? x : acc; break;
+		case SL_MIN: acc = x < acc ? x : acc; break;
+		default: acc += x; break;
+		}
+	}
+	return cl.op == SL_AVG ? acc / cl.plan.nranks : acc;
+}
+
+/* Element i of rank rk's expected recv buffer; false when it holds nothing. */
+static bool expected(uint32_t rk, uint64_t i, double *v)
+{
+	uint64_t c = cl.plan.count, blk = c ? i / c : 0, in = c ? i % c : 0;
+	uint32_t root = cl.plan.root;
+
+	switch (cl.plan.coll) {
+	case SL_COLL_ALLREDUCE: *v = reduced(i); return true;
+	case SL_COLL_ALLGATHER: *v = input((uint32_t)blk, in, false); return true;
+	case SL_COLL_REDUCE_SCATTER: *v = reduced(rk * c + i); return true;
+	case SL_COLL_BROADCAST: *v = input(root, i, false); return true;
+	case SL_COLL_REDUCE: *v = reduced(i); return rk == root;
+	case SL_COLL_ALLTOALL: *v = input((uint32_t)blk, rk * c + in, false); return true;
+	case SL_COLL_GATHER: *v = input((uint32_t)blk, in, false); return rk == root;
+	case SL_COLL_SCATTER: *v = input(root, rk * c + i, false); return true;
+	default: return false;
+	}
+}
+
+/* ---- one case ---- */
+
+/* In place, NCCL's way: where the send buffer sits inside recv (or recv in send). */
+static bool place_in(uint32_t rk, uint64_t b, uint64_t *send_at, uint64_t *recv_at)
+{
+	uint32_t root = cl.plan.root;
+
+	*send_at = *recv_at = 0;
+	switch (cl.plan.coll) {
+	case SL_COLL_ALLGATHER: *send_at = rk * b; return true;
+	case SL_COLL_REDUCE_SCATTER: *recv_at = rk * b; return true;
+	case SL_COLL_GATHER: *send_at = rk * b; return rk == root;
+	case SL_COLL_SCATTER: *recv_at = rk * b; return rk == root;
+	case SL_COLL_BROADCAST: case SL_COLL_REDUCE: return rk == root;
+	case SL_COLL_ALLREDUCE: case SL_COLL_ALLTOALL: return true;
+	default: return false;
+	}
+}
+
+static void setup_rank(uint32_t rk, bool in_place, bool rough)
+{
+	struct rank *r = &cl.r[rk];
+	struct sl_sched_plan p = cl.plan;
+	uint64_t b = p.count * p.esize, send_at, recv_at;
+
+	p.rank = rk;
+	assert_true(sl_cmd_bytes(p.coll, p.count, p.esize, p.nranks, rk, p.root, &p.send_bytes, &p.recv_bytes));
+	in_place = in_place && place_in(rk, b, &send_at, &recv_at);
+	if (in_place) {
+		uint64_t size = p.send_bytes > p.recv_bytes ? p.send_bytes : p.recv_bytes;
+		r->mem = malloc(size + 1);
+		r->send = r->mem + send_at;
+		r->recv = r->mem + recv_at;
+	} else {
+		r->mem = malloc(p.send_bytes + p.recv_bytes + 1);
+		r->send = r->mem;
+		r->recv = r->mem + p.send_bytes;
+		memset(r->recv, 0xa5, p.recv_bytes);
+	}
+	assert_non_null(r->mem);
+	for (uint64_t i = 0; i < p.send_bytes / p.esize; i++)
+		store(r->send, i, input(rk, i, rough));
+	p.in_place = in_place;
+	if (sl_sched_init(&r->s, &p) != 0)
+		fail_msg("%s by %s, n=%u rank %u count %llu: sl_sched_init failed", sl_coll_name(p.coll),
+			 sl_algo_name(p.algo), p.nranks, rk, (unsigned long long)p.count);
+	r->scratch = malloc(r->s.bytes[SL_BUF_SCRATCH] + 1);
+	r->snap = r->s.snapshot_send ? malloc(p.send_bytes + 1) : NULL;
+	r->buf[SL_BUF_SEND] = r->send;
+	r->buf[SL_BUF_RECV] = r->recv;
+	r->buf[SL_BUF_SCRATCH] = r->scratch;
+	if (r->snap) {
+		memcpy(r->snap, r->send, p.send_bytes);
+		r->buf[SL_BUF_SEND] = r->snap;
+	}
+}
+
+static void teardown(void)
+{
+	for (uint32_t k = 0; k < cl.plan.nranks; k++) {
+		sl_sched_fini(&cl.r[k].s);
+		free(cl.r[k].mem);
+		free(cl.r[k].scratch);
+		free(cl.r[k].snap);
+		memset(&cl.r[k], 0, sizeof(cl.r[k]));
+	}
+	free(cl.pool);
+	cl.pool = NULL;
+	cl.npool = cl.cap = 0;
+}
+
+static void check_results(bool in_place, uint64_t seed)
+{
+	for (uint32_t k = 0; k < cl.plan.nranks; k++) {
+		uint64_t rb = cl.r[k].s.p.recv_bytes;
+		for (uint64_t i = 0; i < rb / cl.plan.esize; i++) {
+			double want;
+			uint8_t w[8];
+			if (!expected(k, i, &want))
+				break;
+			store(w, 0, want);
+			if (memcmp(w, cl.r[k].recv + i * cl.plan.esize, cl.plan.esize) != 0)
+				fail_msg("%s by %s (%s %s), n=%u root %u count %llu%s seed %llu: rank %u element "
+					 "%llu is wrong (want %g)", sl_coll_name(cl.plan.coll),
+					 sl_algo_name(cl.plan.algo), sl_dtype_name(cl.dtype), sl_redop_name(cl.op),
+					 cl.plan.nranks, cl.plan.root, (unsigned long long)cl.plan.count,
+					 in_place ? " in place" : "", (unsigned long long)seed, k,
+					 (unsigned long long)i, want);
+		}
+	}
+}
+
+static void run_case(const struct sl_sched_plan *plan, enum sl_dtype t, enum sl_redop op, bool in_place,
+		     uint64_t seed)
+{
+	cl.plan = *plan;
+	cl.plan.esize = (uint32_t)sl_dtype_size(t);
+	cl.dtype = t;
+	cl.op = op;
+	for (uint32_t k = 0; k < plan->nranks; k++)
+		setup_rank(k, in_place, false);
+	run(seed);
+	check_results(in_place, seed);
+	teardown();
+}
+
+/* ---- tests ---- */
+
+static const enum sl_coll all_colls[] = {
+	SL_COLL_ALLREDUCE, SL_COLL_ALLGATHER, SL_COLL_REDUCE_SCATTER, SL_COLL_BROADCAST, SL_COLL_REDUCE,
+	SL_COLL_ALLTOALL, SL_COLL_BARRIER, SL_COLL_GATHER, SL_COLL_SCATTER,
+};
+
+static void test_every_collective(void **state)
+{
+	static const struct { enum sl_dtype t; enum sl_redop op; } types[] = {
+		{ SL_FLOAT32, SL_SUM }, { SL_INT32, SL_MAX }, { SL_INT8, SL_PROD }, { SL_FLOAT64, SL_AVG },
+		{ SL_FLOAT16, SL_MIN }, { SL_INT64, SL_SUM },
+	};
+	static const uint64_t counts[] = { 0, 1, 2, 7, 13, 61 };
+	(void)state;
+
+	for (uint32_t n = 1; n <= MAX_RANKS; n++)
+		for (size_t c = 0; c < sizeof(all_colls) / sizeof(all_colls[0]); c++)
+			for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++) {
+				if (!sl_algo_supported(all_colls[c], a))
+					continue;
+				for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+					struct sl_sched_plan p = { .coll = all_colls[c], .algo = a, .nranks = n,
+								   .count = counts[ci], .payload = 16,
+								   .chunk_bytes = 16 * (1 + ci % 3) };
+					size_t ti = (n + c + ci) % (sizeof(types) / sizeof(types[0]));
+					p.root = (uint32_t)(ci % n);
+					run_case(&p, types[ti].t, types[ti].op, ci % 2, n * 100 + ci);
+				}
+			}
+}
+
+/* Every (datatype, op) through the reducing collectives on 3 ranks. */
+static void test_every_type_and_op(void **state)
+{
+	static const enum sl_dtype types[] = { SL_INT8, SL_UINT8, SL_INT32, SL_INT64, SL_FLOAT16, SL_FLOAT32,
+					       SL_FLOAT64 };
+	static const enum sl_coll colls[] = { SL_COLL_ALLREDUCE, SL_COLL_REDUCE_SCATTER, SL_COLL_REDUCE };
+	(void)state;
+
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+		for (enum sl_redop op = SL_SUM; op < SL_REDOP_COUNT; op++) {
+			bool is_float = types[t] == SL_FLOAT16 || types[t] == SL_FLOAT32 || types[t] == SL_FLOAT64;
+			if (op == SL_AVG && !is_float)
+				continue;
+			for (size_t c = 0; c < sizeof(colls) / sizeof(colls[0]); c++)
+				for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++) {
+					struct sl_sched_plan p = { .coll = colls[c], .algo = a, .nranks = 3, .root = 2,
+								   .count = 37, .payload = 16, .chunk_bytes = 32 };
+					run_case(&p, types[t], op, t % 2, t * 7 + op);
+				}
+		}
+}
+
+/* Rounding float32 sums: the same bits whatever the delivery order, and
+ * (all-reduce) on every rank. */
+static void test_deterministic(void **state)
+{
+	static const enum sl_coll colls[] = { SL_COLL_ALLREDUCE, SL_COLL_REDUCE_SCATTER, SL_COLL_REDUCE };
+	(void)state;
+
+	for (uint32_t n = 2; n <= MAX_RANKS; n++)
+		for (size_t c = 0; c < sizeof(colls) / sizeof(colls[0]); c++)
+			for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++) {
+				struct sl_sched_plan p = { .coll = colls[c], .algo = a, .nranks = n, .root = n - 1,
+							   .count = 97, .esize = 4, .payload = 16, .chunk_bytes = 48 };
+				uint8_t first[MAX_RANKS][97 * 4];
+				cl.dtype = SL_FLOAT32;
+				cl.op = SL_SUM;
+				for (uint64_t seed = 1; seed <= 4; seed++) {
+					cl.plan = p;
+					for (uint32_t k = 0; k < n; k++)
+						setup_rank(k, seed % 2, true);
+					run(seed);
+					for (uint32_t k = 0; k < n; k++) {
+						uint64_t rb = cl.r[k].s.p.recv_bytes;
+						if (seed == 1)
+							memcpy(first[k], cl.r[k].recv, rb);
+						else if (memcmp(first[k], cl.r[k].recv, rb) != 0)
+							fail_msg("%s by %s, n=%u: rank %u's result depends on the "
+								 "delivery order", sl_coll_name(p.coll), sl_algo_name(a),
+								 n, k);
+						if (p.coll == SL_COLL_ALLREDUCE)
+							assert_memory_equal(cl.r[k].recv, cl.r[0].recv, rb);
+					}
+					teardown();
+				}
+			}
+}
+
+/* A send and the matching recv are two halves: one rank each. */
+static void test_send_recv(void **state)
+{
+	static const uint64_t counts[] = { 0, 1, 100 };
+	(void)state;
+
+	for (size_t ci = 0; ci < 3; ci++) {
+		struct sl_sched_plan p = { .nranks = 4, .count = counts[ci], .esize = 4, .payload = 16,
+					   .chunk_bytes = 32, .algo = SL_ALGO_DIRECT };
+		struct sl_sched s[2];
+		struct sl_send snd;
+		struct sl_action a;
+		p.coll = SL_COLL_SEND, p.rank = 1, p.root = 3, p.send_bytes = counts[ci] * 4;
+		assert_int_equal(sl_sched_init(&s[0], &p), 0);
+		p.coll = SL_COLL_RECV, p.rank = 3, p.root = 1, p.send_bytes = 0, p.recv_bytes = counts[ci] * 4;
+		assert_int_equal(sl_sched_init(&s[1], &p), 0);
+		assert_false(sl_sched_recv_done(&s[1]));
+		while (sl_sched_next_send(&s[0], &snd)) {
+			assert_int_equal(snd.peer, 3);
+			for (uint64_t o = 0; o == 0 || o < snd.len; o += 16) {
+				uint64_t len = snd.len - o < 16 ? snd.len - o : 16;
+				assert_int_equal(sl_sched_on_packet(&s[1], 1, snd.step, snd.xoff + o, len, &a),
+						 SL_SCHED_OK);
+				assert_int_equal(a.apply, SL_APPLY_COPY);
+				assert_int_equal(a.off, snd.xoff + o);
+			}
+		}
+		assert_true(sl_sched_recv_done(&s[1]));
+		assert_true(sl_sched_recv_done(&s[0]));
+		sl_sched_fini(&s[0]);
+		sl_sched_fini(&s[1]);
+	}
+}
+
+/* A 3-rank ring all-reduce of 100 floats (segments of 136, 132, 132
+ * bytes), 16-byte packets, 48-byte chunks: malformed packets are refused. */
+static void test_bad_packets(void **state)
+{
+	struct sl_sched_plan p = { .coll = SL_COLL_ALLREDUCE, .algo = SL_ALGO_RING, .nranks = 3, .rank = 0,
+				   .count = 100, .esize = 4, .payload = 16, .chunk_bytes = 48,
+				   .send_bytes = 400, .recv_bytes = 400 };
+	struct sl_sched s;
+	struct sl_action a;
+	struct sl_send snd;
+	(void)state;
+
+	assert_int_equal(sl_sched_init(&s, &p), 0);
+	/* step 0: rank 0 receives segment 2 ([268, 400), 132 bytes) from rank 2 */
+	assert_int_equal(sl_sched_on_packet(&s, 2, 4, 0, 16, &a), SL_SCHED_BAD_STEP);
+	assert_int_equal(sl_sched_on_packet(&s, 1, 0, 0, 16, &a), SL_SCHED_BAD_STEP);
+	assert_int_equal(sl_sched_on_packet(&s, 2, UINT32_MAX, 0, 16, &a), SL_SCHED_BAD_STEP);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 8, 16, &a), SL_SCHED_BAD_RANGE);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 132, 16, &a), SL_SCHED_BAD_RANGE);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, UINT64_MAX - 8, 16, &a), SL_SCHED_BAD_RANGE);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 0, 8, &a), SL_SCHED_BAD_RANGE);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 0, 0, &a), SL_SCHED_BAD_RANGE);
+	/* chunks at 0, 48, 96; the last is 36 bytes: packets at 96, 112 and 128 (4 bytes) */
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 128, 16, &a), SL_SCHED_BAD_RANGE);
+	uint32_t left = s.chunks_left;
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 128, 4, &a), SL_SCHED_OK);
+	assert_int_equal(a.apply, SL_APPLY_REDUCE);
+	assert_int_equal(a.off, 396);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 128, 4, &a), SL_SCHED_DUPLICATE);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 96, 16, &a), SL_SCHED_OK);
+	while (sl_sched_next_send(&s, &snd))
+		assert_int_equal(snd.step, 0); /* step 0's own sends only: chunk incomplete */
+	assert_false(a.chunk_done);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 112, 16, &a), SL_SCHED_OK);
+	assert_true(a.chunk_done);
+	assert_int_equal(s.chunks_left, left - 1);
+	assert_true(sl_sched_next_send(&s, &snd));
+	assert_int_equal(snd.step, 1);
+	assert_int_equal(snd.peer, 1);
+	assert_int_equal(snd.off, 364);
+	assert_int_equal(snd.xoff, 96);
+	assert_int_equal(snd.len, 36);
+	assert_int_equal(snd.buf, SL_BUF_RECV);
+	assert_false(sl_sched_next_send(&s, &snd));
+	sl_sched_fini(&s);
+}
+
+static void test_plan_check(void **state)
+{
+	const struct sl_sched_plan good = { .coll = SL_COLL_ALLREDUCE, .algo = SL_ALGO_RING, .nranks = 4,
+					    .rank = 3, .count = 100, .esize = 4, .payload = 64,
+					    .chunk_bytes = 64 * 64, .send_bytes = 400, .recv_bytes = 400 };
+	struct sl_sched_plan p;
+	struct sl_sched s;
+	(void)state;
+
+	assert_null(sl_sched_plan_check(&good));
+#define BAD(field, value)                                   \
+	do {                                                \
+		p = good;                                   \
+		p.field = value;                            \
+		assert_non_null(sl_sched_plan_check(&p));   \
+		assert_int_equal(sl_sched_init(&s, &p), -1); \
+	} while (0)
+	BAD(nranks, 0);
+	BAD(rank, 4);
+	BAD(root, 4);
+	BAD(esize, 0);
+	BAD(payload, 40);
+	BAD(esize, 3);
+	BAD(chunk_bytes, 100);
+	BAD(chunk_bytes, 65 * 64);
+	BAD(count, UINT64_MAX / 2);
+	BAD(algo, 0);
+	BAD(coll, SL_COLL_COUNT);
+#undef BAD
+	p = good;
+	p.coll = SL_COLL_ALLTOALL; /* no ring all-to-all */
+	assert_non_null(sl_sched_plan_check(&p));
+	/* a buffer smaller than the collective needs: the builder's transfers do not fit */
+	p = good;
+	p.recv_bytes = 396;
+	assert_int_equal(sl_sched_init(&s, &p), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plan_check),
+		cmocka_unit_test(test_bad_packets),
+		cmocka_unit_test(test_send_recv),
+		cmocka_unit_test(test_every_collective),
+		cmocka_unit_test(test_every_type_and_op),
+		cmocka_unit_test(test_deterministic),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
