@@ -229,24 +229,27 @@ static void link_and_queue(struct sl_sched *s)
 }
 
 /*
- * In a rooted collective the data may never pass between two ranks that
- * disagree about the root (each waits for the other): a ring of empty
- * packets on a step of its own makes every rank show its call to its
- * successor, so any difference is seen, and reported, by someone.
+ * In a rooted collective the data does not pass through every rank: two
+ * ranks that disagree about the root may each wait for the other, and a
+ * rank whose own part is consistent could finish before hearing that
+ * another rank called something else.  So each rank also sends every
+ * other an empty packet on a step of its own, carrying its call, and
+ * finishes only once it has seen everyone's: any difference is reported
+ * on every rank, on this call.
  */
 static int add_call_check(struct sl_sched *s)
 {
 	const struct sl_sched_plan *p = &s->p;
 	bool rooted = p->coll == SL_COLL_BROADCAST || p->coll == SL_COLL_REDUCE || p->coll == SL_COLL_GATHER ||
 		      p->coll == SL_COLL_SCATTER;
-	struct sl_xfer tx = { .peer = (p->rank + 1) % p->nranks, .step = SL_SCHED_CHECK_STEP, .is_send = true,
-			      .after = -1 };
-	struct sl_xfer rx = { .peer = (p->rank + p->nranks - 1) % p->nranks, .step = SL_SCHED_CHECK_STEP,
-			      .buf = SL_BUF_RECV, .after = -1 };
 
-	if (!rooted || p->nranks == 1)
-		return 0;
-	return sl_sched_add(s, &tx) < 0 || sl_sched_add(s, &rx) < 0 ? -1 : 0;
+	for (uint32_t q = 0; rooted && q < p->nranks; q++) {
+		struct sl_xfer tx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .is_send = true, .after = -1 };
+		struct sl_xfer rx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .buf = SL_BUF_RECV, .after = -1 };
+		if (q != p->rank && (sl_sched_add(s, &tx) < 0 || sl_sched_add(s, &rx) < 0))
+			return -1;
+	}
+	return 0;
 }
 
 int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)

@@ -24,9 +24,10 @@
  * itself when they become ready (the own block of an all-gather, the local
  * operand of a direct reduction).
  *
- * Rooted collectives also pass one empty packet around the ring (step
- * SL_SCHED_CHECK_STEP), so that ranks that disagree on the root still meet
- * and the engine reports the mismatch instead of waiting forever.
+ * In rooted collectives every rank also sends every other one empty
+ * packet (step SL_SCHED_CHECK_STEP), so that ranks that disagree on the
+ * root, or whose own part is consistent, still see every other rank's
+ * call: a mismatch is reported on every rank instead of waited on.
  *
  * The schedule owns no data and checks every transfer a builder makes
  * against the buffer sizes it was given, so a wrong builder fails at init,

@@ -1,0 +1,487 @@
+/*
+ * it_colls.c: a rank of the collectives integration test, started by
+ * sluice-run once per rank over real dataplanes (with SLUICE_ALGO set, or
+ * the planner's choice).
+ *
+ * 1. Every collective against a reference each rank computes itself: every
+ *    datatype and op for the reducing ones, counts 0, 1 and primes, in
+ *    place and not, every root; exact (inputs are small integers), except
+ *    AVG, which is within a tolerance of the float64 reference.
+ * 2. Send/recv: every rank sends several messages to every other, posted
+ *    in a seeded random order, inside a group and not.
+ * 3. Determinism: a rounding float32 all-reduce and reduce-scatter twice,
+ *    the same bits each time (and on every rank for all-reduce).
+ * 4. Mismatches: rank 1 calls something else (op, count, root, datatype,
+ *    collective, a recv of another size): every rank gets
+ *    SLUICE_ERR_MISMATCH, quickly.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sluice/sluice.h>
+
+#define CHECK(call)                                                                              \
+	do {                                                                                     \
+		sluice_result_t r_ = (call);                                                     \
+		if (r_ != SLUICE_OK) {                                                           \
+			fprintf(stderr, "rank %d: %s failed: %s: %s\n", rank, #call,             \
+				sluice_get_error_string(r_), sluice_last_error());               \
+			exit(1);                                                                 \
+		}                                                                                \
+	} while (0)
+
+#define MAX_COUNT 65537
+#define GUARD 64
+
+enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALLTOALL, GATHER, SCATTER, NCOLLS };
+static const char *const coll_names[NCOLLS] = { "allreduce", "allgather", "reduce_scatter", "broadcast",
+						"reduce", "alltoall", "gather", "scatter" };
+
+static int rank, nranks, failures;
+static sluice_ctx_t *ctx;
+static sluice_comm_t *comm;
+static uint8_t *bufa, *bufb;
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static bool is_float(sluice_datatype_t t)
+{
+	return t == SLUICE_FLOAT16 || t == SLUICE_FLOAT32 || t == SLUICE_FLOAT64 || t == SLUICE_BFLOAT16;
+}
+
+static bool is_unsigned(sluice_datatype_t t)
+{
+	return t == SLUICE_UINT8 || t == SLUICE_UINT32 || t == SLUICE_UINT64;
+}
+
+/* Element i of rank r's input: small integers, exact in every type, whose
+ * sums, products (of 1s and 2s) and extremes are exact too. */
+static double input(int r, size_t i, sluice_datatype_t t, sluice_redop_t op)
+{
+	uint64_t v = mix((uint64_t)r << 40 ^ i ^ (uint64_t)t << 56);
+
+	if (op == SLUICE_PROD)
+		return v % 3 == 0 ? 2 : 1;
+	return (double)(v % 7) - (is_unsigned(t) ? 0 : 3);
+}
+
+/* ---- float16 and bfloat16, enough for small integers and their averages ---- */
+
+static float half_to_float(uint16_t h)
+{
+	int e = (h >> 10) & 31, m = h & 1023;
+	float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), e - 25);
+	return h & 0x8000 ? -v : v;
+}
+
+/* Round to nearest even through float's bits; inputs are normal and small. */
+static uint16_t float_to_half(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint32_t sign = (u >> 16) & 0x8000u, abs = u & 0x7fffffffu;
+	if (abs < 0x38800000u) /* below half's normal range: only 0 occurs here */
+		return (uint16_t)sign;
+	uint32_t v = abs - ((127u - 15u) << 23);
+	return (uint16_t)(sign | ((v + 0xfffu + ((v >> 13) & 1u)) >> 13));
+}
+
+static uint16_t float_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static void store(void *buf, size_t i, sluice_datatype_t t, double v)
+{
+	switch (t) {
+	case SLUICE_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+	case SLUICE_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+	case SLUICE_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+	case SLUICE_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+	case SLUICE_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+	case SLUICE_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
+	case SLUICE_FLOAT16: ((uint16_t *)buf)[i] = float_to_half((float)v); break;
+	case SLUICE_FLOAT32: ((float *)buf)[i] = (float)v; break;
+	case SLUICE_FLOAT64: ((double *)buf)[i] = v; break;
+	case SLUICE_BFLOAT16: ((uint16_t *)buf)[i] = float_to_bf16((float)v); break;
+	default: break;
+	}
+}
+
+static double load(const void *buf, size_t i, sluice_datatype_t t)
+{
+	switch (t) {
+	case SLUICE_INT8: return ((const int8_t *)buf)[i];
+	case SLUICE_UINT8: return ((const uint8_t *)buf)[i];
+	case SLUICE_INT32: return ((const int32_t *)buf)[i];
+	case SLUICE_UINT32: return ((const uint32_t *)buf)[i];
+	case SLUICE_INT64: return (double)((const int64_t *)buf)[i];
+	case SLUICE_UINT64: return (double)((const uint64_t *)buf)[i];
+	case SLUICE_FLOAT16: return half_to_float(((const uint16_t *)buf)[i]);
+	case SLUICE_FLOAT32: return ((const float *)buf)[i];
+	case SLUICE_FLOAT64: return ((const double *)buf)[i];
+	case SLUICE_BFLOAT16: {
+		uint32_t u = (uint32_t)((const uint16_t *)buf)[i] << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	default: return NAN;
+	}
+}
+
+/* ---- the reference ---- */
+
+static double reduced(size_t i, sluice_datatype_t t, sluice_redop_t op)
+{
+	double acc = input(0, i, t, op);
+
+	for (int r = 1; r < nranks; r++) {
+		double x = input(r, i, t, op);
+		switch (op) {
+		case SLUICE_PROD: acc *= x; break;
+		case SLUICE_MAX: acc = x > acc ? x : acc; break;
+		case SLUICE_MIN: acc = x < acc ? x : acc; break;
+		default: acc += x; break;
+		}
+	}
+	return op == SLUICE_AVG ? acc / nranks : acc;
+}
+
+/* Element i of this rank's expected result; false where recv holds nothing. */
+static bool expected(enum coll c, size_t i, size_t count, int root, sluice_datatype_t t, sluice_redop_t op,
+		     double *v)
+{
+	size_t blk = count ? i / count : 0, in = count ? i % count : 0;
+
+	switch (c) {
+	case ALLREDUCE: *v = reduced(i, t, op); return true;
+	case ALLGATHER: *v = input((int)blk, in, t, op); return true;
+	case REDUCE_SCATTER: *v = reduced((size_t)rank * count + i, t, op); return true;
+	case BROADCAST: *v = input(root, i, t, op); return true;
+	case REDUCE: *v = reduced(i, t, op); return rank == root;
+	case ALLTOALL: *v = input((int)blk, (size_t)rank * count + in, t, op); return true;
+	case GATHER: *v = input((int)blk, in, t, op); return rank == root;
+	case SCATTER: *v = input(root, (size_t)rank * count + i, t, op); return true;
+	default: return false;
+	}
+}
+
+/* Elements in this rank's send and recv buffers (sluice.h's table). */
+static void sizes(enum coll c, size_t count, int root, size_t *ns, size_t *nr)
+{
+	size_t n = (size_t)nranks;
+	size_t s[NCOLLS] = { count, count, n * count, rank == root ? count : 0, count, n * count, count,
+			     rank == root ? n * count : 0 };
+	size_t r[NCOLLS] = { count, n * count, count, count, rank == root ? count : 0, n * count,
+			     rank == root ? n * count : 0, count };
+	*ns = s[c];
+	*nr = r[c];
+}
+
+/* NCCL's in-place layouts: where send sits in recv (or recv in send), in elements. */
+static bool in_place_at(enum coll c, size_t count, int root, size_t *send_at, size_t *recv_at)
+{
+	*send_at = *recv_at = 0;
+	switch (c) {
+	case ALLGATHER: *send_at = (size_t)rank * count; return true;
+	case GATHER: *send_at = (size_t)rank * count; return rank == root;
+	case REDUCE_SCATTER: *recv_at = (size_t)rank * count; return true;
+	case SCATTER: *recv_at = (size_t)rank * count; return rank == root;
+	case BROADCAST: case REDUCE: return rank == root;
+	default: return true;
+	}
+}
+
+static sluice_result_t post(enum coll c, const void *s, void *r, size_t count, sluice_datatype_t t,
+			    sluice_redop_t op, int root, sluice_req_t **req)
+{
+	switch (c) {
+	case ALLREDUCE: return sluice_allreduce(comm, s, r, count, t, op, req);
+	case ALLGATHER: return sluice_allgather(comm, s, r, count, t, req);
+	case REDUCE_SCATTER: return sluice_reduce_scatter(comm, s, r, count, t, op, req);
+	case BROADCAST: return sluice_broadcast(comm, s, r, count, t, root, req);
+	case REDUCE: return sluice_reduce(comm, s, r, count, t, op, root, req);
+	case ALLTOALL: return sluice_alltoall(comm, s, r, count, t, req);
+	case GATHER: return sluice_gather(comm, s, r, count, t, root, req);
+	default: return sluice_scatter(comm, s, r, count, t, root, req);
+	}
+}
+
+/* ---- 1: every collective against the reference ---- */
+
+static void run_case(enum coll c, size_t count, sluice_datatype_t t, sluice_redop_t op, int root, bool in_place)
+{
+	size_t es = sluice_datatype_size(t), ns, nr, send_at, recv_at, wrong = 0;
+	uint8_t *send, *recv;
+	sluice_req_t *req;
+	double tol = op != SLUICE_AVG ? 0 : t == SLUICE_FLOAT64 ? 1e-12 : t == SLUICE_FLOAT32 ? 1e-6 : 1e-2;
+
+	sizes(c, count, root, &ns, &nr);
+	in_place = in_place && in_place_at(c, count, root, &send_at, &recv_at);
+	if (in_place) {
+		send = bufa + send_at * es;
+		recv = bufa + recv_at * es;
+	} else {
+		send = bufa;
+		recv = bufb;
+	}
+	memset(bufb, 0xa5, nr * es + GUARD);
+	for (size_t i = 0; i < ns; i++)
+		store(send, i, t, input(rank, i, t, op));
+	if (!in_place) /* nothing may be written past the result (in place, the input follows it) */
+		memset(recv + nr * es, 0x5a, GUARD);
+	CHECK(post(c, ns ? send : NULL, nr ? recv : NULL, count, t, op, root, &req));
+	CHECK(sluice_wait(req));
+	for (size_t i = 0; i < nr; i++) {
+		double want, got = load(recv, i, t);
+		if (!expected(c, i, count, root, t, op, &want))
+			break;
+		if (fabs(got - want) > tol * (fabs(want) + 1) && wrong++ < 3)
+			fprintf(stderr, "rank %d: %s count %zu type %d op %d root %d%s: element %zu is %g, want %g\n",
+				rank, coll_names[c], count, t, op, root, in_place ? " in place" : "", i, got, want);
+	}
+	for (int g = 0; g < GUARD && !in_place; g++)
+		wrong += recv[nr * es + g] != 0x5a;
+	failures += wrong != 0;
+}
+
+static bool reduces(enum coll c)
+{
+	return c == ALLREDUCE || c == REDUCE_SCATTER || c == REDUCE;
+}
+
+static void every_collective(void)
+{
+	static const size_t counts[] = { 0, 1, 2, 7, 1021, 65537 };
+	int cases = 0;
+
+	for (enum coll c = 0; c < NCOLLS; c++) {
+		for (sluice_datatype_t t = 0; t < SLUICE_DATATYPE_COUNT; t++) {
+			for (sluice_redop_t op = 0; op < SLUICE_REDOP_COUNT; op++) {
+				if ((!reduces(c) && op != SLUICE_SUM) || (op == SLUICE_AVG && !is_float(t)))
+					continue;
+				/* one count and root per (type, op), rotating; all of them for float32 sum */
+				for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+					size_t pick = (t * 5 + op) % (sizeof(counts) / sizeof(counts[0]));
+					if (!(t == SLUICE_FLOAT32 && op == SLUICE_SUM) && k != pick)
+						continue;
+					int root = (int)((k + t) % (size_t)nranks);
+					run_case(c, counts[k], t, op, root, (k + t + op) % 2);
+					cases++;
+				}
+			}
+		}
+	}
+	if (rank == 0)
+		printf("it_colls: %d collective cases\n", cases);
+}
+
+/* ---- 2: send/recv in adversarial orders ---- */
+
+#define P2P_MSGS 3
+#define P2P_COUNT 3001
+
+static double p2p_value(int from, int to, int m, size_t i)
+{
+	return (double)(mix((uint64_t)from << 48 ^ (uint64_t)to << 32 ^ (uint64_t)m << 24 ^ i) % 1000);
+}
+
+static void shuffle(int *v, int n, uint64_t seed)
+{
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)(mix(seed + (uint64_t)i) % (uint64_t)(i + 1)), x = v[i];
+		v[i] = v[j];
+		v[j] = x;
+	}
+}
+
+/* Every rank sends P2P_MSGS messages to every other and receives as many;
+ * calls are posted in a random order (recvs before sends on some ranks,
+ * peers interleaved), grouped or not.  The k-th send to a peer pairs with
+ * the peer's k-th recv from us, so message k's data names k. */
+static void send_recv(bool grouped, uint64_t seed)
+{
+	int nops = 2 * (nranks - 1) * P2P_MSGS, order[2 * 255 * P2P_MSGS];
+	int sent[256] = { 0 }, got[256] = { 0 };
+	sluice_req_t *reqs[2 * 255 * P2P_MSGS];
+	float *out = (float *)bufa, *in = (float *)bufb;
+	size_t wrong = 0;
+
+	for (int i = 0; i < nops; i++)
+		order[i] = i;
+	shuffle(order, nops, seed * 1000 + (uint64_t)rank);
+	if (grouped)
+		CHECK(sluice_group_start());
+	for (int i = 0; i < nops; i++) {
+		int o = order[i], p = o / (2 * P2P_MSGS), peer = p >= rank ? p + 1 : p;
+		if (o % 2) {
+			int m = sent[p]++;
+			float *buf = out + ((size_t)p * P2P_MSGS + (size_t)m) * P2P_COUNT;
+			for (size_t e = 0; e < P2P_COUNT; e++)
+				buf[e] = (float)p2p_value(rank, peer, m, e);
+			CHECK(sluice_send(comm, buf, P2P_COUNT, SLUICE_FLOAT32, peer, &reqs[i]));
+		} else {
+			int m = got[p]++;
+			float *buf = in + ((size_t)p * P2P_MSGS + (size_t)m) * P2P_COUNT;
+			CHECK(sluice_recv(comm, buf, P2P_COUNT, SLUICE_FLOAT32, peer, &reqs[i]));
+		}
+	}
+	if (grouped)
+		CHECK(sluice_group_end());
+	/* wait in yet another order: the reverse */
+	for (int i = nops - 1; i >= 0; i--)
+		CHECK(sluice_wait(reqs[i]));
+	for (int p = 0; p < nranks - 1; p++) {
+		int peer = p >= rank ? p + 1 : p;
+		for (int m = 0; m < P2P_MSGS; m++)
+			for (size_t e = 0; e < P2P_COUNT; e++)
+				wrong += in[((size_t)p * P2P_MSGS + (size_t)m) * P2P_COUNT + e] !=
+					 (float)p2p_value(peer, rank, m, e);
+	}
+	if (wrong) {
+		fprintf(stderr, "rank %d: send/recv%s: %zu elements wrong\n", rank, grouped ? " (grouped)" : "", wrong);
+		failures++;
+	}
+}
+
+/* ---- 3: determinism ---- */
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Rounding float32 inputs: an all-reduce and a reduce-scatter twice give
+ * the same bits; the all-reduce's are the same on every rank. */
+static void deterministic(void)
+{
+	size_t count = 30011;
+	float *in = (float *)bufa, *out = (float *)bufb;
+	uint64_t first[2] = { 0, 0 }, *h = (uint64_t *)(bufa + (size_t)nranks * count * 4);
+	sluice_req_t *req;
+
+	for (int run = 0; run < 2; run++) {
+		for (size_t i = 0; i < (size_t)nranks * count; i++)
+			in[i] = (float)((double)(mix((uint64_t)rank << 32 ^ i) >> 11) * 0x1p-53 - 0.5) *
+				(float)(1u << (i % 13));
+		CHECK(sluice_allreduce(comm, in, out, count, SLUICE_FLOAT32, SLUICE_SUM, &req));
+		CHECK(sluice_wait(req));
+		uint64_t a = hash_bytes(out, count * 4);
+		CHECK(sluice_reduce_scatter(comm, in, out, count / (size_t)nranks, SLUICE_FLOAT32, SLUICE_SUM, &req));
+		CHECK(sluice_wait(req));
+		uint64_t b = hash_bytes(out, count / (size_t)nranks * 4);
+		if (run == 1 && (a != first[0] || b != first[1])) {
+			fprintf(stderr, "rank %d: float32 results differ between two identical runs\n", rank);
+			failures++;
+		}
+		first[0] = a;
+		first[1] = b;
+	}
+	/* every rank holds the same all-reduce bits: MAX and MIN of the hash agree */
+	h[0] = first[0];
+	CHECK(sluice_allreduce(comm, h, h + 1, 1, SLUICE_UINT64, SLUICE_MAX, &req));
+	CHECK(sluice_wait(req));
+	CHECK(sluice_allreduce(comm, h, h + 2, 1, SLUICE_UINT64, SLUICE_MIN, &req));
+	CHECK(sluice_wait(req));
+	if (h[1] != first[0] || h[2] != first[0]) {
+		fprintf(stderr, "rank %d: all-reduce results differ across ranks\n", rank);
+		failures++;
+	}
+}
+
+/* ---- 4: mismatches ---- */
+
+enum mismatch { M_OP, M_COUNT, M_ROOT, M_DTYPE, M_COLL, M_P2P, NMISMATCH };
+static const char *const mismatch_names[NMISMATCH] = { "op", "count", "root", "datatype", "collective",
+						       "recv size" };
+
+/* Rank 1 alone calls something else; everyone must hear SLUICE_ERR_MISMATCH. */
+static void mismatch(enum mismatch m)
+{
+	bool odd = rank == 1;
+	sluice_req_t *req;
+	sluice_result_t res;
+	time_t t0 = time(NULL);
+
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	switch (m) {
+	case M_OP: res = sluice_allreduce(comm, bufa, bufb, 100, SLUICE_INT32, odd ? SLUICE_MAX : SLUICE_SUM, &req); break;
+	case M_COUNT: res = sluice_broadcast(comm, bufa, bufb, odd ? 101 : 100, SLUICE_INT32, 0, &req); break;
+	case M_ROOT: res = sluice_reduce(comm, bufa, bufb, 100, SLUICE_INT32, SLUICE_SUM, odd ? 1 : 0, &req); break;
+	case M_DTYPE: res = sluice_allgather(comm, bufa, bufb, 100, odd ? SLUICE_FLOAT32 : SLUICE_INT32, &req); break;
+	case M_COLL:
+		res = odd ? sluice_alltoall(comm, bufa, bufb, 10, SLUICE_INT32, &req)
+			  : sluice_allgather(comm, bufa, bufb, 10, SLUICE_INT32, &req);
+		break;
+	default: /* rank 0 sends 100 to rank 1, which expects 99; the others only hear of it */
+		res = rank == 0 ? sluice_send(comm, bufa, 100, SLUICE_INT32, 1, &req)
+		      : rank == 1 ? sluice_recv(comm, bufb, 99, SLUICE_INT32, 0, &req)
+				  : sluice_barrier(comm, &req);
+		break;
+	}
+	CHECK(res);
+	res = sluice_wait(req);
+	/* a send may complete before the receiver notices: its next call fails instead */
+	if (m == M_P2P && rank == 0 && res == SLUICE_OK) {
+		CHECK(sluice_barrier(comm, &req));
+		res = sluice_wait(req);
+	}
+	if (res != SLUICE_ERR_MISMATCH || !strstr(sluice_last_error(), "differs across ranks")) {
+		fprintf(stderr, "rank %d: %s differs on rank 1: got %s (%s), want a mismatch\n", rank,
+			mismatch_names[m], sluice_get_error_string(res), sluice_last_error());
+		failures++;
+	}
+	if (time(NULL) - t0 > 5) {
+		fprintf(stderr, "rank %d: the %s mismatch took %ld s to report\n", rank, mismatch_names[m],
+			(long)(time(NULL) - t0));
+		failures++;
+	}
+	CHECK(sluice_comm_destroy(comm));
+}
+
+int main(void)
+{
+	size_t bytes = 8 * (size_t)MAX_COUNT * 4 + GUARD; /* up to 4 ranks' blocks of float64 */
+
+	CHECK(sluice_init(&ctx));
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	CHECK(sluice_comm_rank(comm, &rank));
+	CHECK(sluice_comm_size(comm, &nranks));
+	if (nranks > 4) {
+		fprintf(stderr, "it_colls: sized for at most 4 ranks, not %d\n", nranks);
+		return 2;
+	}
+	CHECK(sluice_mem_alloc(ctx, bytes, (void **)&bufa));
+	CHECK(sluice_mem_alloc(ctx, bytes, (void **)&bufb));
+	every_collective();
+	if (nranks > 1) {
+		send_recv(false, 1);
+		send_recv(true, 2);
+	}
+	deterministic();
+	CHECK(sluice_comm_destroy(comm));
+	for (enum mismatch m = 0; nranks > 2 && m < NMISMATCH; m++)
+		mismatch(m);
+	CHECK(sluice_mem_free(ctx, bufa));
+	CHECK(sluice_mem_free(ctx, bufb));
+	CHECK(sluice_finalize(ctx));
+	if (rank == 0 || failures)
+		printf("it_colls rank %d of %d: %d failures\n", rank, nranks, failures);
+	return failures ? 1 : 0;
+}
