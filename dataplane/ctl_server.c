@@ -24,10 +24,12 @@
 #include <sluice/sluice.h>
 
 #include "ctl_server.h"
+#include "trace_tap.h"
 
 struct conn {
 	int fd;                           /* -1 when the slot is free */
 	bool hello;                       /* HELLO done: the engine knows this client */
+	bool tracer;                      /* a sluice-trace attached through this connection */
 	bool region_used[SL_MAX_REGIONS];
 };
 
@@ -205,6 +207,7 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 	if (r->status == SLUICE_OK) {
 		s->comm_owner[i] = ci;
 		r->value = i;
+		dp_trace_note_comm(s->cfg->trace, &comm);
 	}
 }
 
@@ -222,7 +225,9 @@ static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m
 		s->comm_owner[m->a.comm] = -1;
 }
 
-static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd, struct sl_ctl_reply *r)
+/* *reply_fd: a file descriptor to pass back with the reply, or -1. */
+static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd, struct sl_ctl_reply *r,
+		   int *reply_fd)
 {
 	r->node = s->e->node;
 	if (m->version != SL_ABI_VERSION) {
@@ -230,7 +235,8 @@ static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd,
 			  "use libsluice and sluiced from the same build", m->version, SL_ABI_VERSION);
 		return;
 	}
-	if (m->type != SL_CTL_HELLO && m->type != SL_CTL_INFO && !s->conns[ci].hello) {
+	if (m->type != SL_CTL_HELLO && m->type != SL_CTL_INFO && m->type != SL_CTL_TRACE_ATTACH &&
+	    !s->conns[ci].hello) {
 		reply_err(r, SLUICE_ERR_INVALID_USAGE, "HELLO must come first");
 		return;
 	}
@@ -241,6 +247,10 @@ static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd,
 	case SL_CTL_COMM_CREATE: do_comm_create(s, ci, m, r); break;
 	case SL_CTL_COMM_DESTROY: do_comm_destroy(s, ci, m, r); break;
 	case SL_CTL_INFO: break;
+	case SL_CTL_TRACE_ATTACH:
+		*reply_fd = dp_trace_attach(s->cfg->trace, s->e, m, r);
+		s->conns[ci].tracer |= *reply_fd >= 0;
+		break;
 	default: reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "unknown request type %u", m->type);
 	}
 }
@@ -276,6 +286,8 @@ static void drop_conn(struct server *s, int ci)
 		req.why = why;
 		dp_engine_call(s->e, &req);
 	}
+	if (s->conns[ci].tracer)
+		dp_trace_detach(s->cfg->trace);
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
 		if (s->comm_owner[i] == ci)
 			s->comm_owner[i] = -1;
@@ -284,11 +296,30 @@ static void drop_conn(struct server *s, int ci)
 	s->conns[ci].fd = -1;
 }
 
+/* Send one reply, with fd (when >= 0) as SCM_RIGHTS. */
+static bool send_reply(int sock, const struct sl_ctl_reply *r, int fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { (void *)r, sizeof(*r) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*r);
+}
+
 static void serve_conn(struct server *s, int ci)
 {
 	struct sl_ctl_msg m;
 	struct sl_ctl_reply r;
-	int fd;
+	int fd, reply_fd = -1;
 	bool short_msg;
 
 	if (recv_req(s->conns[ci].fd, &m, &fd, &short_msg) != 0) {
@@ -299,10 +330,13 @@ static void serve_conn(struct server *s, int ci)
 	if (short_msg)
 		reply_err(&r, SLUICE_ERR_INVALID_ARGUMENT, "request too short");
 	else
-		handle(s, ci, &m, fd, &r);
+		handle(s, ci, &m, fd, &r, &reply_fd);
 	if (fd >= 0)
 		close(fd); /* mapped already, or refused */
-	if (send(s->conns[ci].fd, &r, sizeof(r), MSG_NOSIGNAL) != (ssize_t)sizeof(r))
+	bool sent = send_reply(s->conns[ci].fd, &r, reply_fd);
+	if (reply_fd >= 0)
+		close(reply_fd); /* the peer has its own copy now */
+	if (!sent)
 		drop_conn(s, ci);
 }
 

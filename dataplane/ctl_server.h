@@ -8,10 +8,13 @@
 
 #include "dp.h"
 
+struct dp_trace;
+
 struct dp_server_cfg {
 	const char *socket_path;
 	bool allow_any_user;  /* serve peers of other uids too */
 	_Atomic bool *stop;   /* set to make dp_server_run return */
+	struct dp_trace *trace; /* the engine's trace taps (trace_tap.h), or NULL: none */
 };
 
 /* Serve until *cfg->stop; sets *ready once listening.  0, or -1 with err. */

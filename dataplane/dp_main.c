@@ -25,6 +25,7 @@
 #include "eal.h"
 #include "fault_port.h"
 #include "port_dpdk.h"
+#include "trace_tap.h"
 
 #define DEFAULT_SOCKET "/run/sluice/sluiced.sock"
 #define DEFAULT_FRAME (8192 + SL_FRAME_OVERHEAD)
@@ -322,6 +323,7 @@ static int engine_main(void *arg)
 static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, char *err, size_t len)
 {
 	static struct dp_engine engine;
+	static struct dp_trace trace;
 	struct sl_port *ports[SL_MAX_PORTS] = { 0 }, *faulty[SL_MAX_PORTS] = { 0 };
 	const struct sl_clock clock = { dp_now_ns, NULL };
 	const char *const no_vdevs[] = { NULL };
@@ -331,7 +333,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu, .mem_mb = 512,
 				 .huge = !o->no_huge, .log_level = "*:error", .vdevs = no_vdevs };
 	struct dp_server_cfg sc = { .socket_path = o->socket_path, .allow_any_user = o->allow_any_user,
-				    .stop = stop };
+				    .stop = stop, .trace = &trace };
 	int rc = -1;
 
 	snprintf(prefix, sizeof(prefix), "sluice-n%d-%d", o->node, (int)getpid());
@@ -342,6 +344,9 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	/* CRC32C and fault injection (--no-crc, --fault): the innermost wrap */
 	if (prepare_links(o, ports, faulty, &clock, err, len) != 0)
 		goto out;
+	/* sluice-trace's taps (trace_tap.h), outermost: they record what the transport sends and sees. */
+	for (unsigned i = 0; i < o->nlinks; i++)
+		ports[i] = dp_trace_tap(&trace, ports[i], o->links[i].node);
 	for (unsigned i = 0; i < o->nlinks; i++)
 		frame = ports[i]->max_frame < frame ? ports[i]->max_frame : frame;
 	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .max_frame = frame, .payload = o->payload,

@@ -23,8 +23,9 @@
 #include <stdint.h>
 
 #include "spsc.h"
+#include "trace.h"
 
-#define SL_ABI_VERSION 2
+#define SL_ABI_VERSION 3
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -154,6 +155,8 @@ enum sl_ctl_type {
 	SL_CTL_COMM_CREATE = 4,  /* c.*; reply.value = comm handle */
 	SL_CTL_COMM_DESTROY = 5, /* a.comm */
 	SL_CTL_INFO = 6,         /* reply.node = this dataplane's node id */
+	SL_CTL_TRACE_ATTACH = 7, /* t.*; no HELLO needed.  Reply carries the trace ring's memfd
+				    (trace.h); the tracer stays attached until it closes the socket */
 };
 
 struct sl_ctl_msg {
@@ -171,6 +174,11 @@ struct sl_ctl_msg {
 			uint32_t nranks;
 			uint32_t node[SL_MAX_RANKS];  /* dataplane node id of each rank */
 		} c;
+		struct {
+			uint32_t snap;                /* DATA payload bytes to keep (0: headers only) */
+			uint32_t reserved;
+			struct sl_trace_filter filter; /* what the engine keeps */
+		} t;
 	};
 };
 

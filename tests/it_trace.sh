@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# it_trace.sh: sluice-trace end to end.  Dataplanes run an all-reduce test
+# while `sluice-trace capture` is attached to all of them; then real
+# tshark, with the repository's Lua dissector, reads the capture and every
+# count is checked against what the dataplanes counted themselves: DATA
+# sent, retransmissions (and that each retransmitted PSN was first sent
+# plainly), ACKs with a SACK body.  Finally `sluice-trace analyze` must read
+# it.  usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS]
+#   hand: two sluiced started here; with a spec, node 0 (rank 0) drops on its
+#         sends (sluiced --fault) and analyze must blame rank 0's link
+#   run:  sluice-run --trace with RANKS dataplanes (default 3)
+set -u
+B=${SLUICE_BUILD_ROOT:?run through meson test, or set SLUICE_BUILD_ROOT to the build directory}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-hand} nodes=2 fault=""
+case "$mode" in
+hand) fault=${2:-} ;;
+run) nodes=${2:-3} ;;
+*) echo "usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS]" >&2; exit 2 ;;
+esac
+LUA=$SRC/tools/sluice.lua
+TRACE=$B/ctl/sluice-trace
+command -v tshark >/dev/null || { echo "it_trace: tshark is missing: apt-get install tshark"; exit 77; }
+
+d=$(mktemp -d /tmp/it-trace.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+	[ -n "${KEEP:-}" ] && cp "$d/cap.pcapng" "$KEEP"
+	rm -rf "$d"
+}
+trap cleanup EXIT
+fail() { echo "it_trace: FAIL: $*" >&2; for f in "$d"/*.log; do sed "s|^|[$(basename "$f")] |" "$f" >&2; done; exit 1; }
+wait_for() { # file seconds
+	for ((t = 0; t < $2 * 20; t++)); do [ -e "$1" ] && return 0; sleep 0.05; done
+	return 1
+}
+
+# Two sluiced by hand, so that only node 0 gets the fault; sluice-trace attached to both.
+by_hand() {
+	for i in 0 1; do
+		extra=()
+		[ $i = 0 ] && [ -n "$fault" ] && extra=(--fault "$fault")
+		"$B/dataplane/sluiced" --node $i --nodes 2 --memif-dir "$d" --timeout 20 --engine-cpu $i \
+			--socket "$d/n$i.sock" "${extra[@]}" >"$d/dp$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in 0 1; do wait_for "$d/n$i.sock" 30 || fail "dataplane $i did not start"; done
+	"$TRACE" capture --socket "$d/n0.sock" --socket "$d/n1.sock" -w "$d/cap.pcapng" --ready "$d/ready" \
+		2>"$d/trace.log" &
+	tracer=$!
+	pids+=($tracer)
+	wait_for "$d/ready" 10 || fail "sluice-trace did not attach"
+	port=$((20000 + RANDOM % 20000))
+	ranks=()
+	for i in 0 1; do
+		SLUICE_RANK=$i SLUICE_WORLD_SIZE=2 SLUICE_ROOT=127.0.0.1:$port SLUICE_SOCKET=$d/n$i.sock \
+			SLUICE_TIMEOUT=20 "$B/tests/it_allreduce" >"$d/rank$i.log" 2>&1 &
+		ranks+=($!)
+	done
+	for p in "${ranks[@]}"; do wait "$p" || fail "a rank failed"; done
+	kill -TERM "${pids[0]}" "${pids[1]}"
+	wait "${pids[0]}" "${pids[1]}"
+	wait "$tracer" || fail "sluice-trace capture exited with $?"
+	pids=()
+}
+
+# The launcher does it all: sluice-run --trace.
+launcher() {
+	"$B/dataplane/sluice-run" -n "$nodes" --daemons -v --timeout 20 --trace "$d/cap.pcapng" -- \
+		"$B/tests/it_allreduce" >"$d/run.log" 2>&1 || fail "sluice-run --trace failed"
+	grep '^sluice-trace:' "$d/run.log" >"$d/trace.log"
+	for ((i = 0; i < nodes; i++)); do grep "sluiced node $i:" "$d/run.log" >"$d/dp$i.log"; done
+}
+
+if [ "$mode" = run ]; then launcher; else by_hand; fi
+
+grep -q ", 0 dropped in the trace rings" "$d/trace.log" || fail "the trace rings dropped records"
+written=$(sed -n 's/^sluice-trace: \([0-9]*\) packets written.*/\1/p' "$d/trace.log")
+read_back=$(tshark -r "$d/cap.pcapng" 2>/dev/null | wc -l)
+[ "$written" = "$read_back" ] || fail "sluice-trace wrote $written packets, tshark read $read_back"
+
+# One line per packet: capturing interface, type, source node, PSN, retx flag, SACKed PSN count.
+tshark -X lua_script:"$LUA" -r "$d/cap.pcapng" -T fields -E separator=' ' -e frame.interface_name \
+	-e sluice.type -e sluice.src_node -e sluice.psn -e sluice.flags.retx -e sluice.ack.sacked \
+	>"$d/fields.txt" 2>"$d/tshark.log" || fail "tshark with the dissector failed"
+for ((i = 0; i < nodes; i++)); do
+	# counters line: "... data tx N rx N, retransmits rto N sack N, ..."
+	line=$(grep 'collectives posted' "$d/dp$i.log") || fail "dataplane $i printed no counters"
+	data_tx=$(sed -n 's/.*data tx \([0-9]*\).*/\1/p' <<<"$line")
+	retx=$(( $(sed -n 's/.*rto \([0-9]*\) sack \([0-9]*\).*/\1 + \2/p' <<<"$line") ))
+	awk -v i=$i 'index($1, "node" i "-") == 1 && $2 == 1 && $3 == i' "$d/fields.txt" >"$d/tx$i.txt"
+	got_tx=$(wc -l <"$d/tx$i.txt")
+	got_retx=$(awk '$5 == "True" || $5 == 1' "$d/tx$i.txt" | wc -l)
+	[ "$got_tx" = "$data_tx" ] || fail "node $i: $got_tx DATA sent in the capture, the dataplane counted $data_tx"
+	[ "$got_retx" = "$retx" ] || fail "node $i: $got_retx retransmissions in the capture, the dataplane counted $retx"
+	# each retransmitted PSN went out plainly first
+	orphans=$(awk '{ if ($5 == "True" || $5 == 1) r[$4] = 1; else o[$4] = 1 } END { n = 0; for (p in r) if (!(p in o)) n++; print n }' "$d/tx$i.txt")
+	[ "$orphans" = 0 ] || fail "node $i: $orphans retransmitted PSNs were never sent before"
+	echo "node $i: $got_tx DATA sent, $got_retx retransmitted: matches the dataplane's counters"
+done
+acks=$(awk '$2 == 2 && $6 != ""' "$d/fields.txt" | wc -l)
+[ "$acks" -gt 0 ] || fail "no ACK with a decoded SACK body"
+
+"$TRACE" analyze "$d/cap.pcapng" >"$d/analyze.log" 2>&1 || fail "sluice-trace analyze failed"
+grep -q "^slowest rank" "$d/analyze.log" || fail "analyze named no slowest rank"
+if [ -n "$fault" ]; then
+	grep -q "^slowest link: rank 0 (node 0) -> rank 1 (node 1): [1-9]" "$d/analyze.log" ||
+		fail "analyze did not blame the lossy link rank 0 -> rank 1: $(grep ^slowest "$d/analyze.log")"
+	grep -q "^slowest rank: 0 " "$d/analyze.log" || fail "analyze did not name rank 0"
+	grep "^slowest" "$d/analyze.log"
+fi
+echo "it_trace: ok ($written packets)"
