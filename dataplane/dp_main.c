@@ -324,7 +324,8 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 {
 	static struct dp_engine engine;
 	static struct dp_trace trace;
-	struct sl_port *ports[SL_MAX_PORTS] = { 0 }, *faulty[SL_MAX_PORTS] = { 0 };
+	/* Static: the ports outlive this call (see the end) and stay reachable. */
+	static struct sl_port *ports[SL_MAX_PORTS], *faulty[SL_MAX_PORTS];
 	const struct sl_clock clock = { dp_now_ns, NULL };
 	const char *const no_vdevs[] = { NULL };
 	char prefix[64];
