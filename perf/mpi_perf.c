@@ -1,10 +1,14 @@
 /*
  * mpi_perf.c: mpi-allreduce-perf, the same table and flags as sluice-perf
- * for MPI_Allreduce, so that sluice can be measured against Open MPI on the
- * same machine and medium (perf/vs-openmpi.sh runs both).
+ * (-C included) for Open MPI's collectives, so that sluice can be measured
+ * against Open MPI on the same machine and medium (perf/vs-openmpi.sh runs
+ * both).  The name stays for the scripts that know it.
  */
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <mpi.h>
 
@@ -38,6 +42,14 @@ static MPI_Op mpi_op(sluice_redop_t op)
 	}
 }
 
+static size_t mpi_size(MPI_Datatype t)
+{
+	int size = 0;
+
+	MPI_Type_size(t, &size);
+	return (size_t)size;
+}
+
 static int fail(const char *what, int err)
 {
 	char msg[MPI_MAX_ERROR_STRING];
@@ -48,15 +60,61 @@ static int fail(const char *what, int err)
 	return -1;
 }
 
-static int mpi_allreduce(void *ctx, const void *send, void *recv, size_t count,
-			 sluice_datatype_t dtype, sluice_redop_t op)
+/* Byte distance from b to a. */
+static ptrdiff_t gap(const void *a, const void *b)
 {
+	return (const char *)a - (const char *)b;
+}
+
+/* One call; NCCL's in-place layouts (see sluice.h) become MPI_IN_PLACE. */
+static int mpi_call(enum perf_coll c, const void *send, void *recv, int n, MPI_Datatype t, MPI_Op op,
+		    int root, int rank, int size)
+{
+	ptrdiff_t block = (ptrdiff_t)n * (ptrdiff_t)mpi_size(t), mine = rank * block;
+	bool at_mine = send && recv && gap(send, recv) == mine; /* all-gather, gather */
+	bool same = send && send == recv;
+
+	switch (c) {
+	case PERF_ALLREDUCE: return MPI_Allreduce(same ? MPI_IN_PLACE : send, recv, n, t, op, MPI_COMM_WORLD);
+	case PERF_ALLGATHER: return MPI_Allgather(at_mine ? MPI_IN_PLACE : send, n, t, recv, n, t, MPI_COMM_WORLD);
+	case PERF_REDUCE_SCATTER:
+		if (send && recv && gap(recv, send) == mine) {
+			/* MPI's in place leaves the result at the buffer's start: move it to NCCL's place */
+			int err = MPI_Reduce_scatter_block(MPI_IN_PLACE, (void *)send, n, t, op, MPI_COMM_WORLD);
+			memmove(recv, send, (size_t)block);
+			return err;
+		}
+		return MPI_Reduce_scatter_block(send, recv, n, t, op, MPI_COMM_WORLD);
+	case PERF_BROADCAST:
+		if (rank == root && !same)
+			memcpy(recv, send, (size_t)block);
+		return MPI_Bcast(recv, n, t, root, MPI_COMM_WORLD);
+	case PERF_REDUCE:
+		return MPI_Reduce(rank == root && same ? MPI_IN_PLACE : send, recv, n, t, op, root, MPI_COMM_WORLD);
+	case PERF_ALLTOALL: return MPI_Alltoall(same ? MPI_IN_PLACE : send, n, t, recv, n, t, MPI_COMM_WORLD);
+	case PERF_GATHER:
+		return MPI_Gather(rank == root && at_mine ? MPI_IN_PLACE : send, n, t, recv, n, t, root, MPI_COMM_WORLD);
+	case PERF_SCATTER:
+		return MPI_Scatter(send, n, t, rank == root && send && gap(recv, send) == mine ? MPI_IN_PLACE : recv,
+				   n, t, root, MPI_COMM_WORLD);
+	default:
+		return MPI_Sendrecv(send, n, t, (rank + 1) % size, 0, recv, n, t, (rank + size - 1) % size, 0,
+				    MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	}
+}
+
+static int mpi_run(void *ctx, enum perf_coll c, const void *send, void *recv, size_t count,
+		   sluice_datatype_t dtype, sluice_redop_t op, int root)
+{
+	int rank, size;
+
 	(void)ctx;
 	if (count > (size_t)INT32_MAX)
-		return fail("MPI_Allreduce", MPI_ERR_COUNT);
-	int err = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
-				mpi_type(dtype), mpi_op(op), MPI_COMM_WORLD);
-	return err == MPI_SUCCESS ? 0 : fail("MPI_Allreduce", err);
+		return fail(perf_coll_name(c), MPI_ERR_COUNT);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	int err = mpi_call(c, send, recv, (int)count, mpi_type(dtype), mpi_op(op), root, rank, size);
+	return err == MPI_SUCCESS ? 0 : fail(perf_coll_name(c), err);
 }
 
 static int mpi_sum_doubles(void *ctx, double *vals, int n)
@@ -69,7 +127,7 @@ static int mpi_sum_doubles(void *ctx, double *vals, int n)
 int main(int argc, char **argv)
 {
 	struct perf_opts o;
-	struct perf_backend b = { .name = "mpi", .allreduce = mpi_allreduce,
+	struct perf_backend b = { .name = "mpi", .run = mpi_run,
 				  .sum_doubles = mpi_sum_doubles };
 	int rc = 1;
 
@@ -85,7 +143,7 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return 2;
 	}
-	size_t bytes = o.max_bytes < 8 ? 8 : o.max_bytes;
+	size_t bytes = o.max_bytes < 8 * 256 ? 8 * 256 : o.max_bytes;
 	void *send = NULL, *recv = NULL;
 	if (MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, &send) != MPI_SUCCESS ||
 	    MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, &recv) != MPI_SUCCESS)

@@ -1,10 +1,11 @@
 /*
  * perf_common.c: the body of sluice-perf and mpi-allreduce-perf.
  *
- * Flags, sizes and the table follow nccl-tests so that results from sluice,
- * Open MPI and NCCL line up column for column.  Inputs are small integers
- * chosen so that the all-reduce is exact in every datatype and every
- * summation order: a result either matches bit for bit or is wrong.
+ * Flags, sizes, busbw factors and the table follow nccl-tests so that
+ * results from sluice, Open MPI and NCCL line up column for column.  Inputs
+ * are small integers chosen so that every collective's result is exact in
+ * every datatype and every reduction order: a result either matches bit for
+ * bit or is wrong.
  */
 #include "perf_common.h"
 
@@ -42,6 +43,51 @@ static const char *const op_names[SLUICE_REDOP_COUNT] = {
 	[SLUICE_MIN] = "min", [SLUICE_AVG] = "avg",
 };
 
+/* nccl-tests' names (its binaries are all_reduce_perf and so on) and busbw factors. */
+static const char *const coll_names[PERF_NCOLLS] = {
+	[PERF_ALLREDUCE] = "all_reduce", [PERF_ALLGATHER] = "all_gather",
+	[PERF_REDUCE_SCATTER] = "reduce_scatter", [PERF_BROADCAST] = "broadcast", [PERF_REDUCE] = "reduce",
+	[PERF_ALLTOALL] = "alltoall", [PERF_GATHER] = "gather", [PERF_SCATTER] = "scatter",
+	[PERF_SENDRECV] = "sendrecv",
+};
+
+const char *perf_coll_name(enum perf_coll c)
+{
+	return coll_names[c];
+}
+
+static int parse_coll(const char *s)
+{
+	for (int c = 0; c < PERF_NCOLLS; c++)
+		if (!strcmp(s, coll_names[c]))
+			return c;
+	return -1;
+}
+
+static bool coll_reduces(enum perf_coll c)
+{
+	return c == PERF_ALLREDUCE || c == PERF_REDUCE_SCATTER || c == PERF_REDUCE;
+}
+
+static bool coll_rooted(enum perf_coll c)
+{
+	return c == PERF_BROADCAST || c == PERF_REDUCE || c == PERF_GATHER || c == PERF_SCATTER;
+}
+
+/* The whole buffer is split in blocks of one per rank (nccl-tests' sizes). */
+static bool coll_blocked(enum perf_coll c)
+{
+	return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL || c == PERF_GATHER ||
+	       c == PERF_SCATTER;
+}
+
+static double busbw_factor(enum perf_coll c, int n)
+{
+	if (c == PERF_ALLREDUCE)
+		return 2.0 * (n - 1) / n;
+	return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL ? (double)(n - 1) / n : 1.0;
+}
+
 static int parse_dtype(const char *s)
 {
 	for (int t = 0; t < SLUICE_DATATYPE_COUNT; t++)
@@ -63,7 +109,10 @@ static int parse_op(const char *s)
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
-		"usage: %s [flags]   (all-reduce benchmark, nccl-tests columns)\n"
+		"usage: %s [flags]   (collective benchmark, nccl-tests columns)\n"
+		"  -C COLL   all_reduce (default) all_gather reduce_scatter broadcast reduce\n"
+		"            alltoall gather scatter sendrecv\n"
+		"  -r ROOT   root of broadcast, reduce, gather, scatter (default 0)\n"
 		"  -b SIZE   smallest message in bytes (8, 1K, 64M, 1G; default 8)\n"
 		"  -e SIZE   largest message in bytes (default 64M)\n"
 		"  -f N      multiply the size by N per row (default 2)\n"
@@ -73,7 +122,7 @@ static void usage(FILE *f, const char *prog)
 		"  -c 0|1    check every element of one extra run (default 1)\n"
 		"  -d TYPE   int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
 		"            (default float)\n"
-		"  -o OP     sum prod max min avg (default sum)\n"
+		"  -o OP     sum prod max min avg (default sum; reducing collectives only)\n"
 		"  -J FILE   also write one JSON object per size to FILE (rank 0)\n"
 		"  -g 1, -t 1  accepted for nccl-tests command lines: one rank per process\n"
 		"  -h        this help\n",
@@ -154,10 +203,12 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 	const char *prog = argv[0];
 	int opt, v;
 
-	*o = (struct perf_opts){ .min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
+	*o = (struct perf_opts){ .coll = PERF_ALLREDUCE, .min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
 				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
-	while ((opt = getopt(argc, argv, "b:e:f:n:w:B:c:d:o:J:g:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:d:o:J:g:t:h")) != -1) {
 		switch (opt) {
+		case 'C': set_choice(parse_coll(optarg), &v, "collective", optarg, prog); o->coll = v; break;
+		case 'r': o->root = (int)parse_uint(optarg, prog, 'r'); break;
 		case 'b': need_size(optarg, &o->min_bytes, prog, 'b'); break;
 		case 'e': need_size(optarg, &o->max_bytes, prog, 'e'); break;
 		case 'B': need_size(optarg, &o->budget, prog, 'B'); break;
@@ -266,21 +317,100 @@ static void store(void *buf, size_t i, sluice_datatype_t t, int64_t v)
 	}
 }
 
-static void fill_input(void *buf, size_t count, const struct perf_opts *o, int rank, int n)
+/* The pattern op: copies carry MAX's pattern (1..7), exact in every type. */
+static int pattern_op(const struct perf_opts *o)
 {
-	for (size_t i = 0; i < count; i++)
-		store(buf, i, o->dtype, input_value(o->op, rank, n, i));
+	return coll_reduces(o->coll) ? (int)o->op : SLUICE_MAX;
 }
 
-/* Elements of buf that differ (bitwise) from the exact result. */
-static size_t count_wrong(const void *buf, size_t count, const struct perf_opts *o, int n)
+/* Where one call's buffers sit and how many elements each holds. */
+struct layout {
+	const void *send;
+	void *recv;
+	size_t block;      /* the call's count: elements per block */
+	size_t nsend, nrecv;
+};
+
+/* Element i of rank r's send buffer. */
+static int64_t send_value(const struct perf_opts *o, int r, int n, size_t i)
+{
+	return input_value(pattern_op(o), r, n, i);
+}
+
+/* Element i of rank r's expected recv buffer; false where it holds nothing to check. */
+static bool recv_value(const struct perf_opts *o, int r, int n, size_t block, size_t i, int64_t *v)
+{
+	int op = pattern_op(o);
+	size_t blk = block ? i / block : 0, in = block ? i % block : 0;
+
+	switch (o->coll) {
+	case PERF_ALLREDUCE: *v = expected_value(op, n, i); return true;
+	case PERF_ALLGATHER: *v = input_value(op, (int)blk, n, in); return true;
+	case PERF_REDUCE_SCATTER: *v = expected_value(op, n, (size_t)r * block + i); return true;
+	case PERF_BROADCAST: *v = input_value(op, o->root, n, i); return true;
+	case PERF_REDUCE: *v = expected_value(op, n, i); return r == o->root;
+	case PERF_ALLTOALL: *v = input_value(op, (int)blk, n, (size_t)r * block + in); return true;
+	case PERF_GATHER: *v = input_value(op, (int)blk, n, in); return r == o->root;
+	case PERF_SCATTER: *v = input_value(op, o->root, n, (size_t)r * block + i); return true;
+	default: *v = input_value(op, (r + n - 1) % n, n, i); return true; /* sendrecv: from rank - 1 */
+	}
+}
+
+/* Block size and buffer lengths of a row of `count` elements (nccl-tests' size). */
+static void layout_of(const struct perf_opts *o, const struct perf_backend *b, size_t count, struct layout *l)
+{
+	size_t n = (size_t)b->nranks, blk = coll_blocked(o->coll) ? count / n : count;
+	bool root = b->rank == o->root;
+
+	l->block = blk;
+	switch (o->coll) {
+	case PERF_ALLGATHER: l->nsend = blk; l->nrecv = n * blk; break;
+	case PERF_REDUCE_SCATTER: l->nsend = n * blk; l->nrecv = blk; break;
+	case PERF_ALLTOALL: l->nsend = l->nrecv = n * blk; break;
+	case PERF_BROADCAST: l->nsend = root ? blk : 0; l->nrecv = blk; break;
+	case PERF_REDUCE: l->nsend = blk; l->nrecv = root ? blk : 0; break;
+	case PERF_GATHER: l->nsend = blk; l->nrecv = root ? n * blk : 0; break;
+	case PERF_SCATTER: l->nsend = root ? n * blk : 0; l->nrecv = blk; break;
+	default: l->nsend = l->nrecv = blk; break;
+	}
+}
+
+/* The buffers of one phase: out of place, or NCCL's in-place layout. */
+static void place(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv,
+		  bool in_place, struct layout *l)
+{
+	size_t es = dtypes[o->dtype].size, mine = (size_t)b->rank * l->block * es;
+
+	l->send = send;
+	l->recv = recv;
+	/* sendrecv has no in-place form (the send would read what the recv overwrites) */
+	if (!in_place || o->coll == PERF_SENDRECV)
+		return;
+	switch (o->coll) {
+	case PERF_ALLGATHER: case PERF_GATHER: l->send = (char *)recv + mine; break;
+	case PERF_REDUCE_SCATTER: case PERF_SCATTER: l->send = recv; l->recv = (char *)recv + mine; break;
+	default: l->send = recv; break;
+	}
+}
+
+static void fill_input(const struct perf_opts *o, const struct perf_backend *b, const struct layout *l)
+{
+	for (size_t i = 0; i < l->nsend; i++)
+		store((void *)l->send, i, o->dtype, send_value(o, b->rank, b->nranks, i));
+}
+
+/* Elements of the result that differ (bitwise) from the exact one. */
+static size_t count_wrong(const struct perf_opts *o, const struct perf_backend *b, const struct layout *l)
 {
 	size_t es = dtypes[o->dtype].size, wrong = 0;
 	_Alignas(8) unsigned char want[8];
+	int64_t v;
 
-	for (size_t i = 0; i < count; i++) {
-		store(want, 0, o->dtype, expected_value(o->op, n, i));
-		wrong += memcmp(want, (const char *)buf + i * es, es) != 0;
+	for (size_t i = 0; i < l->nrecv; i++) {
+		if (!recv_value(o, b->rank, b->nranks, l->block, i, &v))
+			break;
+		store(want, 0, o->dtype, v);
+		wrong += memcmp(want, (const char *)l->recv + i * es, es) != 0;
 	}
 	return wrong;
 }
@@ -309,39 +439,43 @@ static unsigned scaled(unsigned n, size_t bytes, size_t budget)
 	return fit < 1 ? 1 : fit < n ? (unsigned)fit : n;
 }
 
-static int repeat(const struct perf_backend *b, const struct perf_opts *o, const void *send,
-		  void *recv, size_t count, unsigned times)
+static int repeat(const struct perf_backend *b, const struct perf_opts *o, const struct layout *l,
+		  unsigned times)
 {
 	for (unsigned k = 0; k < times; k++)
-		if (b->allreduce(b->ctx, send, recv, count, o->dtype, o->op) < 0)
+		if (b->run(b->ctx, o->coll, l->nsend ? l->send : NULL, l->nrecv ? l->recv : NULL, l->block,
+			   o->dtype, o->op, o->root) < 0)
 			return -1;
 	return 0;
 }
 
-/* Time one phase (in place when send == recv), then check one fresh run
- * into a poisoned buffer, so a call that writes nothing cannot pass. */
-static int run_phase(const struct perf_opts *o, const struct perf_backend *b, void *send,
-		     void *recv, size_t count, struct phase *ph)
+/* Time one phase, then check one fresh run into a poisoned buffer, so a
+ * call that writes nothing cannot pass. */
+static int run_phase(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv,
+		     size_t count, bool in_place, struct phase *ph)
 {
 	size_t bytes = count * dtypes[o->dtype].size;
 	unsigned iters = scaled(o->iters, bytes, o->budget);
+	struct layout l;
 
-	fill_input(send, count, o, b->rank, b->nranks);
-	if (repeat(b, o, send, recv, count, scaled(o->warmup, bytes, o->budget)) < 0)
+	layout_of(o, b, count, &l);
+	place(o, b, send, recv, in_place, &l);
+	fill_input(o, b, &l);
+	if (repeat(b, o, &l, scaled(o->warmup, bytes, o->budget)) < 0)
 		return -1;
 	double t0 = now_s();
-	if (repeat(b, o, send, recv, count, iters) < 0)
+	if (repeat(b, o, &l, iters) < 0)
 		return -1;
 	ph->time_us = (now_s() - t0) * 1e6 / iters;
 	ph->wrong = -1;
 	if (!o->check)
 		return 0;
-	fill_input(send, count, o, b->rank, b->nranks);
-	if (send != recv)
-		memset(recv, 0xa5, bytes);
-	if (repeat(b, o, send, recv, count, 1) < 0)
+	fill_input(o, b, &l);
+	if (l.send == send && l.recv == recv) /* out of place: recv holds nothing of the input */
+		memset(l.recv, 0xa5, l.nrecv * dtypes[o->dtype].size);
+	if (repeat(b, o, &l, 1) < 0)
 		return -1;
-	ph->wrong = (double)count_wrong(recv, count, o, b->nranks);
+	ph->wrong = (double)count_wrong(o, b, &l);
 	return 0;
 }
 
@@ -349,7 +483,7 @@ static int run_phase(const struct perf_opts *o, const struct perf_backend *b, vo
 
 static void print_header(const struct perf_opts *o, const struct perf_backend *b)
 {
-	printf("# %s all-reduce perf: %d ranks, one per process\n", b->name, b->nranks);
+	printf("# %s %s perf: %d ranks, one per process\n", b->name, coll_names[o->coll], b->nranks);
 	printf("# minBytes %zu maxBytes %zu step: %u(factor) warmup iters: %u iters: %u "
 	       "byte budget: %zu validation: %d\n#\n",
 	       o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->budget, o->check);
@@ -379,9 +513,9 @@ static void print_phase(double time_us, double algbw, double busbw, double wrong
 		printf("  %6.0f", wrong);
 }
 
-static double busbw_of(double algbw, int n)
+static double busbw_of(const struct perf_opts *o, double algbw, int n)
 {
-	return algbw * 2.0 * (n - 1) / n;
+	return algbw * busbw_factor(o->coll, n);
 }
 
 static void write_json(FILE *f, const struct perf_opts *o, const struct perf_backend *b,
@@ -389,13 +523,14 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 {
 	static const char *const tag[2] = { "oop", "ip" };
 
-	fprintf(f, "{\"tool\":\"%s\",\"coll\":\"allreduce\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,"
-		"\"type\":\"%s\",\"redop\":\"%s\",\"iters\":%u", b->name, b->nranks, bytes, count,
-		dtypes[o->dtype].name, op_names[o->op], scaled(o->iters, bytes, o->budget));
+	fprintf(f, "{\"tool\":\"%s\",\"coll\":\"%s\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,"
+		"\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%u", b->name, coll_names[o->coll],
+		b->nranks, bytes, count, dtypes[o->dtype].name, op_names[o->op], coll_rooted(o->coll) ? o->root : -1,
+		scaled(o->iters, bytes, o->budget));
 	for (int k = 0; k < 2; k++) {
 		double alg = (double)bytes / ph[k].time_us * 1e-3;
 		fprintf(f, ",\"%s_time_us\":%.6g,\"%s_algbw\":%.6g,\"%s_busbw\":%.6g", tag[k],
-			ph[k].time_us, tag[k], alg, tag[k], busbw_of(alg, b->nranks));
+			ph[k].time_us, tag[k], alg, tag[k], busbw_of(o, alg, b->nranks));
 		if (ph[k].wrong < 0)
 			fprintf(f, ",\"%s_wrong\":null", tag[k]);
 		else
@@ -412,11 +547,11 @@ static double print_row(const struct perf_opts *o, const struct perf_backend *b,
 	double sum = 0;
 
 	printf("  %10zu  %12zu  %8s  %6s  %6d", bytes, count, dtypes[o->dtype].name,
-	       op_names[o->op], -1);
+	       coll_reduces(o->coll) ? op_names[o->op] : "none", coll_rooted(o->coll) ? o->root : -1);
 	for (int k = 0; k < 2; k++) {
 		double alg = (double)bytes / ph[k].time_us * 1e-3; /* B/us -> GB/s */
-		print_phase(ph[k].time_us, alg, busbw_of(alg, b->nranks), ph[k].wrong);
-		sum += busbw_of(alg, b->nranks);
+		print_phase(ph[k].time_us, alg, busbw_of(o, alg, b->nranks), ph[k].wrong);
+		sum += busbw_of(o, alg, b->nranks);
 	}
 	printf("\n");
 	fflush(stdout);
@@ -429,8 +564,8 @@ static double print_row(const struct perf_opts *o, const struct perf_backend *b,
 static int run_size(const struct perf_opts *o, const struct perf_backend *b, void *send,
 		    void *recv, size_t count, struct phase ph[2])
 {
-	if (run_phase(o, b, send, recv, count, &ph[0]) < 0 ||
-	    run_phase(o, b, recv, recv, count, &ph[1]) < 0)
+	if (run_phase(o, b, send, recv, count, false, &ph[0]) < 0 ||
+	    run_phase(o, b, send, recv, count, true, &ph[1]) < 0)
 		return -1;
 	double v[4] = { ph[0].time_us, ph[1].time_us, ph[0].wrong, ph[1].wrong };
 	if (b->sum_doubles(b->ctx, v, 4) < 0)
@@ -464,6 +599,14 @@ static void print_footer(double wrong, double busbw_sum, unsigned nphases, bool 
 	printf("# Avg bus bandwidth    : %g \n#\n", nphases ? busbw_sum / nphases : 0.0);
 }
 
+/* Elements of a row: at least one per block, and whole blocks. */
+static size_t rounded_count(const struct perf_opts *o, const struct perf_backend *b, size_t count)
+{
+	size_t n = coll_blocked(o->coll) ? (size_t)b->nranks : 1;
+
+	return count / n ? count / n * n : n;
+}
+
 int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv)
 {
 	size_t es = dtypes[o->dtype].size;
@@ -473,10 +616,20 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 	FILE *json = open_json(o, b, &json_failed);
 	int rc = 0;
 
+	if (o->root >= b->nranks) {
+		if (b->rank == 0)
+			fprintf(stderr, "%s: -r %d is not a rank: the run has %d ranks\n", b->name, o->root, b->nranks);
+		return 2;
+	}
+	if (o->coll == PERF_SENDRECV && b->nranks < 2) {
+		if (b->rank == 0)
+			fprintf(stderr, "%s: sendrecv needs at least 2 ranks\n", b->name);
+		return 2;
+	}
 	if (b->rank == 0)
 		print_header(o, b);
 	for (size_t size = o->min_bytes; size <= o->max_bytes; size *= o->factor) {
-		size_t count = size / es ? size / es : 1;
+		size_t count = rounded_count(o, b, size / es);
 		struct phase ph[2];
 		if (run_size(o, b, send, recv, count, ph) < 0) {
 			rc = 1;

@@ -1,8 +1,9 @@
 /*
  * perf_common.h: what sluice-perf and mpi-allreduce-perf share: the
- * nccl-tests flags, the data pattern whose all-reduce is known exactly, and
- * the table.  Each tool supplies only a backend: one blocking all-reduce and
- * a sum of a few doubles across ranks (for times and #wrong).
+ * nccl-tests flags (-C picks the collective), the data pattern whose result
+ * is known exactly for every collective, and the table.  Each tool supplies
+ * only a backend: one blocking call of a collective and a sum of a few
+ * doubles across ranks (for times and #wrong).
  */
 #ifndef SLUICE_PERF_COMMON_H
 #define SLUICE_PERF_COMMON_H
@@ -12,7 +13,15 @@
 
 #include <sluice/sluice.h>
 
+/* The collectives, as -C names them (nccl-tests' binaries without _perf). */
+enum perf_coll {
+	PERF_ALLREDUCE, PERF_ALLGATHER, PERF_REDUCE_SCATTER, PERF_BROADCAST, PERF_REDUCE,
+	PERF_ALLTOALL, PERF_GATHER, PERF_SCATTER, PERF_SENDRECV, PERF_NCOLLS
+};
+
 struct perf_opts {
+	enum perf_coll coll;     /* -C, default all_reduce */
+	int root;                /* -r: rooted collectives */
 	size_t min_bytes, max_bytes;
 	unsigned factor;         /* -f: size multiplier per row */
 	unsigned iters, warmup;  /* -n, -w */
@@ -27,9 +36,12 @@ struct perf_backend {
 	const char *name; /* "sluice", "mpi": printed and written to JSON */
 	int rank, nranks;
 	void *ctx;
-	/* send == recv runs in place; 0 on success, else -1 after printing why */
-	int (*allreduce)(void *ctx, const void *send, void *recv, size_t count,
-			 sluice_datatype_t dtype, sluice_redop_t op);
+	/* One blocking call of coll, count elements per block (see perf_run);
+	 * in place when send and recv overlap as NCCL's in-place layout has
+	 * them.  sendrecv sends to rank + 1 and receives from rank - 1.
+	 * 0 on success, else -1 after printing why. */
+	int (*run)(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
+		   sluice_datatype_t dtype, sluice_redop_t op, int root);
 	/* vals[i] = sum over ranks of vals[i]; 0 or -1 as above */
 	int (*sum_doubles)(void *ctx, double *vals, int n);
 };
@@ -38,7 +50,12 @@ struct perf_backend {
 void perf_parse(int argc, char **argv, struct perf_opts *o);
 
 /* Run every size, print the table on rank 0; send and recv hold max_bytes.
+ * A row's size is nccl-tests': the whole buffer (all-gather's recv,
+ * reduce-scatter's send, all-to-all's), so a block is size / nranks there.
  * Returns 0, or 1 when a call failed or any element was wrong. */
 int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv);
+
+/* "all_reduce" and so on, for messages. */
+const char *perf_coll_name(enum perf_coll c);
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * sluice_perf.c: sluice-perf, the nccl-tests style all-reduce benchmark for
- * sluice.  Run one process per rank under sluice-run (or any launcher that
- * sets SLUICE_RANK/SLUICE_WORLD_SIZE/SLUICE_ROOT); rank 0 prints the table.
+ * sluice_perf.c: sluice-perf, the nccl-tests style benchmark of sluice's
+ * collectives (-C picks one: all_reduce by default, all_gather, ...).  Run
+ * one process per rank under sluice-run (or any launcher that sets
+ * SLUICE_RANK/SLUICE_WORLD_SIZE/SLUICE_ROOT); rank 0 prints the table.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 struct sluice_side {
 	sluice_ctx_t *ctx;
 	sluice_comm_t *comm;
+	int rank, nranks;
 	double *scratch; /* dataplane-reachable buffer for sum_doubles */
 };
 
@@ -24,15 +26,55 @@ static int fail(const char *what, sluice_result_t r)
 	return -1;
 }
 
-static int sl_allreduce(void *ctx, const void *send, void *recv, size_t count,
-			sluice_datatype_t dtype, sluice_redop_t op)
+static sluice_result_t post(struct sluice_side *s, enum perf_coll coll, const void *send, void *recv,
+			    size_t count, sluice_datatype_t dtype, sluice_redop_t op, int root,
+			    sluice_req_t **req)
+{
+	switch (coll) {
+	case PERF_ALLREDUCE: return sluice_allreduce(s->comm, send, recv, count, dtype, op, req);
+	case PERF_ALLGATHER: return sluice_allgather(s->comm, send, recv, count, dtype, req);
+	case PERF_REDUCE_SCATTER: return sluice_reduce_scatter(s->comm, send, recv, count, dtype, op, req);
+	case PERF_BROADCAST: return sluice_broadcast(s->comm, send, recv, count, dtype, root, req);
+	case PERF_REDUCE: return sluice_reduce(s->comm, send, recv, count, dtype, op, root, req);
+	case PERF_ALLTOALL: return sluice_alltoall(s->comm, send, recv, count, dtype, req);
+	case PERF_GATHER: return sluice_gather(s->comm, send, recv, count, dtype, root, req);
+	case PERF_SCATTER: return sluice_scatter(s->comm, send, recv, count, dtype, root, req);
+	default: return SLUICE_ERR_INTERNAL; /* sendrecv: two requests, see sl_run */
+	}
+}
+
+/* Send to rank + 1 and receive from rank - 1, as one group. */
+static int sl_sendrecv(struct sluice_side *s, const void *send, void *recv, size_t count, sluice_datatype_t dtype)
+{
+	sluice_req_t *reqs[2];
+	sluice_result_t r;
+
+	sluice_group_start();
+	if ((r = sluice_send(s->comm, send, count, dtype, (s->rank + 1) % s->nranks, &reqs[0])) != SLUICE_OK ||
+	    (r = sluice_recv(s->comm, recv, count, dtype, (s->rank + s->nranks - 1) % s->nranks, &reqs[1])) !=
+		    SLUICE_OK) {
+		sluice_group_end();
+		return fail("sluice_send/recv", r);
+	}
+	if ((r = sluice_group_end()) != SLUICE_OK)
+		return fail("sluice_group_end", r);
+	for (int k = 0; k < 2; k++)
+		if ((r = sluice_wait(reqs[k])) != SLUICE_OK)
+			return fail("sluice_wait", r);
+	return 0;
+}
+
+static int sl_run(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
+		  sluice_datatype_t dtype, sluice_redop_t op, int root)
 {
 	struct sluice_side *s = ctx;
 	sluice_req_t *req;
-	sluice_result_t r = sluice_allreduce(s->comm, send, recv, count, dtype, op, &req);
+	sluice_result_t r;
 
-	if (r != SLUICE_OK)
-		return fail("sluice_allreduce", r);
+	if (coll == PERF_SENDRECV)
+		return sl_sendrecv(s, send, recv, count, dtype);
+	if ((r = post(s, coll, send, recv, count, dtype, op, root, &req)) != SLUICE_OK)
+		return fail(perf_coll_name(coll), r);
 	r = sluice_wait(req);
 	return r == SLUICE_OK ? 0 : fail("sluice_wait", r);
 }
@@ -44,7 +86,7 @@ static int sl_sum_doubles(void *ctx, double *vals, int n)
 
 	for (int i = 0; i < n; i++)
 		s->scratch[i] = vals[i];
-	if (sl_allreduce(ctx, s->scratch, s->scratch, (size_t)n, SLUICE_FLOAT64, SLUICE_SUM) < 0)
+	if (sl_run(ctx, PERF_ALLREDUCE, s->scratch, s->scratch, (size_t)n, SLUICE_FLOAT64, SLUICE_SUM, 0) < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
 		vals[i] = s->scratch[i];
@@ -64,6 +106,8 @@ static int attach(struct sluice_side *s, struct perf_backend *b)
 	if ((r = sluice_comm_rank(s->comm, &b->rank)) != SLUICE_OK ||
 	    (r = sluice_comm_size(s->comm, &b->nranks)) != SLUICE_OK)
 		return fail("sluice_comm_rank/size", r);
+	s->rank = b->rank;
+	s->nranks = b->nranks;
 	if ((r = sluice_mem_alloc(s->ctx, SCRATCH_DOUBLES * sizeof(double), (void **)&s->scratch)) !=
 	    SLUICE_OK)
 		return fail("sluice_mem_alloc", r);
@@ -89,15 +133,15 @@ int main(int argc, char **argv)
 {
 	struct perf_opts o;
 	struct sluice_side s = { 0 };
-	struct perf_backend b = { .name = "sluice", .ctx = &s, .allreduce = sl_allreduce,
+	struct perf_backend b = { .name = "sluice", .ctx = &s, .run = sl_run,
 				  .sum_doubles = sl_sum_doubles };
 	void *send = NULL, *recv = NULL;
 	sluice_result_t r;
 	int rc = 1;
 
 	perf_parse(argc, argv, &o);
-	/* the largest row rounds the size up to one element at least */
-	size_t bytes = o.max_bytes < 8 ? 8 : o.max_bytes;
+	/* a row has one element per block at least: room for 8-byte ones on every rank */
+	size_t bytes = o.max_bytes < 8 * 256 ? 8 * 256 : o.max_bytes;
 	if (attach(&s, &b) < 0)
 		goto out;
 	if ((r = sluice_mem_alloc(s.ctx, bytes, &send)) != SLUICE_OK ||

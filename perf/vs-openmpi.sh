@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # vs-openmpi.sh: sluice against Open MPI in one invocation, on one machine.
-# Runs sluice-perf under sluice-run and mpi-allreduce-perf under mpirun (TCP
-# BTL over loopback) with the same sizes, prints both nccl-tests tables, then
-# a per-size ratio table read from their -J outputs, with medians, since
-# these machines are shared and noisy.
+# For each collective asked for, runs sluice-perf under sluice-run and
+# mpi-allreduce-perf under mpirun (TCP BTL over loopback) with the same sizes,
+# prints both nccl-tests tables, then a per-size ratio table read from their
+# -J outputs, with medians, since these machines are shared and noisy.
 set -u
 
 usage() {
 	cat <<EOF
 usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
   -r N     ranks (default 2)
+  -C LIST  collectives, comma-separated, or all (default all_reduce): all_reduce
+           all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv
+  -R ROOT  root of the rooted collectives (default 0)
   -b SIZE  smallest message (default 8)
   -e SIZE  largest message (default 64M)
   -n N     timed iterations per size (default 20)
@@ -20,10 +23,12 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
 EOF
 }
 
-ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0
-while getopts "r:b:e:n:w:B:kh" opt; do
+ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0
+while getopts "r:C:R:b:e:n:w:B:kh" opt; do
 	case $opt in
 	r) ranks=$OPTARG ;;
+	C) colls=$OPTARG ;;
+	R) root=$OPTARG ;;
 	b) minb=$OPTARG ;;
 	e) maxb=$OPTARG ;;
 	n) iters=$OPTARG ;;
@@ -53,27 +58,15 @@ command -v mpirun >/dev/null || { echo "vs-openmpi.sh: mpirun not in PATH" >&2; 
 
 out=$(mktemp -d /tmp/vs-openmpi.XXXXXX)
 if [ "$keep" = 0 ]; then trap 'rm -rf "$out"' EXIT; fi
-flags=(-b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -B "$budget" -c 1 -d float -o sum)
-
-echo "### sluice: sluice-run -n $ranks -- sluice-perf ${flags[*]}"
-"$sluice_run" -n "$ranks" -- "$sluice_perf" "${flags[@]}" -J "$out/sluice.json"
-sluice_rc=$?
-echo
-echo "### Open MPI: mpirun -np $ranks --mca btl tcp,self (loopback) mpi-allreduce-perf ${flags[*]}"
-mpirun --allow-run-as-root --oversubscribe -np "$ranks" --mca btl tcp,self \
-	--mca btl_tcp_if_include lo "$mpi_perf" "${flags[@]}" -J "$out/mpi.json"
-mpi_rc=$?
-echo
-
-if [ ! -s "$out/sluice.json" ] || [ ! -s "$out/mpi.json" ]; then
-	echo "vs-openmpi.sh: a run produced no results (sluice rc=$sluice_rc, mpi rc=$mpi_rc)" >&2
-	exit 1
+if [ "$colls" = all ]; then
+	colls=all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,gather,scatter,sendrecv
 fi
 
 # Join the two JSON-lines files on size; plain awk (mawk has no asort).
-awk '
+compare() { # sluice.json mpi.json collective
+awk -v coll="$3" '
 BEGIN {
-	print "# sluice / Open MPI, per size: time ratio < 1 and busbw ratio > 1 favour sluice"
+	print "# sluice / Open MPI, " coll ", per size: time ratio < 1 and busbw ratio > 1 favour sluice"
 	printf "# %10s  %12s  %12s  %12s  %12s\n", "size", "time oop", "time ip", "busbw oop", "busbw ip"
 	printf "# %10s  %12s  %12s  %12s  %12s\n", "(B)", "(s/mpi)", "(s/mpi)", "(s/mpi)", "(s/mpi)"
 }
@@ -101,10 +94,33 @@ file == 1 { s[get($0, "size")] = $0; next }
 }
 END {
 	printf "# %10s  %12.2f  %12.2f  %12.2f  %12.2f\n", "median", median(to, n), median(ti, n), median(bo, n), median(bi, n)
-}' "$out/sluice.json" "$out/mpi.json"
+}' "$1" "$2"
+}
+
+failed=0
+for coll in ${colls//,/ }; do
+	flags=(-C "$coll" -r "$root" -b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -B "$budget" -c 1 -d float -o sum)
+	echo "### sluice: sluice-run -n $ranks -- sluice-perf ${flags[*]}"
+	"$sluice_run" -n "$ranks" -- "$sluice_perf" "${flags[@]}" -J "$out/sluice-$coll.json"
+	sluice_rc=$?
+	echo
+	echo "### Open MPI: mpirun -np $ranks --mca btl tcp,self (loopback) mpi-allreduce-perf ${flags[*]}"
+	mpirun --allow-run-as-root --oversubscribe -np "$ranks" --mca btl tcp,self \
+		--mca btl_tcp_if_include lo "$mpi_perf" "${flags[@]}" -J "$out/mpi-$coll.json"
+	mpi_rc=$?
+	echo
+	if [ ! -s "$out/sluice-$coll.json" ] || [ ! -s "$out/mpi-$coll.json" ]; then
+		echo "vs-openmpi.sh: $coll: a run produced no results (sluice rc=$sluice_rc, mpi rc=$mpi_rc)" >&2
+		failed=1
+		continue
+	fi
+	compare "$out/sluice-$coll.json" "$out/mpi-$coll.json" "$coll"
+	echo
+	if [ "$sluice_rc" != 0 ] || [ "$mpi_rc" != 0 ]; then
+		echo "vs-openmpi.sh: $coll: sluice-perf exited $sluice_rc, mpi-allreduce-perf exited $mpi_rc" >&2
+		failed=1
+	fi
+done
 
 if [ "$keep" = 1 ]; then echo "# JSON outputs kept in $out"; fi
-if [ "$sluice_rc" != 0 ] || [ "$mpi_rc" != 0 ]; then
-	echo "vs-openmpi.sh: sluice-perf exited $sluice_rc, mpi-allreduce-perf exited $mpi_rc" >&2
-	exit 1
-fi
+exit $failed
