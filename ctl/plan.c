@@ -29,6 +29,7 @@
 #define DEFAULT_LATENCY_US 15.0
 #define DEFAULT_LINK_GBPS 2.0
 #define REDUCE_GBPS 5.7          /* one core, fp32 sum (DESIGN.md) */
+#define COPY_GBPS 10.0           /* one core, memcpy: direct reductions hold early packets */
 #define CHUNK_MIN 4096.0
 #define CHUNK_MAX (256.0 * 1024)
 #define CHUNK_LIMIT (16u << 20)  /* SLUICE_CHUNK_SIZE's ceiling */
@@ -41,6 +42,7 @@ static struct {
 	uint32_t algo;          /* forced, or 0 */
 	uint32_t chunk;         /* forced, or 0 */
 	double alpha, beta, gamma; /* us, us per byte, us per byte */
+	double delta;           /* us per byte copied aside */
 } cfg = { .once = PTHREAD_ONCE_INIT };
 
 static bool bad(const char *fmt, const char *name, const char *value)
@@ -110,6 +112,7 @@ static void load(void)
 	cfg.alpha = lat;
 	cfg.beta = 1e-3 / gbps; /* GB/s = bytes per ns: us per byte is 1e-3 / that */
 	cfg.gamma = 1e-3 / REDUCE_GBPS;
+	cfg.delta = 1e-3 / COPY_GBPS;
 }
 
 static bool is_chain(uint32_t op)
@@ -127,8 +130,11 @@ static double cost(uint32_t op, uint32_t algo, double n, double b, double c)
 		return a;
 	if (op == SL_OP_SEND || op == SL_OP_RECV)
 		return a + b * be;
-	if (algo == SL_ALGO_ID_DIRECT) /* one step; each rank's link carries n-1 blocks */
-		return a + k * b * be + (red ? k * b * g : 0);
+	/* One step; each rank's link carries n-1 blocks.  A reduction takes
+	 * contributions in rank order: on average half of those not next in
+	 * line arrive early and are copied aside until their turn. */
+	if (algo == SL_ALGO_ID_DIRECT)
+		return a + k * b * be + (red ? k * b * g + (k - 1) / 2 * b * cfg.delta : 0);
 	switch (op) {
 	case SL_OP_ALLREDUCE: return 2 * k * a + 2 * k / n * b * be + k / n * b * g;
 	case SL_OP_ALLGATHER: return k * a + k * b * be;
@@ -182,9 +188,14 @@ sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_cal
 	forced = cfg.algo && (cfg.algo == SL_ALGO_ID_DIRECT || ring_applies(call->opcode));
 	out->algo = forced ? cfg.algo : ring < direct ? SL_ALGO_ID_RING : SL_ALGO_ID_DIRECT;
 	out->chunk_bytes = cfg.chunk ? cfg.chunk : (uint32_t)chunk;
-	SL_INFO(SL_SUB_TUNING, "%s of %.0f bytes per block on %d ranks: %s%s, chunk %s%u (predicted us: ring %.1f, "
-		"direct %.1f)", call->fn, b, comm->nranks, algo_name(out->algo), forced ? " (SLUICE_ALGO)" : "",
-		cfg.chunk ? "(SLUICE_CHUNK_SIZE) " : out->chunk_bytes ? "" : "dataplane default ", out->chunk_bytes,
-		ring, direct);
+	if (sl_log_on(SL_LOG_INFO, SL_SUB_TUNING)) {
+		char chunk_s[48] = "the dataplane's default";
+		if (out->chunk_bytes)
+			snprintf(chunk_s, sizeof(chunk_s), "%u bytes%s", out->chunk_bytes,
+				 cfg.chunk ? " (SLUICE_CHUNK_SIZE)" : "");
+		sl_log(SL_LOG_INFO, SL_SUB_TUNING, "%s of %.0f bytes per block on %d ranks: %s%s, chunk %s "
+		       "(predicted us: ring %.1f, direct %.1f)", call->fn, b, comm->nranks, algo_name(out->algo),
+		       forced ? " (SLUICE_ALGO)" : "", chunk_s, ring, direct);
+	}
 	return SLUICE_OK;
 }
