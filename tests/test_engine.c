@@ -2,10 +2,11 @@
  * test_engine.c: whole dataplane engines, joined by in-memory ports with
  * seeded faults, driven from one thread.  Everything but DPDK and the
  * attach socket is real here: the engines' control and submission rings,
- * the transport, the ring schedule and the reduction.  Covers exact
- * all-reduce results under drop/duplicate/reorder, bitwise-identical
- * results on every rank, mismatched calls reported on every rank, and a
- * dead peer turned into a timeout error that names it.
+ * the transport, the schedules and the reduction.  Covers exact all-reduce
+ * results (ring and direct) and every other collective and send/recv under
+ * drop/duplicate/reorder, bitwise-identical results on every rank,
+ * mismatched calls reported on every rank, and a dead peer turned into a
+ * timeout error that names it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -274,6 +275,110 @@ static void test_mismatch_everywhere(void **state)
 	teardown_cluster();
 }
 
+/* ---- every collective ---- */
+
+/* Rank r's input element i; small enough that sums of 4 ranks stay exact. */
+static int32_t in_val(unsigned r, uint64_t i)
+{
+	return (int32_t)((i * 7 + r * 1000003) % 100000);
+}
+
+static int32_t sum_of(unsigned n, uint64_t i)
+{
+	int32_t acc = 0;
+	for (unsigned r = 0; r < n; r++)
+		acc += in_val(r, i);
+	return acc;
+}
+
+/* Element i of rank r's result for opcode with c elements per block; false where none is expected. */
+static bool want(uint32_t opcode, unsigned n, unsigned r, unsigned root, uint64_t c, uint64_t i, int32_t *v)
+{
+	unsigned blk = (unsigned)(i / c);
+	uint64_t in = i % c;
+
+	switch (opcode) {
+	case SL_OP_ALLREDUCE: *v = sum_of(n, i); return true;
+	case SL_OP_ALLGATHER: *v = in_val(blk, in); return true;
+	case SL_OP_REDUCE_SCATTER: *v = sum_of(n, r * c + i); return true;
+	case SL_OP_BROADCAST: *v = in_val(root, i); return true;
+	case SL_OP_REDUCE: *v = sum_of(n, i); return r == root;
+	case SL_OP_ALLTOALL: *v = in_val(blk, r * c + in); return true;
+	case SL_OP_GATHER: *v = in_val(blk, in); return r == root;
+	case SL_OP_SCATTER: *v = in_val(root, r * c + i); return true;
+	default: *v = in_val((r + n - 1) % n, i); return true; /* send/recv: from rank - 1 */
+	}
+}
+
+static void post_cmd(struct node *nd, uint64_t tag, uint32_t opcode, uint64_t count, uint32_t root, uint32_t alg)
+{
+	struct sl_cmd cmd = { .req = tag, .opcode = opcode, .count = count, .dtype = SLUICE_INT32,
+			      .redop = SLUICE_SUM, .root = root, .send_region = 0, .recv_region = 1, .algo = alg };
+	assert_true(sl_spsc_enqueue(&nd->submit, &cmd));
+}
+
+/* Post opcode on every rank (send/recv: a ring of pairs, recv first on odd
+ * ranks), wait for every completion, check every rank's result. */
+static void run_coll(unsigned n, uint32_t opcode, uint32_t alg, unsigned root, uint64_t count)
+{
+	unsigned per_node = opcode == SL_OP_SEND ? 2 : 1;
+
+	for (unsigned r = 0; r < n; r++) {
+		int32_t *in = (int32_t *)nodes[r].send;
+		for (uint64_t i = 0; i < buf_bytes / 4; i++)
+			in[i] = in_val(r, i);
+		memset(nodes[r].recv, 0xee, buf_bytes);
+		if (opcode != SL_OP_SEND) {
+			post_cmd(&nodes[r], 1, opcode, count, root, alg);
+			continue;
+		}
+		post_cmd(&nodes[r], r % 2 ? 2 : 1, r % 2 ? SL_OP_RECV : SL_OP_SEND, count, (r + (r % 2 ? n - 1 : 1)) % n, alg);
+		post_cmd(&nodes[r], r % 2 ? 1 : 2, r % 2 ? SL_OP_SEND : SL_OP_RECV, count, (r + (r % 2 ? 1 : n - 1)) % n, alg);
+	}
+	for (unsigned k = 0; k < per_node; k++) {
+		struct sl_cpl cpl[MAXN];
+		wait_all(cpl, 50000000);
+		for (unsigned r = 0; r < n; r++)
+			if (cpl[r].status != SLUICE_OK)
+				fail_msg("opcode %u algo %u n=%u: rank %u failed: %s", opcode, alg, n, r, cpl[r].msg);
+	}
+	for (unsigned r = 0; r < n; r++) {
+		const int32_t *out = (const int32_t *)nodes[r].recv;
+		int32_t v;
+		for (uint64_t i = 0; i < (opcode == SL_OP_ALLGATHER || opcode == SL_OP_ALLTOALL ||
+					  (opcode == SL_OP_GATHER && r == root) ? n * count : count); i++) {
+			if (!want(opcode, n, r, root, count, i, &v))
+				break;
+			if (out[i] != v)
+				fail_msg("opcode %u algo %u n=%u root %u count %llu: rank %u element %llu is %d, want %d",
+					 opcode, alg, n, root, (unsigned long long)count, r, (unsigned long long)i,
+					 out[i], v);
+		}
+	}
+}
+
+/* Every collective, both algorithms, through whole engines over lossy, reordering links. */
+static void test_every_collective_under_faults(void **state)
+{
+	static const uint32_t ops[] = { SL_OP_ALLGATHER, SL_OP_REDUCE_SCATTER, SL_OP_BROADCAST, SL_OP_REDUCE,
+					SL_OP_ALLTOALL, SL_OP_GATHER, SL_OP_SCATTER, SL_OP_SEND };
+	(void)state;
+
+	for (unsigned n = 2; n <= 4; n++) {
+		struct sl_memport_faults f = { .drop = 0.02, .dup = 0.02, .reorder = 0.2, .seed = 40 + n };
+		setup_cluster(n, &f, 10ull * 1000000000);
+		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+			for (uint32_t alg = SL_ALGO_ID_RING; alg <= SL_ALGO_ID_DIRECT; alg++) {
+				bool ring_ok = ops[o] != SL_OP_ALLTOALL && ops[o] != SL_OP_GATHER &&
+					       ops[o] != SL_OP_SCATTER && ops[o] != SL_OP_SEND;
+				if (alg == SL_ALGO_ID_RING && !ring_ok)
+					continue;
+				run_coll(n, ops[o], alg, (unsigned)(o % n), 5003);
+			}
+		teardown_cluster();
+	}
+}
+
 static void test_dead_peer(void **state)
 {
 	struct sl_memport_faults f = { .seed = 6 };
@@ -299,6 +404,7 @@ int main(void)
 		cmocka_unit_test(test_exact_lossless),
 		cmocka_unit_test(test_exact_under_faults),
 		cmocka_unit_test(test_direct_under_faults),
+		cmocka_unit_test(test_every_collective_under_faults),
 		cmocka_unit_test(test_bitwise_deterministic),
 		cmocka_unit_test(test_mismatch_everywhere),
 		cmocka_unit_test(test_dead_peer),
