@@ -39,8 +39,8 @@
 #define SL_DPDK_POOL_SLACK 2048u
 #define SL_DPDK_POOL_CACHE 256u
 /* A memif client retries connecting after this long without link, doubling up to the max. */
-#define SL_DPDK_CONNECT_RETRY_MS 50u
-#define SL_DPDK_CONNECT_RETRY_MAX_MS 1000u
+#define SL_DPDK_CONNECT_RETRY_MS 50u        /* looking for the server's socket file */
+#define SL_DPDK_RECONNECT_MS 3000u           /* a started client's handshake gets this long */
 
 struct sl_dpdk_port {
 	struct sl_port port;         /* what the engine holds; priv points back here */
@@ -245,7 +245,7 @@ int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, s
 {
 	struct sl_dpdk_port *dp = dp_of(port);
 	uint64_t now = now_ms(), deadline = now + timeout_ms, tried_at = now;
-	uint64_t retry_ms = SL_DPDK_CONNECT_RETRY_MS;
+	const uint64_t retry_ms = SL_DPDK_CONNECT_RETRY_MS;
 	int start_rc = dp->started ? 0 : -ENOENT;
 
 	for (;;) {
@@ -258,7 +258,12 @@ int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, s
 		 * A memif client that was refused, or whose server went away, never
 		 * reconnects by itself: stop and start it again, backing off.
 		 */
-		if (now - tried_at >= retry_ms) {
+		/*
+		 * Stopping a client in the middle of a slow handshake (a loaded
+		 * machine) makes 22.11's memif server panic in its interrupt
+		 * thread, so a started client is given SL_DPDK_RECONNECT_MS.
+		 */
+		if (now - tried_at >= (dp->started ? SL_DPDK_RECONNECT_MS : retry_ms)) {
 			if (dp->started && dp->memif_client) {
 				rte_eth_dev_stop(dp->port_id);
 				dp->started = false;
@@ -266,9 +271,6 @@ int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, s
 			if (!dp->started)
 				start_rc = try_start(dp);
 			tried_at = now;
-			/* Watching for the socket file costs nothing; reconnecting does. */
-			if (start_rc != -ENOENT)
-				retry_ms = RTE_MIN(2 * retry_ms, SL_DPDK_CONNECT_RETRY_MAX_MS);
 		}
 		usleep(1000);
 	}
