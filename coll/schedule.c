@@ -50,7 +50,7 @@ const char *sl_coll_name(enum sl_coll c)
 		[SL_COLL_REDUCE_SCATTER] = "reduce_scatter", [SL_COLL_BROADCAST] = "broadcast",
 		[SL_COLL_REDUCE] = "reduce", [SL_COLL_ALLTOALL] = "alltoall", [SL_COLL_BARRIER] = "barrier",
 		[SL_COLL_SEND] = "send", [SL_COLL_RECV] = "recv", [SL_COLL_GATHER] = "gather",
-		[SL_COLL_SCATTER] = "scatter",
+		[SL_COLL_SCATTER] = "scatter", [SL_COLL_ALLTOALLV] = "alltoallv",
 	};
 
 	return (unsigned)c < SL_COLL_COUNT && names[c] ? names[c] : "unknown collective";
@@ -98,6 +98,8 @@ const char *sl_sched_plan_check(const struct sl_sched_plan *p)
 		return "chunk_bytes exceeds 64 packets (one 64-bit arrival mask per chunk)";
 	if (p->count > UINT64_MAX / p->esize / p->nranks)
 		return "count * element size * nranks overflows 64 bits";
+	if (p->coll == SL_COLL_ALLTOALLV && (!p->send_count || !p->send_displ || !p->recv_count || !p->recv_displ))
+		return "all-to-allv without its per-rank counts and displacements";
 	return NULL;
 }
 

@@ -52,6 +52,7 @@ enum sl_coll {
 	SL_COLL_RECV = 9,
 	SL_COLL_GATHER = 10,
 	SL_COLL_SCATTER = 11,
+	SL_COLL_ALLTOALLV = 12,
 	SL_COLL_COUNT
 };
 
@@ -79,6 +80,8 @@ struct sl_sched_plan {
 	uint64_t chunk_bytes; /* pipeline unit: a multiple of payload, at most 64 payloads */
 	uint64_t send_bytes, recv_bytes; /* this rank's buffers (sl_cmd_bytes) */
 	bool in_place;        /* the send and recv buffers overlap */
+	/* all-to-allv: per rank, in elements (count is unused) */
+	const uint64_t *send_count, *send_displ, *recv_count, *recv_displ;
 };
 
 /* One transfer of this rank. */

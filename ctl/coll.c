@@ -78,6 +78,9 @@ static void req_release(struct sluice_req *r)
 		r->ctx->regions[r->send_slot].busy--;
 	if (r->recv_slot >= 0)
 		r->ctx->regions[r->recv_slot].busy--;
+	if (r->vmeta_slot >= 0)
+		r->ctx->vmeta_busy &= ~(UINT64_C(1) << r->vmeta_slot);
+	r->vmeta_slot = -1;
 	if (r->comm)
 		r->comm->inflight--;
 	r->comm = NULL;
@@ -181,6 +184,7 @@ static sluice_result_t prepare(struct sluice_comm *comm, const struct sl_call *c
 	    (res = sl_mem_find(comm->ctx, "recv buffer", c->recv, c->recv_bytes, &d)) != SLUICE_OK)
 		return res;
 	r->comm = comm;
+	r->vmeta_slot = -1;
 	r->send_slot = s.slot;
 	r->recv_slot = d.slot == s.slot ? -1 : d.slot; /* a region counts each collective once */
 	if (s.slot >= 0)
@@ -194,6 +198,62 @@ static sluice_result_t prepare(struct sluice_comm *comm, const struct sl_call *c
 	cmd->send_off = s.off;
 	cmd->recv_region = d.region;
 	cmd->recv_off = d.off;
+	return SLUICE_OK;
+}
+
+/* ---- all-to-allv's counts ---- */
+
+/* The context's registered area for all-to-allv arguments, mapped on first use. */
+static sluice_result_t vmeta_area(struct sluice_ctx *ctx)
+{
+	void *area;
+	sluice_result_t res;
+
+	pthread_mutex_lock(&ctx->lock);
+	area = ctx->vmeta;
+	pthread_mutex_unlock(&ctx->lock);
+	if (area)
+		return SLUICE_OK;
+	if ((res = sluice_mem_alloc(ctx, SL_VMETA_SLOTS * sizeof(struct sl_vmeta), &area)) != SLUICE_OK)
+		return res;
+	pthread_mutex_lock(&ctx->lock);
+	if (!ctx->vmeta) {
+		ctx->vmeta = area;
+		area = NULL;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	if (area) /* another thread mapped one meanwhile */
+		sluice_mem_free(ctx, area);
+	return SLUICE_OK;
+}
+
+/* Copy c's counts into a free slot for r and name it in cmd (ctx->lock held). */
+static sluice_result_t vmeta_fill(struct sluice_comm *comm, const struct sl_call *c, struct sluice_req *r,
+				  struct sl_cmd *cmd)
+{
+	struct sluice_ctx *ctx = comm->ctx;
+	struct sl_range range;
+	sluice_result_t res;
+	int slot = 0;
+
+	while (slot < SL_VMETA_SLOTS && (ctx->vmeta_busy >> slot & 1))
+		slot++;
+	if (slot == SL_VMETA_SLOTS)
+		return sl_fail(SLUICE_ERR_NO_MEMORY, "%s: %d all-to-allv calls are in flight on this context: "
+			       "wait for some first", c->fn, SL_VMETA_SLOTS);
+	struct sl_vmeta *v = &ctx->vmeta[slot];
+	for (int k = 0; k < comm->nranks; k++) {
+		v->send_count[k] = c->v[0][k];
+		v->send_displ[k] = c->v[1][k];
+		v->recv_count[k] = c->v[2][k];
+		v->recv_displ[k] = c->v[3][k];
+	}
+	if ((res = sl_mem_find(ctx, "all-to-allv counts", v, sizeof(*v), &range)) != SLUICE_OK)
+		return res;
+	ctx->vmeta_busy |= UINT64_C(1) << slot;
+	r->vmeta_slot = slot;
+	cmd->meta_region = range.region;
+	cmd->meta_off = range.off;
 	return SLUICE_OK;
 }
 
@@ -278,7 +338,8 @@ sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, 
 	struct sl_plan plan;
 	sluice_result_t res;
 
-	if ((res = sl_plan_pick(comm, c, &plan)) != SLUICE_OK)
+	if ((res = sl_plan_pick(comm, c, &plan)) != SLUICE_OK ||
+	    (c->opcode == SL_OP_ALLTOALLV && (res = vmeta_area(ctx)) != SLUICE_OK))
 		return res;
 	cmd.algo = plan.algo;
 	cmd.chunk_bytes = plan.chunk_bytes;
@@ -288,8 +349,12 @@ sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, 
 		res = sl_fail(SLUICE_ERR_NO_MEMORY, "%s: all %u requests are outstanding: sluice_wait or "
 			      "sluice_test some before posting more", c->fn, SL_MAX_REQS);
 	else if ((res = prepare(comm, c, r, &cmd)) == SLUICE_OK) {
-		r->state = SL_REQ_POSTED;
-		res = group.depth > 0 ? group_hold(r, &cmd) : submit(ctx, &cmd);
+		if (c->opcode == SL_OP_ALLTOALLV)
+			res = vmeta_fill(comm, c, r, &cmd);
+		if (res == SLUICE_OK) {
+			r->state = SL_REQ_POSTED;
+			res = group.depth > 0 ? group_hold(r, &cmd) : submit(ctx, &cmd);
+		}
 		if (res != SLUICE_OK)
 			req_release(r);
 	}

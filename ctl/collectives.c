@@ -65,14 +65,47 @@ static sluice_result_t check_root(const struct sluice_comm *comm, const struct s
 	return SLUICE_OK;
 }
 
+/* All-to-allv's buffer sizes: the furthest end of any block. */
+static bool vector_bytes(const struct sluice_comm *comm, struct sl_call *c, size_t es)
+{
+	c->send_bytes = c->recv_bytes = 0;
+	for (int r = 0; r < comm->nranks; r++) {
+		uint64_t limit = UINT64_MAX / es, end;
+		for (int side = 0; side < 2; side++) {
+			size_t count = c->v[2 * side][r], displ = c->v[2 * side + 1][r];
+			uint64_t *bytes = side ? &c->recv_bytes : &c->send_bytes;
+			if (displ > limit || count > limit - displ)
+				return false;
+			end = count ? (displ + count) * es : 0;
+			*bytes = end > *bytes ? end : *bytes;
+		}
+	}
+	return true;
+}
+
+static sluice_result_t check_vectors(const struct sl_call *c)
+{
+	for (int k = 0; k < 4; k++)
+		if (!c->v[k])
+			return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: the count and displacement arrays must "
+				       "not be NULL (one entry per rank each)", c->fn);
+	if (c->send && c->send == c->recv)
+		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: send and recv are the same buffer: all-to-allv "
+			       "does not run in place; pass disjoint buffers", c->fn);
+	return SLUICE_OK;
+}
+
 /* Buffer sizes, NULLs and overlap. */
 static sluice_result_t check_buffers(const struct sluice_comm *comm, struct sl_call *c)
 {
 	size_t es = sluice_datatype_size(c->dtype);
 	uintptr_t s = (uintptr_t)c->send, d = (uintptr_t)c->recv;
+	bool sized = c->opcode == SL_OP_ALLTOALLV
+			     ? vector_bytes(comm, c, es)
+			     : sl_cmd_bytes(c->opcode, c->count, es, (uint32_t)comm->nranks, (uint32_t)comm->rank,
+					    (uint32_t)c->root, &c->send_bytes, &c->recv_bytes);
 
-	if (!sl_cmd_bytes(c->opcode, c->count, es, (uint32_t)comm->nranks, (uint32_t)comm->rank, (uint32_t)c->root,
-			  &c->send_bytes, &c->recv_bytes) || c->send_bytes > SIZE_MAX || c->recv_bytes > SIZE_MAX)
+	if (!sized || c->send_bytes > SIZE_MAX || c->recv_bytes > SIZE_MAX)
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: count %zu of %s (%zu bytes each) overflows the "
 			       "buffer size: pass the number of elements, not bytes", c->fn, c->count,
 			       sl_dtype_name(c->dtype), es);
@@ -99,6 +132,8 @@ static sluice_result_t call(sluice_comm_t *comm, struct sl_call c, sluice_req_t 
 		return res;
 	if (has_root(c.opcode) && (res = check_root(comm, &c)) != SLUICE_OK)
 		return res;
+	if (c.opcode == SL_OP_ALLTOALLV && (res = check_vectors(&c)) != SLUICE_OK)
+		return res;
 	if ((res = check_buffers(comm, &c)) != SLUICE_OK)
 		return res;
 	return sl_coll_post(comm, &c, req);
@@ -107,75 +142,106 @@ static sluice_result_t call(sluice_comm_t *comm, struct sl_call c, sluice_req_t 
 sluice_result_t sluice_allreduce(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 				 sluice_datatype_t dtype, sluice_redop_t op, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_allreduce", SL_OP_ALLREDUCE, send, recv, count, dtype, op, 0,
-					    0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_allreduce", .opcode = SL_OP_ALLREDUCE, .send = send, .recv = recv,
+			     .count = count, .dtype = dtype, .op = op };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_allgather(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 				 sluice_datatype_t dtype, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_allgather", SL_OP_ALLGATHER, send, recv, count, dtype,
-					    SLUICE_SUM, 0, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_allgather", .opcode = SL_OP_ALLGATHER, .send = send, .recv = recv,
+			     .count = count, .dtype = dtype };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_reduce_scatter(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 				      sluice_datatype_t dtype, sluice_redop_t op, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_reduce_scatter", SL_OP_REDUCE_SCATTER, send, recv, count,
-					    dtype, op, 0, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_reduce_scatter", .opcode = SL_OP_REDUCE_SCATTER, .send = send,
+			     .recv = recv, .count = count, .dtype = dtype, .op = op };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_broadcast(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 				 sluice_datatype_t dtype, int root, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_broadcast", SL_OP_BROADCAST, send, recv, count, dtype,
-					    SLUICE_SUM, root, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_broadcast", .opcode = SL_OP_BROADCAST, .send = send, .recv = recv,
+			     .count = count, .dtype = dtype, .root = root };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_reduce(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 			      sluice_datatype_t dtype, sluice_redop_t op, int root, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_reduce", SL_OP_REDUCE, send, recv, count, dtype, op, root,
-					    0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_reduce", .opcode = SL_OP_REDUCE, .send = send, .recv = recv,
+			     .count = count, .dtype = dtype, .op = op, .root = root };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_alltoall(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 				sluice_datatype_t dtype, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_alltoall", SL_OP_ALLTOALL, send, recv, count, dtype,
-					    SLUICE_SUM, 0, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_alltoall", .opcode = SL_OP_ALLTOALL, .send = send, .recv = recv,
+			     .count = count, .dtype = dtype };
+
+	return call(comm, c, req);
+}
+
+sluice_result_t sluice_alltoallv(sluice_comm_t *comm, const void *send, const size_t *send_counts,
+				 const size_t *send_displs, void *recv, const size_t *recv_counts,
+				 const size_t *recv_displs, sluice_datatype_t dtype, sluice_req_t **req)
+{
+	struct sl_call c = { .fn = "sluice_alltoallv", .opcode = SL_OP_ALLTOALLV, .send = send, .recv = recv,
+			     .dtype = dtype, .v = { send_counts, send_displs, recv_counts, recv_displs } };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_gather(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 			      sluice_datatype_t dtype, int root, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_gather", SL_OP_GATHER, send, recv, count, dtype, SLUICE_SUM,
-					    root, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_gather", .opcode = SL_OP_GATHER, .send = send, .recv = recv,
+			     .count = count, .dtype = dtype, .root = root };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_scatter(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 			       sluice_datatype_t dtype, int root, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_scatter", SL_OP_SCATTER, send, recv, count, dtype,
-					    SLUICE_SUM, root, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_scatter", .opcode = SL_OP_SCATTER, .send = send, .recv = recv,
+			     .count = count, .dtype = dtype, .root = root };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_barrier(sluice_comm_t *comm, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_barrier", SL_OP_BARRIER, NULL, NULL, 0, SLUICE_UINT8,
-					    SLUICE_SUM, 0, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_barrier", .opcode = SL_OP_BARRIER, .dtype = SLUICE_UINT8 };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_send(sluice_comm_t *comm, const void *send, size_t count, sluice_datatype_t dtype,
 			    int peer, sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_send", SL_OP_SEND, send, NULL, count, dtype, SLUICE_SUM,
-					    peer, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_send", .opcode = SL_OP_SEND, .send = send, .count = count,
+			     .dtype = dtype, .root = peer };
+
+	return call(comm, c, req);
 }
 
 sluice_result_t sluice_recv(sluice_comm_t *comm, void *recv, size_t count, sluice_datatype_t dtype, int peer,
 			    sluice_req_t **req)
 {
-	return call(comm, (struct sl_call){ "sluice_recv", SL_OP_RECV, NULL, recv, count, dtype, SLUICE_SUM,
-					    peer, 0, 0 }, req);
+	struct sl_call c = { .fn = "sluice_recv", .opcode = SL_OP_RECV, .recv = recv, .count = count,
+			     .dtype = dtype, .root = peer };
+
+	return call(comm, c, req);
 }

@@ -89,6 +89,7 @@ void sl_log_set_rank(int rank);
 /* ---- the context (attach.c), requests (coll.c), memory (mem.c) ---- */
 
 #define SL_MAX_REQS (SL_SUBMIT_SLOTS * 4)
+#define SL_VMETA_SLOTS 64 /* all-to-allv calls in flight per context (a 64-bit mask) */
 /* Zero-byte ranges name this region (see abi.h): no registration needed. */
 #define SL_REGION_NONE UINT32_MAX
 
@@ -107,6 +108,7 @@ struct sluice_req {
 	enum sl_req_state state;
 	int32_t status;           /* sluice_result_t, once DONE */
 	int send_slot, recv_slot; /* region table slots kept busy, -1 for none */
+	int vmeta_slot;           /* all-to-allv: its slot in ctx->vmeta, -1 for none */
 	char msg[SL_ERRMSG_LEN];  /* the dataplane's reason when status != OK */
 };
 
@@ -136,6 +138,8 @@ struct sluice_ctx {
 	uint64_t next_tag;            /* per-context increasing request tag */
 	int64_t next_hup_check;       /* when to next poll the socket for a dead dataplane */
 	unsigned ncomms;              /* communicators alive */
+	struct sl_vmeta *vmeta;       /* SL_VMETA_SLOTS all-to-allv arguments, registered; on first use */
+	uint64_t vmeta_busy;          /* bit per slot in use */
 };
 
 struct sluice_comm {
@@ -175,6 +179,7 @@ struct sl_call {
 	sluice_redop_t op;       /* SLUICE_SUM where the collective does not reduce */
 	int root;                /* root, or the peer of a send or recv; 0 where unused */
 	uint64_t send_bytes, recv_bytes; /* this rank's buffers, from sl_cmd_bytes */
+	const size_t *v[4];      /* all-to-allv: send counts, send displs, recv counts, recv displs */
 };
 
 /* Plan, describe and submit a checked call (held until sluice_group_end inside a group). */

@@ -15,6 +15,7 @@
  * later collective on it fails with the first error, and the other ranks
  * are told through an abort notice.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <linux/futex.h>
@@ -96,6 +97,7 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 		sl_tp_cancel(e->tp, &k->msgs[i]);
 	sl_sched_fini(&k->sched);
 	free_packets(k->deferred);
+	free(k->vmeta);
 	free(k->owned);
 	free(k->msgs);
 	free(k);
@@ -208,8 +210,14 @@ static uint8_t wire_kind(const struct sl_cmd *cmd)
 	return (uint8_t)(op | cmd->algo << KIND_ALGO_SHIFT);
 }
 
-static uint64_t wire_count(const struct sl_cmd *cmd)
+/* The count a packet between this rank and peer carries: all-to-allv's
+ * is the pair's own (what the sender sends must be what the receiver expects). */
+static uint64_t wire_count(const struct dp_coll *k, uint32_t peer, bool sending)
 {
+	const struct sl_cmd *cmd = &k->cmd;
+
+	if (k->vmeta)
+		return sending ? k->vmeta->send_count[peer] : k->vmeta->recv_count[peer];
 	return cmd->count | (is_rooted(cmd->opcode) ? (uint64_t)cmd->root << COUNT_ROOT_SHIFT : 0);
 }
 
@@ -263,7 +271,7 @@ static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct
 	char mine[96], theirs[96];
 
 	e->count.rx_mismatch++;
-	describe(mine, sizeof(mine), wire_kind(&k->cmd), wire_count(&k->cmd), dtype_op(&k->cmd));
+	describe(mine, sizeof(mine), wire_kind(&k->cmd), wire_count(k, (uint32_t)peer, false), dtype_op(&k->cmd));
 	describe(theirs, sizeof(theirs), h->kind, h->count, h->dtype_op);
 	comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true,
 		  "%s #%u differs across ranks: rank %u called %s but rank %d called %s: every rank "
@@ -365,7 +373,8 @@ static void apply(struct dp_engine *e, struct dp_coll *k, int src, const struct 
 
 	if (k->status != SLUICE_OK)
 		return;
-	if (h->kind != wire_kind(&k->cmd) || h->dtype_op != dtype_op(&k->cmd) || h->count != wire_count(&k->cmd)) {
+	if (h->kind != wire_kind(&k->cmd) || h->dtype_op != dtype_op(&k->cmd) ||
+	    h->count != wire_count(k, (uint32_t)src, false)) {
 		report_mismatch(e, k, h, src);
 		return;
 	}
@@ -545,9 +554,29 @@ static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *c
 	return NULL;
 }
 
+/* All-to-allv's counts, copied from the client's memory (*vmeta, to free);
+ * NULL when valid, else why not. */
+static const char *read_vmeta(struct dp_client *c, const struct sl_cmd *cmd, uint32_t nranks,
+			      struct sl_vmeta **vmeta, uint64_t bytes[2])
+{
+	const uint8_t *src = region_range(c, cmd->meta_region, cmd->meta_off, sizeof(**vmeta));
+
+	if (!src)
+		return "the all-to-allv counts are not inside memory this client registered";
+	if (!(*vmeta = malloc(sizeof(**vmeta))))
+		return "the dataplane is out of memory for all-to-allv counts";
+	memcpy(*vmeta, src, sizeof(**vmeta));
+	if (!sl_vmeta_bytes(*vmeta, nranks, sl_dtype_size(cmd->dtype), &bytes[0], &bytes[1]))
+		return "an all-to-allv count plus displacement overflows the buffer size";
+	for (uint32_t r = 0; r < nranks; r++)
+		if (((*vmeta)->send_count[r] | (*vmeta)->recv_count[r]) >> COUNT_ROOT_SHIFT)
+			return "an all-to-allv count overflows the 56 bits a packet carries (2^56 or more)";
+	return NULL;
+}
+
 /* Check cmd against c's own state; NULL when valid, else why not. */
 static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd,
-			     struct dp_comm **comm, uint64_t bytes[2], char *why)
+			     struct dp_comm **comm, struct sl_vmeta **vmeta, uint64_t bytes[2], char *why)
 {
 	const char *bad;
 
@@ -556,9 +585,13 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 	*comm = &e->comms[cmd->comm];
 	if ((bad = check_call(*comm, cmd, why)))
 		return bad;
-	if (!sl_cmd_bytes(cmd->opcode, cmd->count, sl_dtype_size(cmd->dtype), (*comm)->nranks, (*comm)->rank,
-			  cmd->root, &bytes[0], &bytes[1]))
+	if (cmd->opcode == SL_OP_ALLTOALLV) {
+		if ((bad = read_vmeta(c, cmd, (*comm)->nranks, vmeta, bytes)))
+			return bad;
+	} else if (!sl_cmd_bytes(cmd->opcode, cmd->count, sl_dtype_size(cmd->dtype), (*comm)->nranks,
+				 (*comm)->rank, cmd->root, &bytes[0], &bytes[1])) {
 		return "element count overflows the buffer size";
+	}
 	if (!region_range(c, cmd->send_region, cmd->send_off, bytes[0]) ||
 	    !region_range(c, cmd->recv_region, cmd->recv_off, bytes[1])) {
 		snprintf(why, SL_ERRMSG_LEN, "buffers (regions %u+%" PRIu64 " for %" PRIu64 " bytes and %u+%"
@@ -599,8 +632,9 @@ static int alloc_owned(struct dp_coll *k)
 	return 0;
 }
 
+/* A new collective for cmd (which takes vmeta), or NULL with *why set. */
 static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const struct sl_cmd *cmd,
-				struct dp_client *c, const uint64_t bytes[2])
+				struct dp_client *c, struct sl_vmeta *vmeta, const uint64_t bytes[2], const char **why)
 {
 	struct dp_coll *k = calloc(1, sizeof(*k));
 	struct sl_sched_plan plan = {
@@ -610,15 +644,30 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 		.chunk_bytes = chunk_bytes(e, cmd), .send_bytes = bytes[0], .recv_bytes = bytes[1],
 	};
 
-	if (!k)
+	*why = "the dataplane is out of memory for collectives";
+	if (!k) {
+		free(vmeta);
 		return NULL;
+	}
 	k->comm = comm;
 	k->cmd = *cmd;
+	k->vmeta = vmeta;
+	if (vmeta) {
+		plan.send_count = vmeta->send_count;
+		plan.send_displ = vmeta->send_displ;
+		plan.recv_count = vmeta->recv_count;
+		plan.recv_displ = vmeta->recv_displ;
+	}
 	k->buf[SL_BUF_SEND] = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
 	k->buf[SL_BUF_RECV] = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	plan.in_place = overlap(k->buf[SL_BUF_SEND], bytes[0], k->buf[SL_BUF_RECV], bytes[1]);
 	k->last_progress_ns = sl_now(&e->clock);
 	if (sl_sched_init(&k->sched, &plan) != 0) {
+		if (errno != ENOMEM)
+			*why = sl_sched_plan_check(&plan) ? sl_sched_plan_check(&plan)
+							  : "the schedule does not fit the buffers (a bug in sluice's "
+							    "coll/, please report it)";
+		free(vmeta);
 		free(k);
 		return NULL;
 	}
@@ -648,24 +697,24 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	uint64_t bytes[2] = { 0, 0 };
 	char buf[SL_ERRMSG_LEN];
 	struct sl_cmd resolved = *given, *cmd = &resolved;
+	struct sl_vmeta *vmeta = NULL;
 	const char *bad;
 
 	if (cmd->algo == 0) /* the descriptor leaves the choice to the dataplane */
 		cmd->algo = sl_algo_supported((enum sl_coll)cmd->opcode, SL_ALGO_RING) ? SL_ALGO_ID_RING
 											 : SL_ALGO_ID_DIRECT;
-	bad = check_cmd(e, c, cmd, &comm, bytes, buf);
-
-	if (bad) {
-		reject(e, c, cmd, SLUICE_ERR_INVALID_ARGUMENT, bad);
+	bad = check_cmd(e, c, cmd, &comm, &vmeta, bytes, buf);
+	if (bad || comm->failed != SLUICE_OK) {
+		free(vmeta);
+		if (bad)
+			reject(e, c, cmd, SLUICE_ERR_INVALID_ARGUMENT, bad);
+		else
+			reject(e, c, cmd, comm->failed, comm->why);
 		return;
 	}
-	if (comm->failed != SLUICE_OK) {
-		reject(e, c, cmd, comm->failed, comm->why);
-		return;
-	}
-	k = coll_new(e, comm, cmd, c, bytes);
+	k = coll_new(e, comm, cmd, c, vmeta, bytes, &bad);
 	if (!k) {
-		reject(e, c, cmd, SLUICE_ERR_NO_MEMORY, "the dataplane is out of memory for collectives");
+		reject(e, c, cmd, errno == ENOMEM ? SLUICE_ERR_NO_MEMORY : SLUICE_ERR_INTERNAL, bad);
 		return;
 	}
 	k->seq = next_seq(comm, cmd);
@@ -693,7 +742,7 @@ static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 		m->dst_node = comm->node[s.peer];
 		m->hdr = (struct sl_hdr){
 			.type = SL_T_DATA, .comm = comm->key32, .seq = k->seq, .step = (uint16_t)s.step,
-			.kind = wire_kind(&k->cmd), .dtype_op = dtype_op(&k->cmd), .count = wire_count(&k->cmd),
+			.kind = wire_kind(&k->cmd), .dtype_op = dtype_op(&k->cmd), .count = wire_count(k, s.peer, true),
 			.offset = s.xoff, .len = (uint32_t)s.len,
 		};
 		m->src = k->buf[s.buf] + s.off;

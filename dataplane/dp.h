@@ -77,6 +77,7 @@ struct dp_coll {
 	uint8_t *owned;           /* scratch and the in-place copy of the input, freed with it */
 	struct sl_sched sched;
 	struct dp_stashed *deferred; /* packets that came before their turn in the reduction order */
+	struct sl_vmeta *vmeta;   /* ALLTOALLV: the client's counts, copied at post */
 	struct sl_tp_msg *msgs;   /* one per send chunk, allocated at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint64_t last_progress_ns;

@@ -8,12 +8,14 @@
  *    place and not, every root; exact (inputs are small integers), except
  *    AVG, which is within a tolerance of the float64 reference.
  * 2. Send/recv: every rank sends several messages to every other, posted
- *    in a seeded random order, inside a group and not.
+ *    in a seeded random order, inside a group and not; all-to-allv with
+ *    zero-length parts.
  * 3. Determinism: a rounding float32 all-reduce and reduce-scatter twice,
  *    the same bits each time (and on every rank for all-reduce).
  * 4. Mismatches: rank 1 calls something else (op, count, root, datatype,
- *    collective, a recv of another size): every rank gets
- *    SLUICE_ERR_MISMATCH, quickly.
+ *    collective, a recv or all-to-allv count of another size): every rank
+ *    gets SLUICE_ERR_MISMATCH, quickly (where only a pair disagrees, the
+ *    others on their next call).
  */
 #include <math.h>
 #include <stdbool.h>
@@ -357,6 +359,48 @@ static void send_recv(bool grouped, uint64_t seed)
 	}
 }
 
+/* All-to-allv with zero-length parts: rank i sends rank j vcount(i, j)
+ * elements, its blocks separated by gaps; receivers place them with gaps too. */
+static size_t vcount(int i, int j)
+{
+	return (size_t)((i + 2 * j) % 3) * 1001;
+}
+
+static size_t vsend_displ(int i, int j)
+{
+	size_t d = 0;
+	for (int k = 0; k < j; k++)
+		d += vcount(i, k) + 3;
+	return d;
+}
+
+static void alltoallv(void)
+{
+	size_t sc[256], sd[256], rc[256], rd[256], ro = 0, wrong = 0;
+	int32_t *in = (int32_t *)bufa, *out = (int32_t *)bufb;
+	sluice_req_t *req;
+
+	for (int j = 0; j < nranks; j++) {
+		sc[j] = vcount(rank, j);
+		sd[j] = vsend_displ(rank, j);
+		rc[j] = vcount(j, rank);
+		rd[j] = ro;
+		ro += rc[j] + 5;
+	}
+	for (size_t k = 0; k < vsend_displ(rank, nranks); k++)
+		in[k] = rank * 1000000 + (int32_t)k;
+	memset(out, 0xa5, ro * 4);
+	CHECK(sluice_alltoallv(comm, in, sc, sd, out, rc, rd, SLUICE_INT32, &req));
+	CHECK(sluice_wait(req));
+	for (int i = 0; i < nranks; i++)
+		for (size_t k = 0; k < rc[i]; k++)
+			wrong += out[rd[i] + k] != i * 1000000 + (int32_t)(vsend_displ(i, rank) + k);
+	if (wrong) {
+		fprintf(stderr, "rank %d: alltoallv: %zu elements wrong\n", rank, wrong);
+		failures++;
+	}
+}
+
 /* ---- 3: determinism ---- */
 
 static uint64_t hash_bytes(const void *p, size_t n)
@@ -407,9 +451,9 @@ static void deterministic(void)
 
 /* ---- 4: mismatches ---- */
 
-enum mismatch { M_OP, M_COUNT, M_ROOT, M_DTYPE, M_COLL, M_P2P, NMISMATCH };
+enum mismatch { M_OP, M_COUNT, M_ROOT, M_DTYPE, M_COLL, M_P2P, M_VCOUNT, NMISMATCH };
 static const char *const mismatch_names[NMISMATCH] = { "op", "count", "root", "datatype", "collective",
-						       "recv size" };
+						       "recv size", "alltoallv count" };
 
 /* Rank 1 alone calls something else; everyone must hear SLUICE_ERR_MISMATCH. */
 static void mismatch(enum mismatch m)
@@ -429,6 +473,14 @@ static void mismatch(enum mismatch m)
 		res = odd ? sluice_alltoall(comm, bufa, bufb, 10, SLUICE_INT32, &req)
 			  : sluice_allgather(comm, bufa, bufb, 10, SLUICE_INT32, &req);
 		break;
+	case M_VCOUNT: { /* rank 1 expects one element more from rank 0 than rank 0 sends it */
+		size_t c[256], d[256], rc[256];
+		for (int r = 0; r < nranks; r++)
+			c[r] = rc[r] = 10, d[r] = 16 * (size_t)r;
+		rc[0] += odd;
+		res = sluice_alltoallv(comm, bufa, c, d, bufb, rc, d, SLUICE_INT32, &req);
+		break;
+	}
 	default: /* rank 0 sends 100 to rank 1, which expects 99; the others only hear of it */
 		res = rank == 0 ? sluice_send(comm, bufa, 100, SLUICE_INT32, 1, &req)
 		      : rank == 1 ? sluice_recv(comm, bufb, 99, SLUICE_INT32, 0, &req)
@@ -437,8 +489,9 @@ static void mismatch(enum mismatch m)
 	}
 	CHECK(res);
 	res = sluice_wait(req);
-	/* a send may complete before the receiver notices: its next call fails instead */
-	if (m == M_P2P && rank == 0 && res == SLUICE_OK) {
+	/* a pair's disagreement reaches the ranks not in it (or a sender whose
+	 * data was taken) after their own part may have finished: their next call fails */
+	if ((m == M_P2P || m == M_VCOUNT) && res == SLUICE_OK) {
 		CHECK(sluice_barrier(comm, &req));
 		res = sluice_wait(req);
 	}
@@ -470,6 +523,7 @@ int main(void)
 	CHECK(sluice_mem_alloc(ctx, bytes, (void **)&bufa));
 	CHECK(sluice_mem_alloc(ctx, bytes, (void **)&bufb));
 	every_collective();
+	alltoallv();
 	if (nranks > 1) {
 		send_recv(false, 1);
 		send_recv(true, 2);

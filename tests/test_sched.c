@@ -11,7 +11,8 @@
  * test computes itself, for every collective, algorithm, several datatypes
  * and ops, 1 to 6 ranks, counts 0/1/primes, in place and not, every root;
  * and floating-point results are checked to be the same bits whatever the
- * delivery order (and, for all-reduce, on every rank).
+ * delivery order (and, for all-reduce, on every rank).  All-to-allv runs
+ * with random counts (zeros among them) and gaps between blocks.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -462,6 +463,55 @@ static void test_deterministic(void **state)
 			}
 }
 
+/* All-to-allv: rank i sends c[i][j] elements to j (often 0), from a
+ * displacement with gaps; j places them at its own displacements. */
+static void test_alltoallv(void **state)
+{
+	static uint64_t c[MAX_RANKS][MAX_RANKS], sd[MAX_RANKS][MAX_RANKS], rd[MAX_RANKS][MAX_RANKS],
+		rc[MAX_RANKS][MAX_RANKS];
+	(void)state;
+
+	for (uint32_t n = 1; n <= MAX_RANKS; n++) {
+		for (uint64_t seed = 1; seed <= 3; seed++) {
+			rng_state = seed * 977 + n;
+			for (uint32_t i = 0; i < n; i++)
+				for (uint32_t j = 0; j < n; j++)
+					c[i][j] = rng() % 3 == 0 ? 0 : rng() % 40;
+			cl = (struct cluster){ .plan = { .coll = SL_COLL_ALLTOALLV, .algo = SL_ALGO_DIRECT, .nranks = n,
+							 .esize = 4, .payload = 16, .chunk_bytes = 32 },
+					       .dtype = SL_INT32, .op = SL_SUM };
+			for (uint32_t i = 0; i < n; i++) {
+				uint64_t so = 0, ro = 0;
+				for (uint32_t j = 0; j < n; j++) {
+					sd[i][j] = so, so += c[i][j] + rng() % 3; /* gaps between blocks */
+					if (j == n - 1 && c[i][j] == 0)
+						sd[i][j] = so + 7; /* an empty block may point past the end */
+					rc[i][j] = c[j][i];
+					rd[i][j] = ro, ro += c[j][i] + rng() % 3;
+				}
+				struct rank *r = &cl.r[i];
+				struct sl_sched_plan p = cl.plan;
+				p.rank = i;
+				p.send_count = c[i], p.send_displ = sd[i], p.recv_count = rc[i], p.recv_displ = rd[i];
+				p.send_bytes = so * 4, p.recv_bytes = ro * 4;
+				r->mem = malloc(p.send_bytes + p.recv_bytes + 1);
+				r->buf[SL_BUF_SEND] = r->send = r->mem;
+				r->buf[SL_BUF_RECV] = r->recv = r->mem + p.send_bytes;
+				for (uint64_t k = 0; k < so; k++)
+					((int32_t *)r->send)[k] = (int32_t)(i * 100000 + k);
+				assert_int_equal(sl_sched_init(&r->s, &p), 0);
+			}
+			run(seed);
+			for (uint32_t j = 0; j < n; j++)
+				for (uint32_t i = 0; i < n; i++)
+					for (uint64_t k = 0; k < c[i][j]; k++)
+						assert_int_equal(((int32_t *)cl.r[j].recv)[rd[j][i] + k],
+								 (int32_t)(i * 100000 + sd[i][j] + k));
+			teardown();
+		}
+	}
+}
+
 /* A send and the matching recv are two halves: one rank each. */
 static void test_send_recv(void **state)
 {
@@ -587,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_plan_check),
 		cmocka_unit_test(test_bad_packets),
 		cmocka_unit_test(test_send_recv),
+		cmocka_unit_test(test_alltoallv),
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_every_type_and_op),
 		cmocka_unit_test(test_deterministic),

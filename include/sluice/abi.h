@@ -48,6 +48,7 @@ enum sl_opcode {
 	SL_OP_RECV = 9,           /* root: the peer */
 	SL_OP_GATHER = 10,        /* root; count: elements each rank contributes */
 	SL_OP_SCATTER = 11,       /* root; count: elements each rank receives */
+	SL_OP_ALLTOALLV = 12,     /* count unused; per-peer counts and displacements in meta */
 	SL_OP_COUNT
 };
 
@@ -74,7 +75,15 @@ struct sl_cmd {
 	uint64_t send_off;    /* byte offsets within the regions */
 	uint64_t recv_off;
 	uint32_t chunk_bytes; /* pipeline unit; 0 = the dataplane's default.  Rounded to whole packets */
-	uint32_t reserved;
+	uint32_t meta_region; /* ALLTOALLV: registered memory holding its struct sl_vmeta */
+	uint64_t meta_off;
+};
+
+/* ALLTOALLV's arguments, in elements, one entry per rank (only nranks
+ * used): the dataplane reads them from registered memory at post. */
+struct sl_vmeta {
+	uint64_t send_count[SL_MAX_RANKS], send_displ[SL_MAX_RANKS];
+	uint64_t recv_count[SL_MAX_RANKS], recv_displ[SL_MAX_RANKS];
 };
 
 /*
@@ -104,7 +113,7 @@ static inline bool sl_cmd_bytes(uint32_t opcode, uint64_t count, uint64_t esize,
 	case SL_OP_RECV: *send = 0; *recv = b; return true;
 	case SL_OP_GATHER: *send = b; *recv = rank == root ? nb : 0; return true;
 	case SL_OP_SCATTER: *send = rank == root ? nb : 0; *recv = b; return true;
-	default: return false;
+	default: return false; /* ALLTOALLV's sizes come from its struct sl_vmeta */
 	}
 }
 
@@ -144,6 +153,26 @@ static inline uint32_t sl_page_complete_off(void)
 static inline size_t sl_page_bytes(void)
 {
 	return sl_page_complete_off() + sl_spsc_bytes(SL_COMPLETE_SLOTS, sizeof(struct sl_cpl));
+}
+
+/* Bytes of ALLTOALLV's buffers: the furthest end of any peer's block.
+ * False when an end overflows 64 bits. */
+static inline bool sl_vmeta_bytes(const struct sl_vmeta *v, uint32_t nranks, uint64_t esize, uint64_t *send,
+				  uint64_t *recv)
+{
+	uint64_t limit = esize ? UINT64_MAX / esize : 0;
+
+	*send = *recv = 0;
+	for (uint32_t r = 0; r < nranks && r < SL_MAX_RANKS; r++) {
+		if (v->send_displ[r] > limit || v->send_count[r] > limit - v->send_displ[r] ||
+		    v->recv_displ[r] > limit || v->recv_count[r] > limit - v->recv_displ[r])
+			return false;
+		if (v->send_count[r] && (v->send_displ[r] + v->send_count[r]) * esize > *send)
+			*send = (v->send_displ[r] + v->send_count[r]) * esize;
+		if (v->recv_count[r] && (v->recv_displ[r] + v->recv_count[r]) * esize > *recv)
+			*recv = (v->recv_displ[r] + v->recv_count[r]) * esize;
+	}
+	return true;
 }
 
 /* ---- attach socket ---- */

@@ -134,6 +134,15 @@ sluice_result_t sluice_gather(sluice_comm_t *comm, const void *send, void *recv,
 			      sluice_datatype_t dtype, int root, sluice_req_t **req);
 sluice_result_t sluice_scatter(sluice_comm_t *comm, const void *send, void *recv, size_t count,
 			       sluice_datatype_t dtype, int root, sluice_req_t **req);
+/*
+ * All-to-all with a count per peer (MPI's Alltoallv): block j of send
+ * (send_counts[j] elements from element send_displs[j]) goes to rank j,
+ * whose recv_counts[i] and recv_displs[i] say where rank i's lands.  Counts
+ * may be zero; a pair whose counts disagree is a mismatch.  Not in place.
+ */
+sluice_result_t sluice_alltoallv(sluice_comm_t *comm, const void *send, const size_t *send_counts,
+				 const size_t *send_displs, void *recv, const size_t *recv_counts,
+				 const size_t *recv_displs, sluice_datatype_t dtype, sluice_req_t **req);
 /* Finishes on a rank once every rank has called it. */
 sluice_result_t sluice_barrier(sluice_comm_t *comm, sluice_req_t **req);
 
