@@ -39,6 +39,8 @@
 
 struct link {
 	uint16_t node;
+	uint16_t more[SL_MAX_NODES]; /* further nodes on the same segment (a bridge): NODE,NODE,... */
+	unsigned nmore;
 	char devargs[512];
 };
 
@@ -71,7 +73,8 @@ static void usage(FILE *f)
 		"                        join nodes 0..M-1 in a full mesh of net_memif links whose\n"
 		"                        sockets live in DIR (every node of the mesh uses the same DIR)\n"
 		"  --link NODE:DEVARGS   reach NODE through a DPDK vdev, e.g.\n"
-		"                        3:net_af_packet0,iface=veth3 (repeatable)\n"
+		"                        3:net_af_packet0,iface=veth3 (repeatable); NODE,NODE,...:DEVARGS\n"
+		"                        for several nodes on one segment (a bridge)\n"
 		"  --socket PATH         attach socket (env SLUICE_SOCKET, default %s)\n"
 		"  --engine-cpu C        pin the engine to CPU C (default: any)\n"
 		"  --payload B           bytes of data per packet (default: what the frame allows)\n"
@@ -125,18 +128,25 @@ static int parse_link(struct opts *o, const char *arg)
 {
 	unsigned long node;
 	const char *colon = strchr(arg, ':');
-	char num[16];
+	struct link *l = &o->links[o->nlinks];
+	char nums[1024], *save = NULL;
 
-	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(num) || o->nlinks == SL_MAX_PORTS) {
-		fprintf(stderr, "sluiced: --link wants NODE:DEVARGS (at most %u links), not '%s'\n",
+	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(nums) || o->nlinks == SL_MAX_PORTS) {
+		fprintf(stderr, "sluiced: --link wants NODE[,NODE...]:DEVARGS (at most %u links), not '%s'\n",
 			SL_MAX_PORTS, arg);
 		return -1;
 	}
-	memcpy(num, arg, (size_t)(colon - arg));
-	num[colon - arg] = '\0';
-	if (parse_uint(num, "--link's node", SL_MAX_NODES - 1, &node))
-		return -1;
-	o->links[o->nlinks].node = (uint16_t)node;
+	memcpy(nums, arg, (size_t)(colon - arg));
+	nums[colon - arg] = '\0';
+	/* several nodes: one port onto a shared segment, routed by each node's MAC */
+	for (char *n = strtok_r(nums, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
+		if (parse_uint(n, "--link's node", SL_MAX_NODES - 1, &node))
+			return -1;
+		if (n == nums)
+			l->node = (uint16_t)node;
+		else if (l->nmore < SL_MAX_NODES)
+			l->more[l->nmore++] = (uint16_t)node;
+	}
 	snprintf(o->links[o->nlinks].devargs, sizeof(o->links[0].devargs), "%s", colon + 1);
 	o->nlinks++;
 	return 0;
@@ -267,12 +277,22 @@ static int prepare_links(const struct opts *o, struct sl_port **ports, struct sl
 static int add_routes(struct dp_engine *e, const struct opts *o, struct sl_port **ports, char *err, size_t len)
 {
 	for (unsigned i = 0; i < o->nlinks; i++) {
-		struct sl_addr addr;
+		const struct link *l = &o->links[i];
 		int idx = sl_tp_add_port(e->tp, ports[i]);
-		sl_addr_for_node(o->links[i].node, &addr);
-		if (idx < 0 || sl_tp_add_route(e->tp, o->links[i].node, (uint16_t)idx, &addr) != 0) {
-			snprintf(err, len, "cannot add the route to node %u (twice the same node?)", o->links[i].node);
+		if (idx < 0) {
+			snprintf(err, len, "cannot add link %u (%s): %u links at most, and frames of %u B must "
+				 "hold the payload and CRC (pick a smaller --payload)", i, l->devargs,
+				 SL_MAX_PORTS, ports[i]->max_frame);
 			return -1;
+		}
+		for (unsigned k = 0; k <= l->nmore; k++) {
+			struct sl_addr addr;
+			uint16_t node = k ? l->more[k - 1] : l->node;
+			sl_addr_for_node(node, &addr);
+			if (sl_tp_add_route(e->tp, node, (uint16_t)idx, &addr) != 0) {
+				snprintf(err, len, "cannot add the route to node %u (out of memory?)", node);
+				return -1;
+			}
 		}
 	}
 	return 0;

@@ -6,13 +6,18 @@
 #   - every flip inside the CRC-covered bytes is rejected, and nothing else is:
 #     covered flips <= malformed frames <= flipped frames.
 # usage: it_fault.sh SLUICE_RUN IT_ALLREDUCE RANKS MODE SPEC
-#   MODE: daemons (counters checked) or embedded (results only: no counters printed)
+#   MODE: daemons or veth (emulated hosts; counters checked), or embedded (results only:
+#   embedded dataplanes print no counters)
 set -u
 run=$1 prog=$2 n=$3 mode=$4 spec=$5
 
 log=$(mktemp /tmp/sl-fault.XXXXXX)
 trap 'rm -f "$log"' EXIT
-SLUICE_FAULT=$spec "$run" -n "$n" "--$mode" -v --timeout 20 -- "$prog" >"$log" 2>&1
+case "$mode" in
+veth) how=(--net veth) ;;
+*) how=("--$mode") ;;
+esac
+SLUICE_FAULT=$spec "$run" -n "$n" "${how[@]}" -v --timeout 20 -- "$prog" >"$log" 2>&1
 rc=$?
 grep -v '^\[sluiced' "$log" | tail -5
 if [ $rc -ne 0 ]; then
@@ -20,7 +25,7 @@ if [ $rc -ne 0 ]; then
 	cat "$log" >&2
 	exit 1
 fi
-[ "$mode" = daemons ] || exit 0
+[ "$mode" != embedded ] || exit 0
 
 # Sum "KEY N" pairs over every dataplane's lines that contain MARK.
 sum() { # MARK KEY
