@@ -37,8 +37,11 @@ int tr_find_socket(char *path, size_t len, char *err, size_t errlen)
 		if (sscanf(line, "%*s %*s %*s %x %x %*s %*s %107s", &flags, &type, sock) != 3)
 			continue;
 		/* sluiced, sluice-run's and embedded dataplanes listen on SEQPACKET sockets with
-		 * "sluice" in their path (/run/sluice/, /tmp/sluice-run.*, /tmp/sluice-embedded-*) */
-		if (!(flags & UNIX_ACCEPTING) || type != UNIX_SEQPACKET || sock[0] != '/' || !strstr(sock, "sluice"))
+		 * "sluice" in their path (/run/sluice/, /tmp/sluice-run.*, /tmp/sluice-embedded-*);
+		 * memif's own sockets may sit beside them */
+		size_t n = strlen(sock);
+		if (!(flags & UNIX_ACCEPTING) || type != UNIX_SEQPACKET || sock[0] != '/' || !strstr(sock, "sluice") ||
+		    strstr(sock, "memif") || n < 5 || strcmp(sock + n - 5, ".sock") != 0)
 			continue;
 		if (n++ == 0)
 			snprintf(found, sizeof(found), "%s", sock);
@@ -258,14 +261,21 @@ uint64_t tr_realtime_ns(const struct tr_source *s, uint64_t mono_ns)
 
 const char *tr_kind_name(uint8_t kind)
 {
-	static const char *const names[SL_OP_COUNT] = {
+	static const char *const ops[SL_OP_COUNT] = {
 		[SL_OP_ALLREDUCE] = "allreduce", [SL_OP_ALLGATHER] = "allgather",
 		[SL_OP_REDUCE_SCATTER] = "reduce_scatter", [SL_OP_BROADCAST] = "broadcast",
 		[SL_OP_REDUCE] = "reduce", [SL_OP_ALLTOALL] = "alltoall", [SL_OP_BARRIER] = "barrier",
 		[SL_OP_SEND] = "send", [SL_OP_RECV] = "recv", [SL_OP_GATHER] = "gather", [SL_OP_SCATTER] = "scatter",
 	};
+	static const char *const algos[] = { "", "/ring", "/direct" };
+	static char buf[8][40]; /* a few calls may share one printf */
+	static unsigned next;
+	unsigned op = kind & ((1u << SL_TRACE_KIND_ALGO_SHIFT) - 1), algo = kind >> SL_TRACE_KIND_ALGO_SHIFT;
+	char *out = buf[next++ % 8];
 
-	return kind < SL_OP_COUNT && names[kind] ? names[kind] : "kind?";
+	snprintf(out, sizeof(buf[0]), "%s%s", op < SL_OP_COUNT && ops[op] ? ops[op] : "kind?",
+		 algo < sizeof(algos) / sizeof(algos[0]) ? algos[algo] : "/algo?");
+	return out;
 }
 
 /* The ACK's fields, and the PSNs its SACK bitmap names, as ranges above cum. */
@@ -301,11 +311,11 @@ void tr_describe(const struct tr_source *s, const struct sl_trace_rec *rec, char
 	}
 	const struct tr_comm *c = tr_comm_of(s, &p, peer);
 	size_t n = (size_t)snprintf(out, len, "dir=%s node=%u peer_node=%u rank=%d peer_rank=%d %s psn=%" PRIu32
-				    " flags=%s%s%s%s",
+				    " flags=%s%s%s%s%s",
 				    dir, s->node, peer, tr_rank_of(c, s->node), tr_rank_of(c, peer),
-				    p.type == SL_TRACE_T_ACK ? "ACK" : "DATA", p.psn,
-				    p.flags & SL_TRACE_F_RETX ? "RETX," : "", p.flags & SL_TRACE_F_CTRL ? "CTRL," : "",
-				    p.flags & SL_TRACE_F_VOID ? "VOID," : "", p.flags & SL_TRACE_F_CRC ? "CRC," : "");
+				    p.type == SL_TRACE_T_ACK ? "ACK" : "DATA", p.psn, p.flags ? "" : "none",
+				    p.flags & SL_TRACE_F_RETX ? "+RETX" : "", p.flags & SL_TRACE_F_CTRL ? "+CTRL" : "",
+				    p.flags & SL_TRACE_F_VOID ? "+VOID" : "", p.flags & SL_TRACE_F_CRC ? "+CRC" : "");
 	if (n >= len)
 		return;
 	if (p.type == SL_TRACE_T_ACK && p.has_ack)

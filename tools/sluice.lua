@@ -11,7 +11,8 @@ local sluice = Proto("sluice", "sluice collective transport")
 local types = { [1] = "DATA", [2] = "ACK" }
 local kinds = { [1] = "allreduce", [2] = "allgather", [3] = "reduce_scatter", [4] = "broadcast",
                 [5] = "reduce", [6] = "alltoall", [7] = "barrier", [8] = "send", [9] = "recv",
-                [10] = "gather", [11] = "scatter" }
+                [10] = "gather", [11] = "scatter", [12] = "alltoallv" }
+local algos = { [0] = "default", [1] = "ring", [2] = "direct" }
 
 local f = sluice.fields
 f.version = ProtoField.uint8("sluice.version", "Version")
@@ -27,11 +28,16 @@ f.psn = ProtoField.uint32("sluice.psn", "PSN")
 f.comm = ProtoField.uint32("sluice.comm", "Communicator", base.HEX)
 f.seq = ProtoField.uint32("sluice.seq", "Collective sequence")
 f.step = ProtoField.uint16("sluice.step", "Step")
-f.kind = ProtoField.uint8("sluice.kind", "Collective kind", base.DEC, kinds)
+-- the dataplane packs the algorithm above the opcode, and a root in the count's top byte
+f.kind_byte = ProtoField.uint8("sluice.kind_byte", "Kind", base.HEX)
+f.kind = ProtoField.uint8("sluice.kind", "Collective", base.DEC, kinds, 0x1f)
+f.algo = ProtoField.uint8("sluice.algo", "Algorithm", base.DEC, algos, 0xe0)
 f.dtype_op = ProtoField.uint8("sluice.dtype_op", "Datatype and op", base.HEX)
 f.dtype = ProtoField.uint8("sluice.dtype", "Datatype", base.DEC, nil, 0xf0)
 f.op = ProtoField.uint8("sluice.op", "Reduction op", base.DEC, nil, 0x0f)
-f.count = ProtoField.uint64("sluice.count", "Element count")
+f.count = ProtoField.uint64("sluice.count", "Count field")
+f.root = ProtoField.uint8("sluice.root", "Root rank (rooted collectives)")
+f.elements = ProtoField.uint64("sluice.elements", "Element count")
 f.offset = ProtoField.uint64("sluice.offset", "Byte offset")
 f.len = ProtoField.uint32("sluice.len", "Body length")
 f.ts = ProtoField.uint32("sluice.ts", "Sender timestamp (us)")
@@ -91,11 +97,15 @@ function sluice.dissector(buf, pinfo, tree)
 	t:add(f.comm, buf(12, 4))
 	t:add(f.seq, buf(16, 4))
 	t:add(f.step, buf(20, 2))
-	t:add(f.kind, buf(22, 1))
+	local kt = t:add(f.kind_byte, buf(22, 1))
+	kt:add(f.kind, buf(22, 1))
+	kt:add(f.algo, buf(22, 1))
 	local dt = t:add(f.dtype_op, buf(23, 1))
 	dt:add(f.dtype, buf(23, 1))
 	dt:add(f.op, buf(23, 1))
-	t:add(f.count, buf(24, 8))
+	local ct = t:add(f.count, buf(24, 8))
+	ct:add(f.root, buf(24, 1))
+	ct:add(f.elements, buf(25, 7), buf(25, 7):uint64())
 	t:add(f.offset, buf(32, 8))
 	t:add(f.len, buf(40, 4))
 	t:add(f.ts, buf(44, 4))
@@ -108,9 +118,9 @@ function sluice.dissector(buf, pinfo, tree)
 		info = string.format("%s cum=%d sacked=%d", info, cum, n)
 	elseif ty == 1 then
 		info = string.format("%s comm=0x%08x seq=%d %s step=%d off=%s len=%d", info, buf(12, 4):uint(),
-			buf(16, 4):uint(), kinds[buf(22, 1):uint()] or "kind?", buf(20, 2):uint(),
+			buf(16, 4):uint(), kinds[bit.band(buf(22, 1):uint(), 0x1f)] or "kind?", buf(20, 2):uint(),
 			tostring(buf(32, 8):uint64()), body)
-		if rest > 0 then
+		if math.min(rest, body) > 0 then
 			t:add(f.payload, buf(HDR_LEN, math.min(rest, body)))
 		end
 	end

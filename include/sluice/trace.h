@@ -49,6 +49,11 @@
 #define SL_TRACE_F_CTRL 2u
 #define SL_TRACE_F_VOID 4u
 #define SL_TRACE_F_CRC 8u
+/* The dataplane packs the algorithm above the opcode in the header's kind
+ * (dataplane/coll_run.c, KIND_ALGO_SHIFT), and a rooted collective's root in
+ * the top byte of its count (COUNT_ROOT_SHIFT). */
+#define SL_TRACE_KIND_ALGO_SHIFT 5u
+#define SL_TRACE_COUNT_ROOT_SHIFT 56u
 
 enum sl_trace_dir {
 	SL_TRACE_RX = 0, /* the port received it */
