@@ -60,6 +60,7 @@ struct link {
 	uint16_t src, dst;
 	uint64_t data, retx, lat_sum, lat_n;
 	uint64_t lost;     /* DATA sent whose plain copy never arrived: lost on the wire */
+	uint64_t spurious; /* retransmissions of DATA whose plain copy did arrive */
 	uint64_t lost_ns;  /* summed over retransmitted packets: first send to first arrival */
 	uint64_t worst_ns; /* the longest of those */
 };
@@ -318,13 +319,16 @@ static int analyze(struct analysis *a)
 		}
 		account(a, e);
 	}
-	/* a PSN sent whose plain copy never arrived where the receiver was captured: lost */
+	/* a PSN sent whose plain copy never arrived where the receiver was captured: lost;
+	 * one that did arrive and was sent again anyway: spurious retransmissions */
 	for (size_t i = 0; i < a->psn_cap; i++) {
 		const struct psn_ent *pe = &a->psns[i];
-		if (!pe->used || !pe->first_tx || pe->orig_rx)
+		if (!pe->used || !pe->first_tx)
 			continue;
 		struct coll *c = &a->colls[pe->coll];
-		if (rank_of(c, pe->dst) >= 0 || part_seen(c, pe->dst))
+		if (pe->orig_rx)
+			c->links[pe->link].spurious += pe->retx;
+		else if (part_seen(c, pe->dst))
 			c->links[pe->link].lost++;
 	}
 	return 0;
@@ -385,9 +389,9 @@ static void print_coll(const struct coll *c, uint64_t t0)
 		const struct link *l = &c->links[i];
 		name_node(c, l->src, s, sizeof(s));
 		name_node(c, l->dst, d, sizeof(d));
-		printf("  link %s -> %s: %" PRIu64 " DATA, %" PRIu64 " lost, %" PRIu64 " retransmitted (delayed %.3f ms "
-		       "in all, %.3f ms at worst), one-way %.1f us\n", s, d, l->data, l->lost, l->retx, ms(l->lost_ns),
-		       ms(l->worst_ns),
+		printf("  link %s -> %s: %" PRIu64 " DATA, %" PRIu64 " lost, %" PRIu64 " retransmitted (%" PRIu64
+		       " spurious; delayed %.3f ms in all, %.3f ms at worst), one-way %.1f us\n", s, d, l->data, l->lost,
+		       l->retx, l->spurious, ms(l->lost_ns), ms(l->worst_ns),
 		       l->lat_n ? (double)l->lat_sum / (double)l->lat_n / 1e3 : 0);
 	}
 }
@@ -403,7 +407,7 @@ static int by_duration(const void *x, const void *y)
 struct blame {
 	uint16_t src, dst;
 	int src_rank, dst_rank;
-	uint64_t lost, lost_ns, retx, slowest;
+	uint64_t lost, lost_ns, retx, spurious, slowest;
 };
 
 static void summarize(const struct analysis *a, unsigned show)
@@ -424,10 +428,12 @@ static void summarize(const struct analysis *a, unsigned show)
 			if (j == nb && nb == sizeof(b) / sizeof(b[0]))
 				continue;
 			if (j == nb)
-				b[nb++] = (struct blame){ l->src, l->dst, rank_of(c, l->src), rank_of(c, l->dst), 0, 0, 0, 0 };
+				b[nb++] = (struct blame){ .src = l->src, .dst = l->dst, .src_rank = rank_of(c, l->src),
+							  .dst_rank = rank_of(c, l->dst) };
 			b[j].lost += l->lost;
 			b[j].lost_ns += l->lost_ns;
 			b[j].retx += l->retx;
+			b[j].spurious += l->spurious;
 			b[j].slowest += l == sl;
 		}
 	}
@@ -443,9 +449,10 @@ static void summarize(const struct analysis *a, unsigned show)
 	free(order);
 	printf("links over the whole capture:\n");
 	for (unsigned j = 0; j < nb; j++) {
-		printf("  rank %d (node %u) -> rank %d (node %u): %" PRIu64 " lost, %" PRIu64 " retransmissions delaying "
-		       "packets %.3f ms in all, slowest link of %" PRIu64 " collectives\n", b[j].src_rank, b[j].src,
-		       b[j].dst_rank, b[j].dst, b[j].lost, b[j].retx, ms(b[j].lost_ns), b[j].slowest);
+		printf("  rank %d (node %u) -> rank %d (node %u): %" PRIu64 " lost, %" PRIu64 " retransmissions (%" PRIu64
+		       " spurious) delaying packets %.3f ms in all, slowest link of %" PRIu64 " collectives\n",
+		       b[j].src_rank, b[j].src, b[j].dst_rank, b[j].dst, b[j].lost, b[j].retx, b[j].spurious,
+		       ms(b[j].lost_ns), b[j].slowest);
 		if (b[j].lost > b[best].lost || (b[j].lost == b[best].lost && (b[j].lost_ns > b[best].lost_ns ||
 		    (b[j].lost_ns == b[best].lost_ns && b[j].slowest > b[best].slowest))))
 			best = j;
