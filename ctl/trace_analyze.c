@@ -38,6 +38,7 @@ struct psn_ent {         /* one DATA PSN of one flow */
 	uint32_t psn;
 	uint64_t first_tx, first_rx;
 	uint32_t retx;
+	uint32_t tx_copies, rx_copies; /* sent and received, retransmissions included */
 	bool orig_rx;        /* the first, plain copy arrived: any retransmission was spurious */
 	uint32_t coll;       /* where it belongs: a->colls[coll].links[link] */
 	uint8_t link;
@@ -61,6 +62,7 @@ struct link {
 	uint64_t data, retx, lat_sum, lat_n;
 	uint64_t lost;     /* DATA sent whose plain copy never arrived: lost on the wire */
 	uint64_t spurious; /* retransmissions of DATA whose plain copy did arrive */
+	uint64_t vanished; /* DATA frames sent, retransmissions included, that never arrived */
 	uint64_t lost_ns;  /* summed over retransmitted packets: first send to first arrival */
 	uint64_t worst_ns; /* the longest of those */
 };
@@ -273,6 +275,7 @@ static void account(struct analysis *a, const struct ev *e)
 	step_add(pt, p->step, e->ts);
 	struct link *l = link_get(c, p->src_node, p->dst_node);
 	if (e->tx) {
+		pe->tx_copies++;
 		l->data += !(p->flags & SL_TRACE_F_RETX);
 		if (!pe->first_tx) {
 			pe->first_tx = e->ts;
@@ -289,6 +292,7 @@ static void account(struct analysis *a, const struct ev *e)
 	if (pt->last_rx && e->ts - pt->last_rx > a->gap_ns)
 		pt->waited += e->ts - pt->last_rx;
 	pt->last_rx = e->ts;
+	pe->rx_copies++;
 	pe->orig_rx |= !(p->flags & SL_TRACE_F_RETX);
 	if (pe->first_rx || !pe->first_tx)
 		return; /* a duplicate, or its sender was not captured */
@@ -326,6 +330,8 @@ static int analyze(struct analysis *a)
 		if (!pe->used || !pe->first_tx)
 			continue;
 		struct coll *c = &a->colls[pe->coll];
+		if (part_seen(c, pe->dst) && pe->tx_copies > pe->rx_copies)
+			c->links[pe->link].vanished += pe->tx_copies - pe->rx_copies;
 		if (pe->orig_rx)
 			c->links[pe->link].spurious += pe->retx;
 		else if (part_seen(c, pe->dst))
@@ -407,7 +413,7 @@ static int by_duration(const void *x, const void *y)
 struct blame {
 	uint16_t src, dst;
 	int src_rank, dst_rank;
-	uint64_t lost, lost_ns, retx, spurious, slowest;
+	uint64_t lost, lost_ns, retx, spurious, vanished, slowest;
 };
 
 static void summarize(const struct analysis *a, unsigned show)
@@ -434,6 +440,7 @@ static void summarize(const struct analysis *a, unsigned show)
 			b[j].lost_ns += l->lost_ns;
 			b[j].retx += l->retx;
 			b[j].spurious += l->spurious;
+			b[j].vanished += l->vanished;
 			b[j].slowest += l == sl;
 		}
 	}
@@ -449,10 +456,10 @@ static void summarize(const struct analysis *a, unsigned show)
 	free(order);
 	printf("links over the whole capture:\n");
 	for (unsigned j = 0; j < nb; j++) {
-		printf("  rank %d (node %u) -> rank %d (node %u): %" PRIu64 " lost, %" PRIu64 " retransmissions (%" PRIu64
-		       " spurious) delaying packets %.3f ms in all, slowest link of %" PRIu64 " collectives\n",
-		       b[j].src_rank, b[j].src, b[j].dst_rank, b[j].dst, b[j].lost, b[j].retx, b[j].spurious,
-		       ms(b[j].lost_ns), b[j].slowest);
+		printf("  rank %d (node %u) -> rank %d (node %u): %" PRIu64 " lost (%" PRIu64 " DATA frames never arrived), %"
+		       PRIu64 " retransmissions (%" PRIu64 " spurious) delaying packets %.3f ms in all, slowest link of %"
+		       PRIu64 " collectives\n", b[j].src_rank, b[j].src, b[j].dst_rank, b[j].dst, b[j].lost, b[j].vanished,
+		       b[j].retx, b[j].spurious, ms(b[j].lost_ns), b[j].slowest);
 		if (b[j].lost > b[best].lost || (b[j].lost == b[best].lost && (b[j].lost_ns > b[best].lost_ns ||
 		    (b[j].lost_ns == b[best].lost_ns && b[j].slowest > b[best].slowest))))
 			best = j;

@@ -109,6 +109,13 @@ if [ -n "$fault" ]; then
 	grep -q "^slowest link: rank 0 (node 0) -> rank 1 (node 1): [1-9]" "$d/analyze.log" ||
 		fail "analyze did not blame the lossy link rank 0 -> rank 1: $(grep ^slowest "$d/analyze.log")"
 	grep -q "^slowest rank: 0 " "$d/analyze.log" || fail "analyze did not name rank 0"
+	# every DATA frame the injector dropped is a frame the capture saw leave and never arrive
+	dropped=$(sed -n 's/.*faults injected on link 0 .* data-dropped \([0-9]*\).*/\1/p' "$d/dp0.log")
+	vanished=$(sed -n 's/^  rank 0 (node 0) -> rank 1 (node 1): [0-9]* lost (\([0-9]*\) DATA frames never arrived.*/\1/p' \
+		"$d/analyze.log")
+	[ -n "$dropped" ] && [ "$dropped" = "$vanished" ] ||
+		fail "the fault injector dropped ${dropped:-?} DATA frames, analyze saw ${vanished:-?} vanish"
+	echo "rank 0 -> rank 1: $dropped DATA frames dropped by the injector, all seen vanishing in the capture"
 	grep "^slowest" "$d/analyze.log"
 fi
 echo "it_trace: ok ($written packets)"
