@@ -11,7 +11,8 @@
  *    in a seeded random order, inside a group and not; all-to-allv with
  *    zero-length parts.
  * 3. Determinism: a rounding float32 all-reduce and reduce-scatter twice,
- *    the same bits each time (and on every rank for all-reduce).
+ *    the same bits each time (and on every rank for all-reduce); two
+ *    communicators with calls in flight together; calls refused locally.
  * 4. Mismatches: rank 1 calls something else (op, count, root, datatype,
  *    collective, a recv or all-to-allv count of another size): every rank
  *    gets SLUICE_ERR_MISMATCH, quickly (where only a pair disagrees, the
@@ -449,6 +450,82 @@ static void deterministic(void)
 	}
 }
 
+/* Two communicators at once: calls on both in flight together, posted in
+ * opposite orders on even and odd ranks. */
+static void two_communicators(void)
+{
+	sluice_comm_t *other;
+	sluice_req_t *ra, *rb;
+	int32_t *a = (int32_t *)bufa, *b = (int32_t *)bufb, *gathered = (int32_t *)bufb + 1000;
+
+	CHECK(sluice_comm_init_env(ctx, &other));
+	for (int i = 0; i < 1000; i++)
+		a[i] = rank + i;
+	b[0] = rank;
+	if (rank % 2) {
+		CHECK(sluice_allgather(other, b, gathered, 1, SLUICE_INT32, &rb));
+		CHECK(sluice_allreduce(comm, a, a, 1000, SLUICE_INT32, SLUICE_SUM, &ra));
+	} else {
+		CHECK(sluice_allreduce(comm, a, a, 1000, SLUICE_INT32, SLUICE_SUM, &ra));
+		CHECK(sluice_allgather(other, b, gathered, 1, SLUICE_INT32, &rb));
+	}
+	CHECK(sluice_wait(rb));
+	CHECK(sluice_wait(ra));
+	for (int i = 0; i < 1000; i++)
+		if (a[i] != nranks * i + nranks * (nranks - 1) / 2) {
+			fprintf(stderr, "rank %d: two communicators: allreduce element %d is %d\n", rank, i, a[i]);
+			failures++;
+			break;
+		}
+	for (int r = 0; r < nranks; r++)
+		if (gathered[r] != r) {
+			fprintf(stderr, "rank %d: two communicators: allgather block %d is %d\n", rank, r, gathered[r]);
+			failures++;
+			break;
+		}
+	CHECK(sluice_comm_destroy(other));
+}
+
+/* A call that must be refused before anything is sent, with a message that says why. */
+static void expect_refused(sluice_result_t got, sluice_result_t want, const char *needle, const char *what)
+{
+	if (got != want || !strstr(sluice_last_error(), needle)) {
+		fprintf(stderr, "rank %d: %s: got %s (%s), want %s mentioning \"%s\"\n", rank, what,
+			sluice_get_error_string(got), sluice_last_error(), sluice_get_error_string(want), needle);
+		failures++;
+	}
+}
+
+static void refused(void)
+{
+	size_t counts[256] = { 0 };
+	sluice_req_t *req, *grouped;
+	const sluice_result_t bad = SLUICE_ERR_INVALID_ARGUMENT;
+
+	expect_refused(sluice_broadcast(comm, bufa, bufb, 4, SLUICE_INT32, nranks, &req), bad, "root",
+		       "a root that is not a rank");
+	expect_refused(sluice_send(comm, bufa, 4, SLUICE_INT32, rank, &req), bad, "itself", "a send to itself");
+	expect_refused(sluice_recv(comm, bufb, 4, SLUICE_INT32, -1, &req), bad, "peer", "a negative peer");
+	expect_refused(sluice_alltoallv(comm, bufa, counts, NULL, bufb, counts, counts, SLUICE_INT32, &req), bad,
+		       "NULL", "all-to-allv without displacements");
+	expect_refused(sluice_alltoallv(comm, bufa, counts, counts, bufa, counts, counts, SLUICE_INT32, &req), bad,
+		       "in place", "all-to-allv in place");
+	expect_refused(sluice_allgather(comm, bufa + 4, bufa, 4, SLUICE_INT32, &req), bad, "overlap",
+		       "all-gather buffers that overlap other than NCCL's way");
+	expect_refused(sluice_reduce(comm, bufa, bufb, 4, SLUICE_INT32, SLUICE_AVG, 0, &req), bad, "AVG",
+		       "avg on integers");
+	expect_refused(sluice_group_end(), SLUICE_ERR_INVALID_USAGE, "no group", "a group end without a start");
+	/* a request made in an open group cannot be waited on yet */
+	CHECK(sluice_group_start());
+	CHECK(sluice_barrier(comm, &grouped));
+	if (sluice_wait(grouped) != SLUICE_ERR_INVALID_USAGE || !strstr(sluice_last_error(), "sluice_group_end")) {
+		fprintf(stderr, "rank %d: waiting inside a group: %s\n", rank, sluice_last_error());
+		failures++;
+	}
+	CHECK(sluice_group_end());
+	CHECK(sluice_wait(grouped));
+}
+
 /* ---- 4: mismatches ---- */
 
 enum mismatch { M_OP, M_COUNT, M_ROOT, M_DTYPE, M_COLL, M_P2P, M_VCOUNT, NMISMATCH };
@@ -529,6 +606,8 @@ int main(void)
 		send_recv(true, 2);
 	}
 	deterministic();
+	two_communicators();
+	refused();
 	CHECK(sluice_comm_destroy(comm));
 	for (enum mismatch m = 0; nranks > 2 && m < NMISMATCH; m++)
 		mismatch(m);
