@@ -40,7 +40,8 @@ struct dp_trace_ring {
 	struct sl_spsc prod;
 	struct sl_trace_filter filter;
 	bool filtering;
-	uint32_t keep; /* bytes kept of a frame */
+	uint32_t keep_data; /* bytes kept of a DATA frame: headers and the payload snap */
+	uint32_t keep_ack;  /* of any other frame: headers and an ACK body */
 };
 
 /* ---- the taps (engine thread) ---- */
@@ -101,7 +102,9 @@ static void fill(struct dp_trace_ring *r, const struct dp_trace_tap *tap, const 
 		if (used == room)
 			continue;
 		struct sl_trace_rec *rec = sl_trace_ring_slot(&r->prod, used++);
-		uint32_t keep = pkts[i].len < r->keep ? pkts[i].len : r->keep;
+		bool data = pkts[i].len > SL_TRACE_OFF_HDR + 1 && pkts[i].data[SL_TRACE_OFF_HDR + 1] == SL_TRACE_T_DATA;
+		uint32_t keep = data ? r->keep_data : r->keep_ack;
+		keep = pkts[i].len < keep ? pkts[i].len : keep;
 		*rec = (struct sl_trace_rec){ .ts_ns = now, .len = pkts[i].len, .caplen = (uint16_t)keep,
 					      .port = tap->index, .dir = dir };
 		memcpy(rec->data, pkts[i].data, keep);
@@ -303,8 +306,9 @@ int dp_trace_attach(struct dp_trace *t, const struct dp_engine *e, const struct 
 	struct dp_trace_ring *ring = calloc(1, sizeof(*ring));
 	if (!ring)
 		return refuse(r, SLUICE_ERR_NO_MEMORY, "out of memory", 0);
-	ring->keep = sl_trace_hdr_keep(m->t.snap);
-	uint32_t slot_size = (uint32_t)(sizeof(struct sl_trace_rec) + ring->keep + 7) & ~7u;
+	ring->keep_data = SL_TRACE_OFF_BODY + m->t.snap;
+	ring->keep_ack = SL_TRACE_OFF_BODY + SL_TRACE_ACK_LEN;
+	uint32_t slot_size = (uint32_t)(sizeof(struct sl_trace_rec) + sl_trace_hdr_keep(m->t.snap) + 7) & ~7u;
 	uint32_t slots = 1024;
 	while ((size_t)slots * 2 * slot_size <= SL_TRACE_RING_BYTES)
 		slots *= 2;

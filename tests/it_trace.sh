@@ -5,10 +5,11 @@
 # count is checked against what the dataplanes counted themselves: DATA
 # sent, retransmissions (and that each retransmitted PSN was first sent
 # plainly), ACKs with a SACK body.  Finally `sluice-trace analyze` must read
-# it.  usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS]
+# it.  usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS] | top
 #   hand: two sluiced started here; with a spec, node 0 (rank 0) drops on its
 #         sends (sluiced --fault) and analyze must blame rank 0's link
 #   run:  sluice-run --trace with RANKS dataplanes (default 3)
+#   top:  `sluice-trace top` instead of a capture: it must show traffic
 set -u
 B=${SLUICE_BUILD_ROOT:?run through meson test, or set SLUICE_BUILD_ROOT to the build directory}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +17,8 @@ mode=${1:-hand} nodes=2 fault=""
 case "$mode" in
 hand) fault=${2:-} ;;
 run) nodes=${2:-3} ;;
-*) echo "usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS]" >&2; exit 2 ;;
+top) ;;
+*) echo "usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS] | top" >&2; exit 2 ;;
 esac
 LUA=$SRC/tools/sluice.lua
 TRACE=$B/ctl/sluice-trace
@@ -47,11 +49,15 @@ by_hand() {
 		pids+=($!)
 	done
 	for i in 0 1; do wait_for "$d/n$i.sock" 30 || fail "dataplane $i did not start"; done
-	"$TRACE" capture --socket "$d/n0.sock" --socket "$d/n1.sock" -w "$d/cap.pcapng" --ready "$d/ready" \
-		2>"$d/trace.log" &
+	if [ "$mode" = top ]; then
+		"$TRACE" top --socket "$d/n0.sock" --socket "$d/n1.sock" --interval 0.5 >"$d/top.log" 2>&1 &
+	else
+		"$TRACE" capture --socket "$d/n0.sock" --socket "$d/n1.sock" -w "$d/cap.pcapng" --ready "$d/ready" \
+			2>"$d/trace.log" &
+	fi
 	tracer=$!
 	pids+=($tracer)
-	wait_for "$d/ready" 10 || fail "sluice-trace did not attach"
+	[ "$mode" = top ] && sleep 0.5 || wait_for "$d/ready" 10 || fail "sluice-trace did not attach"
 	port=$((20000 + RANDOM % 20000))
 	ranks=()
 	for i in 0 1; do
@@ -60,10 +66,20 @@ by_hand() {
 		ranks+=($!)
 	done
 	for p in "${ranks[@]}"; do wait "$p" || fail "a rank failed"; done
+	[ "$mode" = top ] && kill -INT "$tracer"
 	kill -TERM "${pids[0]}" "${pids[1]}"
 	wait "${pids[0]}" "${pids[1]}"
-	wait "$tracer" || fail "sluice-trace capture exited with $?"
+	wait "$tracer" || fail "sluice-trace $mode exited with $?"
 	pids=()
+}
+
+# top's refreshes: some flow moved data, and the communicator appeared
+check_top() {
+	awk '$1 ~ /^node0->node1|^node1->node0/ && $2 == "tx" && $3 > 0 { moved = 1 } END { exit !moved }' \
+		"$d/top.log" || fail "sluice-trace top showed no traffic"
+	grep -q '^0x[0-9a-f]* ' "$d/top.log" || fail "sluice-trace top showed no communicator"
+	echo "it_trace: top ok"
+	exit 0
 }
 
 # The launcher does it all: sluice-run --trace.
@@ -75,6 +91,7 @@ launcher() {
 }
 
 if [ "$mode" = run ]; then launcher; else by_hand; fi
+[ "$mode" = top ] && check_top
 
 grep -q ", 0 dropped in the trace rings" "$d/trace.log" || fail "the trace rings dropped records"
 written=$(sed -n 's/^sluice-trace: \([0-9]*\) packets written.*/\1/p' "$d/trace.log")

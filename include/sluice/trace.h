@@ -128,7 +128,8 @@ static inline uint32_t sl_trace_ring_off(void)
 	return (uint32_t)((sizeof(struct sl_trace_page) + SL_CACHE_LINE - 1) & ~(size_t)(SL_CACHE_LINE - 1));
 }
 
-/* Bytes a record keeps of a frame: its headers, and snap bytes of a DATA payload. */
+/* Bytes a slot holds of a frame: its headers, and snap bytes of a DATA
+ * payload or an ACK body, whichever is longer. */
 static inline uint32_t sl_trace_hdr_keep(uint32_t snap)
 {
 	return SL_TRACE_OFF_BODY + (snap > SL_TRACE_ACK_LEN ? snap : SL_TRACE_ACK_LEN);
