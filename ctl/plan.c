@@ -120,39 +120,48 @@ static bool is_chain(uint32_t op)
 	return op == SL_OP_BROADCAST || op == SL_OP_REDUCE;
 }
 
-/* Predicted microseconds for op by algo over n ranks, b bytes per block, chunk c. */
-static double cost(uint32_t op, uint32_t algo, double n, double b, double c)
+static bool reduces(uint32_t op)
 {
-	double a = cfg.alpha, be = cfg.beta, g = cfg.gamma, k = n - 1;
-	bool red = op == SL_OP_ALLREDUCE || op == SL_OP_REDUCE_SCATTER || op == SL_OP_REDUCE;
+	return op == SL_OP_ALLREDUCE || op == SL_OP_REDUCE_SCATTER || op == SL_OP_REDUCE;
+}
+
+/* Predicted microseconds for op done directly over n ranks, b bytes per block. */
+static double direct_cost(uint32_t op, double n, double b)
+{
+	double k = n - 1;
 
 	if (op == SL_OP_BARRIER)
-		return a;
+		return cfg.alpha;
 	if (op == SL_OP_SEND || op == SL_OP_RECV)
-		return a + b * be;
+		return cfg.alpha + b * cfg.beta;
 	/* One step; each rank's link carries n-1 blocks.  A reduction takes
 	 * contributions in rank order: on average half of those not next in
 	 * line arrive early and are copied aside until their turn. */
-	if (algo == SL_ALGO_ID_DIRECT)
-		return a + k * b * be + (red ? k * b * g + (k - 1) / 2 * b * cfg.delta : 0);
-	switch (op) {
-	case SL_OP_ALLREDUCE: return 2 * k * a + 2 * k / n * b * be + k / n * b * g;
-	case SL_OP_ALLGATHER: return k * a + k * b * be;
-	case SL_OP_REDUCE_SCATTER: return k * a + k * b * be + k * b * g;
-	/* a pipelined chain: the whole block crosses each link once, plus the pipeline's fill */
-	default: return k * a + b * be + (k - 1) * c * be + (red ? b * g : 0);
-	}
+	return cfg.alpha + k * b * cfg.beta + (reduces(op) ? k * b * cfg.gamma + (k - 1) / 2 * b * cfg.delta : 0);
 }
 
-/* A chain's chunk: the power of two the model predicts fastest (small
- * chunks pay latency per chunk, large ones a long pipeline fill). */
-static double chain_chunk(uint32_t op, double n, double b)
+/* Predicted microseconds for op by ring (or chain) with chunk c.  Every
+ * step costs a latency; each link carries its bytes once, plus the
+ * pipeline's fill (a chunk crossing steps - 1 links before the last step
+ * starts) and a small cost per chunk. */
+static double ring_cost(uint32_t op, double n, double b, double c)
+{
+	double k = n - 1, steps = op == SL_OP_ALLREDUCE ? 2 * k : k;
+	double link = is_chain(op) ? b : op == SL_OP_ALLREDUCE ? 2 * k / n * b : k * b;
+	double reduced = op == SL_OP_ALLREDUCE ? k / n * b : op == SL_OP_REDUCE_SCATTER ? k * b : b;
+	double chunks = link > c ? link / c : 1;
+
+	return steps * cfg.alpha + link * cfg.beta + (steps - 1) * c * cfg.beta + chunks * cfg.alpha * CHUNK_OVERHEAD +
+	       (reduces(op) ? reduced * cfg.gamma : 0);
+}
+
+/* The ring's chunk: the power of two the model predicts fastest. */
+static double ring_chunk(uint32_t op, double n, double b)
 {
 	double best = CHUNK_MIN, best_cost = INFINITY;
 
 	for (double c = CHUNK_MIN; c <= CHUNK_MAX; c *= 2) {
-		double chunks = b > c ? b / c : 1;
-		double t = cost(op, SL_ALGO_ID_RING, n, b, c) + chunks * cfg.alpha * CHUNK_OVERHEAD;
+		double t = ring_cost(op, n, b, c);
 		if (t < best_cost) {
 			best = c;
 			best_cost = t;
@@ -175,19 +184,21 @@ static bool ring_applies(uint32_t op)
 sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_call *call, struct sl_plan *out)
 {
 	double n = comm->nranks, b = (double)call->count * (double)sluice_datatype_size(call->dtype);
-	double chunk, ring = INFINITY, direct;
+	double chunk = 0, ring = INFINITY, direct;
 	bool forced;
 
 	pthread_once(&cfg.once, load);
 	if (cfg.status != SLUICE_OK)
 		return sl_fail(cfg.status, "%s: %s", call->fn, cfg.why);
-	chunk = is_chain(call->opcode) ? chain_chunk(call->opcode, n, b) : 0;
-	direct = cost(call->opcode, SL_ALGO_ID_DIRECT, n, b, chunk);
-	if (ring_applies(call->opcode) && comm->nranks > 1)
-		ring = cost(call->opcode, SL_ALGO_ID_RING, n, b, chunk);
+	direct = direct_cost(call->opcode, n, b);
+	if (ring_applies(call->opcode) && comm->nranks > 1) {
+		chunk = ring_chunk(call->opcode, n, b);
+		ring = ring_cost(call->opcode, n, b, chunk);
+	}
 	forced = cfg.algo && (cfg.algo == SL_ALGO_ID_DIRECT || ring_applies(call->opcode));
 	out->algo = forced ? cfg.algo : ring < direct ? SL_ALGO_ID_RING : SL_ALGO_ID_DIRECT;
-	out->chunk_bytes = cfg.chunk ? cfg.chunk : (uint32_t)chunk;
+	/* direct sends whole blocks: its chunk only sizes the arrival masks, the dataplane's default */
+	out->chunk_bytes = cfg.chunk ? cfg.chunk : out->algo == SL_ALGO_ID_RING ? (uint32_t)chunk : 0;
 	if (sl_log_on(SL_LOG_INFO, SL_SUB_TUNING)) {
 		char chunk_s[48] = "the dataplane's default";
 		if (out->chunk_bytes)
