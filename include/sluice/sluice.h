@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define SLUICE_VERSION_MAJOR 0
-#define SLUICE_VERSION_MINOR 1
+#define SLUICE_VERSION_MINOR 2
 
 typedef enum {
 	SLUICE_OK = 0,
