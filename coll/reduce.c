@@ -145,9 +145,10 @@ FLOAT_FNS(f64, double)
 HALF_FNS(f16, half_to_float, float_to_half)
 HALF_FNS(bf16, bf16_to_float, float_to_bf16)
 
-/* float16 on CPUs with F16C (chosen at run time): the hardware's
- * conversions, exact widening and round-to-nearest-even narrowing, give
- * the same bits as the portable loops above, eight elements at a time. */
+/* float16 on CPUs with F16C and bfloat16 on CPUs with AVX2 (chosen at run
+ * time), eight elements at a time, the same bits as the portable loops
+ * above: for float16 the hardware's own conversions (exact widening,
+ * round-to-nearest-even narrowing). */
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -180,13 +181,59 @@ static const reduce_fn f16c_row[SL_REDOP_COUNT] = {
 	f16_sum_f16c, f16_prod_f16c, f16_max_f16c, f16_min_f16c, f16_sum_f16c,
 };
 
-static bool have_f16c(void)
+/* bfloat16 with AVX2: widening is a shift; narrowing rounds to nearest even
+ * with float_to_bf16's integer trick, NaNs made quiet, lane by lane. */
+__attribute__((target("avx2"))) static inline __m256 bf16_widen(const uint8_t *p)
 {
-	static int have = -1; /* races only to the same answer */
+	__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
 
-	if (have < 0)
-		have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-	return have;
+__attribute__((target("avx2"))) static inline void bf16_narrow(uint8_t *p, __m256 f)
+{
+	__m256i u = _mm256_castps_si256(f), lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+	__m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+	__m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+	__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+	__m256i r = _mm256_and_si256(_mm256_blendv_epi8(rounded, quiet, nan), _mm256_set1_epi32(0xffff));
+	/* pack the eight 32-bit lanes to 16 bits, in order */
+	__m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+	_mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+
+#define BF16_LOOP(tn, VEXPR)                                                                 \
+	__attribute__((target("avx2"))) static void tn##_avx2(void *dst, const void *pa,     \
+							       const void *pb, size_t n)     \
+	{                                                                                    \
+		uint8_t *d = dst;                                                            \
+		const uint8_t *a = pa, *b = pb;                                              \
+		size_t i = 0;                                                                \
+		for (; i + 8 <= n; i += 8) {                                                 \
+			__m256 x = bf16_widen(a + 2 * i), y = bf16_widen(b + 2 * i);         \
+			bf16_narrow(d + 2 * i, (VEXPR));                                     \
+		}                                                                            \
+		tn(d + 2 * i, a + 2 * i, b + 2 * i, n - i);                                   \
+	}
+
+BF16_LOOP(bf16_sum, _mm256_add_ps(x, y))
+BF16_LOOP(bf16_prod, _mm256_mul_ps(x, y))
+BF16_LOOP(bf16_max, V_PICK(x, y, _CMP_GT_OQ))
+BF16_LOOP(bf16_min, V_PICK(x, y, _CMP_LT_OQ))
+
+static const reduce_fn avx2_bf16_row[SL_REDOP_COUNT] = {
+	bf16_sum_avx2, bf16_prod_avx2, bf16_max_avx2, bf16_min_avx2, bf16_sum_avx2,
+};
+
+/* The vector row for t on this CPU, or NULL for the portable loops. */
+static const reduce_fn *vector_row(enum sl_dtype t)
+{
+	static int f16c = -1, avx2 = -1; /* races only to the same answer */
+
+	if (f16c < 0) {
+		f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+		avx2 = __builtin_cpu_supports("avx2");
+	}
+	return t == SL_FLOAT16 && f16c ? f16c_row : t == SL_BFLOAT16 && avx2 ? avx2_bf16_row : NULL;
 }
 #endif
 
@@ -285,8 +332,9 @@ void sl_reduce(void *dst, const void *a, const void *b, size_t count, enum sl_dt
 	if (!sl_reduce_supported(t, op))
 		return;
 #if defined(__x86_64__)
-	if (t == SL_FLOAT16 && have_f16c()) {
-		f16c_row[op](dst, a, b, count);
+	const reduce_fn *row = vector_row(t);
+	if (row) {
+		row[op](dst, a, b, count);
 		return;
 	}
 #endif

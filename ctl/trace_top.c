@@ -12,7 +12,6 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,8 +176,6 @@ static int parse(int argc, char **argv, const char **socks, unsigned *nsocks, do
 		{ "iterations", required_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	uint64_t n;
-	char *end;
 	int c;
 
 	optind = 1;
@@ -189,14 +186,14 @@ static int parse(int argc, char **argv, const char **socks, unsigned *nsocks, do
 				return -1;
 			socks[(*nsocks)++] = optarg;
 			break;
-		case 'i': *interval = strtod(optarg, &end); if (*end) *interval = 0; break;
-		case 'n': if (tr_parse_num(optarg, "--iterations", LONG_MAX, &n)) return -1; *iters = (long)n; break;
+		case 'i': *interval = strtod(optarg, NULL); break;
+		case 'n': *iters = strtol(optarg, NULL, 10); break;
 		case 'h': usage(stdout); exit(0);
 		default: return -1;
 		}
 	}
 	if (optind < argc || !(*interval > 0) || *iters < 0) {
-		fprintf(stderr, "sluice-trace top: --interval wants seconds > 0, and no other arguments\n");
+		fprintf(stderr, "sluice-trace top: bad arguments (--interval wants seconds > 0, --iterations a count)\n");
 		return -1;
 	}
 	return 0;
