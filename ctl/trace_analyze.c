@@ -496,14 +496,21 @@ int tr_cmd_analyze(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },      { NULL, 0, NULL, 0 },
 	};
 	struct analysis a = { .gap_ns = DEFAULT_GAP_US * 1000ull };
-	unsigned show = DEFAULT_SHOW;
+	uint64_t show = DEFAULT_SHOW, gap_us;
 	int c, rc = 1;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (c) {
-		case 'g': a.gap_ns = strtoull(optarg, NULL, 10) * 1000ull; break;
-		case 's': show = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'g':
+			if (tr_parse_num(optarg, "--gap", 3600000000ull, &gap_us))
+				return 2;
+			a.gap_ns = gap_us * 1000ull;
+			break;
+		case 's':
+			if (tr_parse_num(optarg, "--show", UINT32_MAX, &show))
+				return 2;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -513,7 +520,7 @@ int tr_cmd_analyze(int argc, char **argv)
 		return 2;
 	}
 	if (load(&a, argv[optind]) == 0 && analyze(&a) == 0) {
-		summarize(&a, show);
+		summarize(&a, (unsigned)show);
 		rc = 0;
 	}
 	for (size_t i = 0; i < a.ncolls; i++)

@@ -17,6 +17,19 @@
 
 #include "trace_cli.h"
 
+int tr_parse_num(const char *s, const char *what, uint64_t max, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	if (errno || *s == '\0' || *s == '-' || *end != '\0' || *out > max) {
+		fprintf(stderr, "sluice-trace: %s wants a whole number up to %" PRIu64 ", not '%s'\n", what, max, s);
+		return -1;
+	}
+	return 0;
+}
+
 #define UNIX_ACCEPTING 0x00010000u /* /proc/net/unix Flags: a listening socket */
 #define UNIX_SEQPACKET 5u
 

@@ -81,31 +81,18 @@ static void usage(FILE *f)
 		SL_TRACE_MAX_SNAP);
 }
 
-static int parse_num(const char *s, const char *what, uint64_t max, uint64_t *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtoull(s, &end, 0);
-	if (errno || *s == '\0' || *s == '-' || *end != '\0' || *out > max) {
-		fprintf(stderr, "sluice-trace: %s wants a whole number up to %" PRIu64 ", not '%s'\n", what, max, s);
-		return -1;
-	}
-	return 0;
-}
-
 static int parse_filter_opt(struct cap_opts *o, int c, const char *arg)
 {
 	uint64_t v;
 
 	switch (c) {
-	case 'C': if (parse_num(arg, "--comm", UINT32_MAX, &v)) return -1;
+	case 'C': if (tr_parse_num(arg, "--comm", UINT32_MAX, &v)) return -1;
 		o->flt.match |= SL_TRACE_M_COMM; o->flt.comm = (uint32_t)v; return 0;
-	case 'S': if (parse_num(arg, "--seq", UINT32_MAX, &v)) return -1;
+	case 'S': if (tr_parse_num(arg, "--seq", UINT32_MAX, &v)) return -1;
 		o->flt.match |= SL_TRACE_M_SEQ; o->flt.seq = (uint32_t)v; return 0;
-	case 'F': if (parse_num(arg, "--flow", UINT16_MAX, &v)) return -1;
+	case 'F': if (tr_parse_num(arg, "--flow", UINT16_MAX, &v)) return -1;
 		o->flt.match |= SL_TRACE_M_NODE; o->flt.node = (uint16_t)v; return 0;
-	case 'R': if (parse_num(arg, "--rank", SL_TRACE_MAX_RANKS - 1, &v)) return -1;
+	case 'R': if (tr_parse_num(arg, "--rank", SL_TRACE_MAX_RANKS - 1, &v)) return -1;
 		o->rank = (int)v; return 0;
 	case 'x': o->flt.match |= SL_TRACE_M_RETX; return 0;
 	case 'T':
@@ -153,8 +140,8 @@ static int parse_opts(int argc, char **argv, struct cap_opts *o)
 			break;
 		case 'w': o->out = optarg; break;
 		case 'r': o->ready = optarg; break;
-		case 'n': if (parse_num(optarg, "--snap", SL_TRACE_MAX_SNAP, &v)) return -1; o->snap = (uint32_t)v; break;
-		case 'c': if (parse_num(optarg, "--count", UINT64_MAX, &v)) return -1; o->count = v; break;
+		case 'n': if (tr_parse_num(optarg, "--snap", SL_TRACE_MAX_SNAP, &v)) return -1; o->snap = (uint32_t)v; break;
+		case 'c': if (tr_parse_num(optarg, "--count", UINT64_MAX, &v)) return -1; o->count = v; break;
 		case 'd':
 			o->duration_s = strtod(optarg, &end);
 			if (*optarg == '\0' || *end != '\0' || !(o->duration_s > 0)) {

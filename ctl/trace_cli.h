@@ -42,6 +42,8 @@ struct tr_source {
 };
 
 /* trace_attach.c */
+/* A whole number (decimal or 0x hex) up to max; -1 after saying what is wrong with it. */
+int tr_parse_num(const char *s, const char *what, uint64_t max, uint64_t *out);
 /* The one sluiced socket listening on this machine, found in /proc/net/unix. */
 int tr_find_socket(char *path, size_t len, char *err, size_t errlen);
 int tr_attach(struct tr_source *s, const char *path, uint32_t snap, const struct sl_trace_filter *flt,

@@ -12,6 +12,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,8 @@ static int parse(int argc, char **argv, const char **socks, unsigned *nsocks, do
 		{ "iterations", required_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	uint64_t n;
+	char *end;
 	int c;
 
 	optind = 1;
@@ -186,14 +189,14 @@ static int parse(int argc, char **argv, const char **socks, unsigned *nsocks, do
 				return -1;
 			socks[(*nsocks)++] = optarg;
 			break;
-		case 'i': *interval = strtod(optarg, NULL); break;
-		case 'n': *iters = strtol(optarg, NULL, 10); break;
+		case 'i': *interval = strtod(optarg, &end); if (*end) *interval = 0; break;
+		case 'n': if (tr_parse_num(optarg, "--iterations", LONG_MAX, &n)) return -1; *iters = (long)n; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -1;
 		}
 	}
 	if (optind < argc || !(*interval > 0) || *iters < 0) {
-		fprintf(stderr, "sluice-trace top: bad arguments (--interval wants seconds > 0, --iterations a count)\n");
+		fprintf(stderr, "sluice-trace top: --interval wants seconds > 0, and no other arguments\n");
 		return -1;
 	}
 	return 0;
