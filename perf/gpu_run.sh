@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# gpu_run.sh: everything issue 6 measures on a GPU machine, in one go (for
+# the device tool's `run`, from the repository root, with .device carried):
+# build, the GPU test suite, gpu-dma-bench, the torch.distributed peers,
+# then compute-sanitizer.  Logs go to $OUT (or ./gpu-out).
+#   usage: perf/gpu_run.sh [tests] [bench] [peers] [sanitizer]   (default: all)
+set -uo pipefail
+out=${OUT:-gpu-out}; mkdir -p "$out"
+steps=${*:-tests bench peers sanitizer}
+has() { [[ " $steps " == *" $1 "* ]]; }
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. .device/use-dpdk.sh
+# cmocka (for the unit tests' build) travels as Debian packages in .device/cmocka (apt-get download)
+if ! pkg-config --exists cmocka; then
+  for f in .device/cmocka/*.deb; do dpkg -x "$f" /opt/cmocka; done
+  mkdir -p /opt/cmocka/pc
+  printf 'Name: cmocka\nDescription: cmocka\nVersion: 1.1.5\nLibs: -L/opt/cmocka/usr/lib/x86_64-linux-gnu -lcmocka\nCflags: -I/opt/cmocka/usr/include\n' >/opt/cmocka/pc/cmocka.pc
+  export PKG_CONFIG_PATH=/opt/cmocka/pc:$PKG_CONFIG_PATH LD_LIBRARY_PATH=/opt/cmocka/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
+fi
+{ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv; nproc; nvcc --version | tail -1; } | tee "$out/machine.txt"
+rm -rf build-dev; meson setup build-dev -Dcuda=enabled >"$out/setup.log" 2>&1 || { tail -30 "$out/setup.log"; exit 1; }
+ninja -C build-dev tests/test_gpu_ring tests/gdma_gpu_test gpu_dma/gpu-dma-bench >"$out/build.log" 2>&1 || { grep -B2 -A12 FAILED "$out/build.log" | head -60; exit 1; }
+if has tests; then
+  meson test -C build-dev --no-rebuild gpu_ring 2>&1 | grep -E "^ *[0-9]+/[0-9]+ " | tee "$out/tests.txt"
+  timeout 400 meson test -C build-dev --no-rebuild --suite gpu --print-errorlogs 2>&1 | tee -a "$out/tests.txt" | tail -15
+  cp build-dev/meson-logs/testlog.txt "$out/testlog.txt"
+  grep -h -E "^(reduce|large|lifecycle|mem|stage):|FAIL" build-dev/meson-logs/testlog.txt | head -40
+fi
+if has bench; then
+  build-dev/gpu_dma/gpu-dma-bench 1024 2>&1 | tee "$out/bench.txt"
+fi
+if has peers; then
+  PYTHONUNBUFFERED=1 timeout 400 python3 perf/gpu_peers.py --json "$out/peers.json" 2>&1 | tee "$out/peers.txt" | grep -v Warning
+fi
+if has sanitizer; then
+  for t in "memcheck reduce" "racecheck reduce" "synccheck reduce" "memcheck stage"; do
+    set -- $t
+    timeout 150 compute-sanitizer --tool "$1" --error-exitcode 9 build-dev/tests/gdma_gpu_test "$2" quick >"$out/sanitizer-$1-$2.txt" 2>&1
+    echo "compute-sanitizer --tool $1 ($2 quick): exit $? -- $(grep -E 'ERROR SUMMARY|error' "$out/sanitizer-$1-$2.txt" | tail -1)"
+  done
+fi
