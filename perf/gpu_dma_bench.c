@@ -14,7 +14,9 @@
  * Then the persistent kernel fed through the ring by this (host) thread,
  * src in device memory (a port that places payloads on the GPU) and in
  * pinned host memory, over item sizes and block counts; then the latency of
- * one small item, post to done.
+ * one small item, post to done; then the engine's simplest receive path,
+ * sl_gdma_post_copy, where this one thread also copies every packet's
+ * payload into the reducer's landing arena.
  *
  * Usage: gpu-dma-bench [MiB]   (default 1024)
  */
@@ -193,6 +195,47 @@ static double item_latency(uint32_t blocks, uint64_t item_bytes, float *d, const
 	return median(us, N);
 }
 
+/* Packets of item_bytes from ordinary host memory through sl_gdma_post_copy
+ * (the copy into the arena is on this thread, as it would be on the
+ * engine's core): payload bytes per second over bytes. */
+static double copy_rate(uint32_t blocks, uint32_t item_bytes, float *d, const float *a, const float *src,
+			uint64_t bytes)
+{
+	struct sl_gdma_cfg cfg = { .backend = SL_GDMA_CUDA, .blocks = blocks, .slots = 8192,
+				   .arena_bytes = 64 << 20 };
+	uint64_t per = item_bytes / 4, n = bytes / 4;
+	struct sl_gdma *g;
+	double s[REPS];
+	char err[256];
+	uint32_t t = 0;
+
+	if (sl_gdma_open(&g, &cfg, err, sizeof(err))) {
+		fprintf(stderr, "gpu-dma-bench: %s\n", err);
+		exit(1);
+	}
+	for (int r = -1; r < REPS; r++) {
+		uint64_t t0 = now_ns();
+		for (uint64_t i = 0; i < n; i += per) {
+			struct sl_gdma_work w = { .dst = d + i, .a = a + i, .src = src + i,
+						  .count = n - i < per ? n - i : per, .dtype = SL_FLOAT32,
+						  .op = SL_SUM, .kind = SL_GDMA_REDUCE };
+			int rc;
+			while ((rc = sl_gdma_post_copy(g, &w, &t, err, sizeof(err))) == -EAGAIN)
+				sl_gdma_progress(g, now_ns());
+			if (rc) {
+				fprintf(stderr, "gpu-dma-bench: post_copy: %s\n", err);
+				exit(1);
+			}
+		}
+		while (!sl_gdma_done(g, t))
+			sl_gdma_progress(g, now_ns());
+		if (r >= 0)
+			s[r] = (double)(now_ns() - t0) / 1e9;
+	}
+	sl_gdma_close(g);
+	return (double)bytes / median(s, REPS);
+}
+
 /* The ring's output against the plain kernel's, on the first 64 MiB. */
 static void check_same(const float *d_ring, const float *d_ref, uint64_t bytes)
 {
@@ -255,6 +298,16 @@ int main(int argc, char **argv)
 	for (uint64_t sz = 8; sz <= (64u << 10); sz *= 64)
 		printf("%-8u blocks, %6llu B item: %8.2f us\n", 8u, (unsigned long long)sz,
 		       item_latency(8, sz, d, a, h_src));
+
+	printf("\n# sl_gdma_post_copy from ordinary host memory, 256 MiB: payload GB/s (one core copies and posts)\n");
+	{
+		uint64_t cb = bytes < (256u << 20) ? bytes : (256u << 20);
+		float *pageable = malloc(cb);
+		memcpy(pageable, h_src, cb);
+		for (uint32_t item = 4096; item <= (64u << 10); item *= 4)
+			printf("%-8u blocks, %6u B packets: %8.1f GB/s\n", 8u, item, copy_rate(8, item, d, a, pageable, cb) / 1e9);
+		free(pageable);
+	}
 	cudaFreeHost(h_src);
 	cudaFree(a), cudaFree(b), cudaFree(d), cudaFree(d_ref);
 	return 0;
