@@ -36,6 +36,9 @@
 /* Oversubscribed VMs stall a process for milliseconds: a lower floor
  * retransmits what was only delayed. */
 #define DEFAULT_RTO_MIN_US 4000
+/* Above the RTT of an idle veth or memif path here (5 to 50 us), below a
+ * queue worth noticing. */
+#define DEFAULT_CC_TARGET_US 100
 
 struct link {
 	uint16_t node;
@@ -58,6 +61,8 @@ struct opts {
 	double rto_min_us;
 	double timeout_s;
 	struct sl_fault_spec fault; /* injected on every link's sends, when active */
+	const struct sl_cc_ops *cc; /* congestion control, NULL: the fixed window */
+	unsigned cc_target_us;
 	bool no_crc;
 	bool no_huge;
 	bool allow_any_user;
@@ -85,10 +90,13 @@ static void usage(FILE *f)
 		"  --fault SPEC          inject faults on every link's sends (env SLUICE_FAULT), e.g.\n"
 		"                        drop:0.01,reorder:16,dup:0.001,corrupt:0.0001,delay:50us,seed:7\n"
 		"  --no-crc              no CRC32C trailer (default: on, as these links have no FCS)\n"
+		"  --cc none|swift       congestion control (default none: the fixed --window)\n"
+		"  --cc-target US        swift's target delay in microseconds (default %u)\n"
 		"  --no-huge             do not use hugepages even when reserved\n"
 		"  --allow-any-user      serve applications of any uid (default: only this uid)\n"
 		"  --quiet               no start/stop messages\n",
-		DEFAULT_SOCKET, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US);
+		DEFAULT_SOCKET, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
+		DEFAULT_CC_TARGET_US);
 }
 
 static int parse_uint(const char *s, const char *what, unsigned long max, unsigned long *out)
@@ -121,6 +129,16 @@ static int parse_fault(const char *s, const char *what, struct sl_fault_spec *ou
 	if (sl_fault_parse(s, out, why, sizeof(why)) == 0)
 		return 0;
 	fprintf(stderr, "sluiced: %s: %s\n", what, why);
+	return -1;
+}
+
+static int parse_cc(const char *s, const struct sl_cc_ops **out)
+{
+	if (strcmp(s, "none") == 0 || strcmp(s, "swift") == 0) {
+		*out = strcmp(s, "swift") == 0 ? &sl_cc_swift : NULL;
+		return 0;
+	}
+	fprintf(stderr, "sluiced: --cc wants none or swift, not '%s'\n", s);
 	return -1;
 }
 
@@ -184,6 +202,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "allow-any-user", no_argument, NULL, 'A' },  { "quiet", no_argument, NULL, 'q' },
 		{ "window", required_argument, NULL, 'w' },    { "rto-min", required_argument, NULL, 'r' },
 		{ "fault", required_argument, NULL, 'F' },     { "no-crc", no_argument, NULL, 'C' },
+		{ "cc", required_argument, NULL, 'G' },        { "cc-target", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -191,6 +210,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	int c;
 
 	*o = (struct opts){ .node = -1, .engine_cpu = -1, .frame = DEFAULT_FRAME, .timeout_s = 30,
+			    .cc_target_us = DEFAULT_CC_TARGET_US,
 			    .window = DEFAULT_WINDOW, .rto_min_us = DEFAULT_RTO_MIN_US,
 			    .socket_path = DEFAULT_SOCKET };
 	if ((env = getenv("SLUICE_SOCKET")) && *env)
@@ -215,6 +235,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'r': if (parse_uint(optarg, "--rto-min", 10000000, &v) || v == 0) return -1; o->rto_min_us = (double)v; break;
 		case 'F': if (parse_fault(optarg, "--fault", &o->fault)) return -1; break;
 		case 'C': o->no_crc = true; break;
+		case 'G': if (parse_cc(optarg, &o->cc)) return -1; break;
+		case 'T': if (parse_uint(optarg, "--cc-target", 1000000, &v) || v == 0) return -1; o->cc_target_us = (unsigned)v; break;
 		case 'H': o->no_huge = true; break;
 		case 'A': o->allow_any_user = true; break;
 		case 'q': o->quiet = true; break;
@@ -304,12 +326,14 @@ static void print_counters(const struct dp_engine *e)
 
 	fprintf(stderr,
 		"sluiced node %u: collectives posted %llu done %llu failed %llu rejected %llu; "
-		"data tx %llu rx %llu, retransmits rto %llu sack %llu, dup %llu, malformed %llu, "
+		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu), dup %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu\n",
 		e->node, (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
 		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
-		(unsigned long long)t->retx_rto, (unsigned long long)t->retx_sack,
+		/* "sack": every selective retransmission, probes included (tools sum rto + sack) */
+		(unsigned long long)t->retx_rto, (unsigned long long)(t->retx_sack + t->retx_tlp),
+		(unsigned long long)t->retx_tlp,
 		(unsigned long long)t->rx_dup, (unsigned long long)t->rx_malformed,
 		(unsigned long long)t->rx_bad_crc, (unsigned long long)t->rx_foreign, (unsigned long long)e->count.rx_unknown_comm,
 		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,
@@ -375,7 +399,10 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 				     .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3) };
 	if (dp_engine_init(&engine, &cfg, err, len) != 0)
 		goto out;
-	if (add_routes(&engine, o, ports, err, len) != 0 ||
+	/* before the routes: each flow starts its controller when it is made */
+	if (sl_tp_set_cc(engine.tp, o->cc, (uint64_t)o->cc_target_us * 1000) != 0)
+		snprintf(err, len, "cannot set congestion control (a bug: routes exist already)");
+	if (*err || add_routes(&engine, o, ports, err, len) != 0 ||
 	    rte_eal_remote_launch(engine_main, &engine, lcore) != 0) {
 		if (!*err)
 			snprintf(err, len, "cannot launch the engine on lcore %u", lcore);

@@ -20,6 +20,7 @@
 struct mp_frame {
 	uint8_t *buf;
 	uint32_t len;
+	uint64_t due_ns; /* rate-limited: when its last bit has left */
 };
 
 /* One direction: a FIFO ring behind the fault engine. */
@@ -29,6 +30,7 @@ struct mp_link {
 	struct sl_fault fault;
 	struct sl_fault_sink sink;
 	struct mp_pair *mp;
+	struct sl_memport_bottleneck *neck; /* rate limit, NULL: none */
 };
 
 struct mp_pair {
@@ -64,11 +66,20 @@ static void link_emit(void *arg, struct sl_fault_frame fr)
 {
 	struct mp_link *l = arg;
 
+	uint64_t due = 0;
+
 	if (l->count == l->depth) {
 		pool_put(l->mp, fr.data);
 		return;
 	}
-	l->fifo[(l->head + l->count++) % l->depth] = (struct mp_frame){ fr.data, fr.len };
+	if (l->neck) {
+		struct sl_memport_bottleneck *b = l->neck;
+		uint64_t now = sl_now(&b->clock);
+		due = (b->busy_until_ns > now ? b->busy_until_ns : now) +
+		      (uint64_t)fr.len * 1000000000ull / b->bytes_per_s;
+		b->busy_until_ns = due;
+	}
+	l->fifo[(l->head + l->count++) % l->depth] = (struct mp_frame){ fr.data, fr.len, due };
 }
 
 static void link_discard(void *arg, struct sl_fault_frame fr)
@@ -112,7 +123,8 @@ static uint16_t mp_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t 
 	/* nothing left to pass the held frames: let them through now */
 	if (!l->count)
 		sl_fault_flush(&l->fault, &l->sink);
-	for (i = 0; i < n && l->count; i++) {
+	uint64_t now = l->neck ? sl_now(&l->neck->clock) : 0;
+	for (i = 0; i < n && l->count && l->fifo[l->head].due_ns <= now; i++) {
 		struct mp_frame fr = l->fifo[l->head];
 		l->head = (l->head + 1) % l->depth;
 		l->count--;
@@ -207,6 +219,11 @@ int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, 
 	*a = &mp->port[0];
 	*b = &mp->port[1];
 	return 0;
+}
+
+void sl_memport_set_bottleneck(struct sl_port *end, struct sl_memport_bottleneck *b)
+{
+	pair_of(end)->link[side_of(end)].neck = b;
 }
 
 void sl_memport_pair_free(struct sl_port *a, struct sl_port *b)

@@ -1,8 +1,8 @@
 /*
  * memport.h: an in-memory port for tests: a pair of ports joined back to
  * back inside one process, with seeded, replayable faults (drop, duplicate,
- * reorder, corrupt) on what crosses.  Single-threaded: both ends are polled
- * from the same thread.
+ * reorder, corrupt) on what crosses, and optionally a rate limit that makes
+ * a queue.  Single-threaded: both ends are polled from the same thread.
  */
 #ifndef SLUICE_MEMPORT_H
 #define SLUICE_MEMPORT_H
@@ -22,6 +22,18 @@ struct sl_memport_faults {
  * keeps them), counted as tx_full. */
 int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, uint32_t depth,
 		    const struct sl_memport_faults *faults);
+/* A rate limit, possibly shared by several links (a switch port several
+ * senders go through, as in incast).  The caller owns it. */
+struct sl_memport_bottleneck {
+	uint64_t bytes_per_s;
+	struct sl_clock clock;
+	uint64_t busy_until_ns; /* the last frame's departure; start at 0 */
+};
+
+/* Make the link out of end go through b (NULL: no limit): frames leave one
+ * after the other at b's rate and wait in the link's FIFO (depth frames,
+ * then tail drop) meanwhile, so senders that outrun it see delay grow. */
+void sl_memport_set_bottleneck(struct sl_port *end, struct sl_memport_bottleneck *b);
 /* Frees both ends of a pair.  */
 void sl_memport_pair_free(struct sl_port *a, struct sl_port *b);
 /* Buffers of p's pair that users hold (allocated or received, not yet sent

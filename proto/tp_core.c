@@ -14,6 +14,7 @@
 #define DEFAULT_RTO_MIN_NS 1000000ull      /* 1 ms */
 #define DEFAULT_RTO_MAX_NS 100000000ull    /* 100 ms */
 #define DEFAULT_DEAD_NS 30000000000ull     /* 30 s */
+#define DEFAULT_CC_TARGET_NS 50000ull      /* 50 us */
 #define PAYLOAD_ALIGN 16
 
 void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_t max_frame)
@@ -28,13 +29,15 @@ void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_
 	cfg->rto_min_ns = DEFAULT_RTO_MIN_NS;
 	cfg->rto_max_ns = DEFAULT_RTO_MAX_NS;
 	cfg->dead_ns = DEFAULT_DEAD_NS;
+	cfg->cc_target_ns = DEFAULT_CC_TARGET_NS;
 }
 
 static bool config_ok(const struct sl_tp_config *cfg)
 {
 	return cfg->payload > 0 && cfg->payload % PAYLOAD_ALIGN == 0 && cfg->window > 0 &&
 	       cfg->window <= SL_MAX_WINDOW && cfg->rto_min_ns > 0 &&
-	       cfg->rto_min_ns <= cfg->rto_max_ns && cfg->dead_ns > 0;
+	       cfg->rto_min_ns <= cfg->rto_max_ns && cfg->dead_ns > 0 &&
+	       (!cfg->cc || cfg->cc_target_ns > 0);
 }
 
 struct sl_tp *sl_tp_create(const struct sl_tp_config *cfg, const struct sl_clock *clock,
@@ -67,6 +70,15 @@ void sl_tp_destroy(struct sl_tp *tp)
 	free(tp);
 }
 
+int sl_tp_set_cc(struct sl_tp *tp, const struct sl_cc_ops *cc, uint64_t target_ns)
+{
+	if (tp->n_routed || (cc && !target_ns))
+		return -1;
+	tp->cfg.cc = cc;
+	tp->cfg.cc_target_ns = target_ns;
+	return 0;
+}
+
 int sl_tp_add_port(struct sl_tp *tp, struct sl_port *port)
 {
 	uint32_t need = SL_FRAME_OVERHEAD + tp->cfg.payload + (tp->cfg.crc || port->crc ? SL_CRC_LEN : 0);
@@ -92,6 +104,11 @@ static struct tp_flow *flow_new(struct sl_tp *tp, uint16_t node)
 	f->snd_una = f->snd_nxt = f->rcv_cum = TP_FIRST_PSN;
 	f->credit_end = TP_FIRST_PSN + tp->cfg.window;
 	tp_flow_init_timers(tp, f);
+	if (tp->cfg.cc) {
+		struct sl_cc_params p;
+		sl_cc_params_default(&p, tp->cfg.cc_target_ns, tp->cfg.window);
+		tp->cfg.cc->init(&f->cc, &p);
+	}
 	return f;
 }
 
@@ -202,4 +219,16 @@ uint32_t sl_tp_poll(struct sl_tp *tp)
 const struct sl_tp_stats *sl_tp_get_stats(const struct sl_tp *tp)
 {
 	return &tp->stats;
+}
+
+int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_info *out)
+{
+	const struct tp_flow *f = flow_of(tp, node);
+
+	if (!f)
+		return -1;
+	*out = (struct sl_tp_flow_info){ .cwnd = tp->cfg.cc ? f->cc.cwnd : tp->cfg.window,
+					 .pace_ns = f->cc.pace_ns, .srtt_ns = f->srtt_ns,
+					 .rto_ns = f->rto_ns, .in_flight = f->snd_nxt - f->snd_una };
+	return 0;
 }

@@ -67,19 +67,30 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	rcv_mark(f, h->psn);
 }
 
-/* Retire one in-flight PSN; true when it was not acknowledged before. */
-static bool ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, bool *clean)
+/* What one ACK retired. */
+struct ack_result {
+	uint32_t acked;   /* PSNs newly acknowledged */
+	bool progress;    /* something new was acknowledged */
+	bool clean;       /* ... of which a packet never retransmitted: an RTT sample */
+	uint64_t sent_ns; /* the latest send time among them */
+};
+
+/* Retire one in-flight PSN, if not acknowledged before. */
+static void ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, struct ack_result *r)
 {
 	struct tp_slot *s = tp_slot(tp, f, psn);
 	struct sl_tp_msg *m = s->msg;
 
 	if (s->acked)
-		return false;
+		return;
 	s->acked = true;
-	*clean |= s->retx == 0;
+	r->acked++;
+	r->progress = true;
+	r->clean |= s->retx == 0;
+	if (s->sent_ns > r->sent_ns)
+		r->sent_ns = s->sent_ns;
 	if (m && --m->unacked == 0 && !m->queued)
 		tp->cb.acked(tp->cb.arg, m);
-	return true;
 }
 
 static bool in_flight(const struct tp_flow *f, uint32_t psn)
@@ -87,30 +98,33 @@ static bool in_flight(const struct tp_flow *f, uint32_t psn)
 	return !psn_before(psn, f->snd_una) && psn_before(psn, f->snd_nxt);
 }
 
-/* Retire what ack covers; true when anything new was acknowledged. */
-static bool ack_apply(struct sl_tp *tp, struct tp_flow *f, const struct sl_ack *ack, bool *clean)
+/* Retire what ack covers. */
+static void ack_apply(struct sl_tp *tp, struct tp_flow *f, const struct sl_ack *ack,
+		      struct ack_result *r)
 {
-	bool progress = false;
-
 	for (; psn_before(f->snd_una, ack->cum_psn); f->snd_una++)
-		progress |= ack_psn(tp, f, f->snd_una, clean);
+		ack_psn(tp, f, f->snd_una, r);
 	for (uint32_t w = 0; w < TP_MAP_WORDS; w++) {
 		for (uint64_t bits = ack->sack[w]; bits; bits &= bits - 1) {
 			uint32_t psn = ack->cum_psn + 1 + w * 64 + (uint32_t)__builtin_ctzll(bits);
 			if (in_flight(f, psn))
-				progress |= ack_psn(tp, f, psn, clean);
+				ack_psn(tp, f, psn, r);
 		}
 	}
 	while (f->snd_una != f->snd_nxt && tp_slot(tp, f, f->snd_una)->acked)
 		f->snd_una++;
-	return progress;
 }
 
-/* Retransmit holes with at least TP_DUPTHRESH SACKed PSNs above them,
- * unless already retransmitted within the last smoothed RTT. */
-static void fast_retransmit(struct sl_tp *tp, struct tp_flow *f)
+/* Retransmit the holes that must be losses: with at least TP_DUPTHRESH
+ * SACKed PSNs above them, or (as in RACK) sent more than a quarter RTT
+ * before a packet this ACK retired, which reordering that small cannot
+ * explain; unless already retransmitted within the last smoothed RTT. */
+static bool fast_retransmit(struct sl_tp *tp, struct tp_flow *f, uint64_t acked_sent_ns)
 {
+	bool any = false;
+
 	uint64_t guard = f->rtt_valid ? f->srtt_ns : f->rto_ns;
+	uint64_t reorder = f->rtt_valid ? f->srtt_ns / 4 : f->rto_ns;
 	uint32_t sacked_above = 0;
 
 	for (uint32_t psn = f->snd_nxt; psn != f->snd_una;) {
@@ -119,11 +133,14 @@ static void fast_retransmit(struct sl_tp *tp, struct tp_flow *f)
 			sacked_above++;
 			continue;
 		}
-		if (sacked_above < TP_DUPTHRESH || (s->retx && tp->now_ns - s->sent_ns < guard))
+		bool lost = sacked_above >= TP_DUPTHRESH || s->sent_ns + reorder < acked_sent_ns;
+		if (!lost || (s->retx && tp->now_ns - s->sent_ns < guard))
 			continue;
 		if (!tp_retransmit(tp, f, psn, &tp->stats.retx_sack))
-			return;
+			break;
+		any = true;
 	}
+	return any;
 }
 
 static bool has_sack(const struct sl_ack *ack)
@@ -133,21 +150,23 @@ static bool has_sack(const struct sl_ack *ack)
 
 static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_ack *ack)
 {
-	bool clean = false;
+	struct ack_result r = { 0 };
 	uint32_t credit_end = ack->cum_psn + ack->credit;
 
 	tp->stats.ack_rx++;
 	/* a dead flow calls nobody back; an ACK beyond snd_nxt is stale or forged */
 	if (f->dead || psn_before(f->snd_nxt, ack->cum_psn))
 		return;
-	if (ack_apply(tp, f, ack, &clean))
+	ack_apply(tp, f, ack, &r);
+	if (r.progress)
 		tp_on_progress(tp, f);
-	if (clean)
-		tp_rtt_sample(tp, f, ack->echo_ts);
+	uint64_t delay_ns = r.clean ? tp_rtt_sample(tp, f, ack->echo_ts) : 0;
+	if (tp->cfg.cc && r.progress)
+		tp->cfg.cc->on_ack(&f->cc, r.acked, delay_ns, false, tp->now_ns);
 	if (psn_before(f->credit_end, credit_end))
 		f->credit_end = credit_end;
-	if (has_sack(ack))
-		fast_retransmit(tp, f);
+	if (has_sack(ack) && fast_retransmit(tp, f, r.sent_ns) && tp->cfg.cc)
+		tp->cfg.cc->on_loss(&f->cc, tp->now_ns);
 }
 
 static struct tp_flow *rx_flow(const struct sl_tp *tp, const struct sl_hdr *h)

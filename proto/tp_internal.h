@@ -16,6 +16,7 @@
 #define TP_FLOW_BURST 32     /* new DATA packets per flow per poll, for fairness */
 #define TP_SCAN_NS 20000     /* timers are scanned at most this often */
 #define TP_DUPTHRESH 3       /* SACKed PSNs above a hole that trigger fast retransmit */
+#define TP_TLP_MIN_NS 20000  /* a tail-loss probe waits at least this (and 2 smoothed RTTs) */
 #define TP_MAP_WORDS (SL_MAX_WINDOW / 64)
 /* Both ends start a flow here, just below the wrap, so that every run
  * crosses it and a PSN comparison that forgets the wrap cannot hide. */
@@ -53,6 +54,10 @@ struct tp_flow {
 	uint64_t srtt_ns, rttvar_ns; /* RFC 6298 estimator */
 	uint64_t rto_ns;         /* current timeout, backed off on expiry */
 	uint64_t progress_ns;    /* last ACK progress (or start of being busy) */
+	uint64_t last_tx_ns;     /* last DATA (re)transmission */
+	bool tlp_sent;           /* a tail-loss probe is out since the last progress */
+	struct sl_cc cc;         /* congestion control state (cfg.cc) */
+	uint64_t next_send_ns;   /* paced (cc.pace_ns): no new packet before this */
 
 	/* receiver: PSNs before rcv_cum are applied; rcv_map marks those in
 	 * [rcv_cum, rcv_cum + SL_MAX_WINDOW), bit psn % SL_MAX_WINDOW */
@@ -105,6 +110,7 @@ static inline struct tp_slot *tp_slot(const struct sl_tp *tp, const struct tp_fl
 uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx);
 
 /* tp_output.c */
+uint32_t tp_flow_window(const struct sl_tp *tp, const struct tp_flow *f);
 uint32_t tp_send_acks(struct sl_tp *tp);
 uint32_t tp_send_data(struct sl_tp *tp);
 bool tp_retransmit(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, uint64_t *cause);
@@ -112,7 +118,7 @@ void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx);
 void tp_txq_drop_all(struct sl_tp *tp);
 
 /* tp_timer.c */
-void tp_rtt_sample(struct sl_tp *tp, struct tp_flow *f, uint32_t echo_ts);
+uint64_t tp_rtt_sample(struct sl_tp *tp, struct tp_flow *f, uint32_t echo_ts);
 void tp_on_progress(struct sl_tp *tp, struct tp_flow *f);
 uint32_t tp_run_timers(struct sl_tp *tp);
 void tp_flow_init_timers(struct sl_tp *tp, struct tp_flow *f);

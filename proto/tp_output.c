@@ -125,7 +125,7 @@ static bool emit_data(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, bool re
 	data_hdr(tp, f, s, psn, retx, &h);
 	if (!txq_commit(tp, f, p, &h, s->msg ? s->msg->src + s->off : NULL, NULL, psn))
 		return false;
-	s->sent_ns = tp->now_ns;
+	s->sent_ns = f->last_tx_ns = tp->now_ns;
 	tp->stats.data_tx++;
 	tp->stats.bytes_tx += h.len;
 	return true;
@@ -140,10 +140,20 @@ bool tp_retransmit(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, uint64_t *
 	return true;
 }
 
+/* Packets the flow may have in flight: the congestion window (at least one:
+ * below that, pacing spaces them) or the fixed window. */
+uint32_t tp_flow_window(const struct sl_tp *tp, const struct tp_flow *f)
+{
+	if (!tp->cfg.cc || f->cc.cwnd >= tp->cfg.window)
+		return tp->cfg.window;
+	return f->cc.cwnd < 1 ? 1 : (uint32_t)f->cc.cwnd;
+}
+
 static bool can_send(const struct sl_tp *tp, const struct tp_flow *f)
 {
-	return f->q_head && !f->dead && f->snd_nxt - f->snd_una < tp->cfg.window &&
-	       psn_before(f->snd_nxt, f->credit_end);
+	return f->q_head && !f->dead && f->snd_nxt - f->snd_una < tp_flow_window(tp, f) &&
+	       psn_before(f->snd_nxt, f->credit_end) &&
+	       !(f->cc.pace_ns && tp->now_ns < f->next_send_ns);
 }
 
 /* Cut the next packet of the head message and send it under a new PSN. */
@@ -159,6 +169,7 @@ static bool cut_packet(struct sl_tp *tp, struct tp_flow *f)
 		return false;
 	if (f->snd_una == f->snd_nxt)
 		f->progress_ns = tp->now_ns; /* idle until now: the dead clock starts here */
+	f->next_send_ns = tp->now_ns + f->cc.pace_ns;
 	f->snd_nxt++;
 	m->unacked++;
 	m->next_off += s->len;

@@ -1,7 +1,11 @@
 /*
  * tp_timer.c: time.  RTT is estimated RFC 6298 style from the send
  * timestamps that ACKs echo; the retransmission timeout derives from it,
- * doubles on every expiry up to rto_max and snaps back on progress.  A flow
+ * doubles on every expiry up to rto_max and snaps back on progress.  Before
+ * it, a tail-loss probe: when a flow's last packets go unacknowledged for two
+ * smoothed RTTs, its highest unacknowledged packet is sent again, so that
+ * the ACK it draws reveals any hole to SACK recovery long before the RTO
+ * (losses at the end of a message have no later packets to reveal them).  A flow
  * whose packets go unacknowledged for dead_ns is declared dead.  Timers are
  * scanned at most every TP_SCAN_NS so that a busy poll loop stays cheap.
  */
@@ -25,12 +29,12 @@ void tp_flow_init_timers(struct sl_tp *tp, struct tp_flow *f)
 	f->rto_ns = tp->cfg.rto_min_ns;
 }
 
-void tp_rtt_sample(struct sl_tp *tp, struct tp_flow *f, uint32_t echo_ts)
+uint64_t tp_rtt_sample(struct sl_tp *tp, struct tp_flow *f, uint32_t echo_ts)
 {
 	uint64_t r = (uint64_t)(uint32_t)(tp_now_us(tp) - echo_ts) * 1000;
 
 	if (r > tp->cfg.dead_ns)
-		return; /* an echo from before a wrap or a forged one: no information */
+		return 0; /* an echo from before a wrap or a forged one: no information */
 	if (!f->rtt_valid) {
 		f->srtt_ns = r;
 		f->rttvar_ns = r / 2;
@@ -41,11 +45,13 @@ void tp_rtt_sample(struct sl_tp *tp, struct tp_flow *f, uint32_t echo_ts)
 		f->srtt_ns = (7 * f->srtt_ns + r) / 8;
 	}
 	f->rto_ns = rto_from_estimate(tp, f);
+	return r ? r : CLOCK_GRANULARITY_NS; /* 0 means "no sample" to the caller */
 }
 
 void tp_on_progress(struct sl_tp *tp, struct tp_flow *f)
 {
 	f->progress_ns = tp->now_ns;
+	f->tlp_sent = false;
 	f->rto_ns = rto_from_estimate(tp, f);
 }
 
@@ -77,11 +83,33 @@ static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 		n++;
 	}
 	if (n) {
+		if (tp->cfg.cc)
+			tp->cfg.cc->on_timeout(&f->cc, tp->now_ns);
 		f->rto_ns *= 2;
 		if (f->rto_ns > tp->cfg.rto_max_ns)
 			f->rto_ns = tp->cfg.rto_max_ns;
 	}
 	return n;
+}
+
+/* One probe per tail: the highest unacknowledged PSN, once the flow has been
+ * quiet (nothing sent, nothing acknowledged) for the probe timeout. */
+static uint32_t tlp_scan(struct sl_tp *tp, struct tp_flow *f)
+{
+	uint64_t pto = 2 * f->srtt_ns;
+
+	if (pto < TP_TLP_MIN_NS)
+		pto = TP_TLP_MIN_NS;
+	if (!f->rtt_valid || f->tlp_sent || pto >= f->rto_ns || tp->now_ns - f->last_tx_ns < pto ||
+	    tp->now_ns - f->progress_ns < pto)
+		return 0;
+	for (uint32_t psn = f->snd_nxt; psn != f->snd_una;) {
+		if (tp_slot(tp, f, --psn)->acked)
+			continue;
+		f->tlp_sent = tp_retransmit(tp, f, psn, &tp->stats.retx_tlp);
+		return f->tlp_sent;
+	}
+	return 0;
 }
 
 uint32_t tp_run_timers(struct sl_tp *tp)
@@ -98,7 +126,7 @@ uint32_t tp_run_timers(struct sl_tp *tp)
 		if (tp->now_ns - f->progress_ns >= tp->cfg.dead_ns)
 			flow_die(tp, f);
 		else
-			moved += rto_scan(tp, f);
+			moved += rto_scan(tp, f) + tlp_scan(tp, f);
 	}
 	return moved;
 }

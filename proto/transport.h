@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cc.h"
 #include "port.h"
 #include "wire.h"
 
@@ -35,10 +36,13 @@ struct sl_tp_config {
 	uint64_t dead_ns;     /* no ACK progress this long: the peer is dead */
 	bool crc;             /* send a CRC32C trailer on every port (else only on ports
 				 that ask for one: struct sl_port's crc) */
+	const struct sl_cc_ops *cc; /* congestion control (&sl_cc_swift), NULL: the window */
+	uint64_t cc_target_ns;      /* its target delay */
 };
 
 /* Defaults: payload from the port's frame size (room left for a CRC trailer),
- * window 256, RTO 1 ms..100 ms, dead 30 s, no CRC. */
+ * window 256, RTO 1 ms..100 ms, dead 30 s, no CRC, no congestion control
+ * (target 50 us once one is chosen). */
 void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_t max_frame);
 
 /* A message to send.  The caller owns it and keeps it (and src) alive and
@@ -77,7 +81,10 @@ struct sl_tp_stats {
 	uint64_t data_tx, data_rx, bytes_tx, bytes_rx; /* tx: built and queued for a port, retx
 							   included; rx: delivered (SL_DELIVER_DONE) */
 	uint64_t ack_tx, ack_rx;
-	uint64_t retx_rto, retx_sack;   /* retransmissions by cause */
+	uint64_t retx_rto, retx_sack;   /* retransmissions by cause: timeout, SACK holes (a hole with
+					   TP_DUPTHRESH PSNs SACKed above, or sent well before one
+					   that was), */
+	uint64_t retx_tlp;              /* and tail-loss probes */
 	uint64_t rx_dup;                /* DATA for a PSN already applied */
 	uint64_t rx_void;               /* void DATA (cancelled message): PSN marked, nothing delivered */
 	uint64_t rx_out_of_window;      /* DATA beyond the receive window */
@@ -95,6 +102,10 @@ struct sl_tp *sl_tp_create(const struct sl_tp_config *cfg, const struct sl_clock
 			   const struct sl_tp_callbacks *cb);
 void sl_tp_destroy(struct sl_tp *tp);
 
+/* Choose congestion control (NULL: the fixed window) before any route is
+ * added, for a transport whose creator left it out.  0, or -1 once flows exist
+ * or with a zero target. */
+int sl_tp_set_cc(struct sl_tp *tp, const struct sl_cc_ops *cc, uint64_t target_ns);
 /* Add a port (up to SL_MAX_PORTS); returns its index, or -1. */
 int sl_tp_add_port(struct sl_tp *tp, struct sl_port *port);
 /* Reach node through port index port_idx at addr; opens the flow. 0 or -1. */
@@ -112,5 +123,15 @@ void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m);
 uint32_t sl_tp_poll(struct sl_tp *tp);
 
 const struct sl_tp_stats *sl_tp_get_stats(const struct sl_tp *tp);
+
+/* One flow's sender state, for tests and live views. */
+struct sl_tp_flow_info {
+	double cwnd;          /* packets in flight allowed now (the window without cc) */
+	uint64_t pace_ns;     /* gap between sends when paced, else 0 */
+	uint64_t srtt_ns, rto_ns;
+	uint32_t in_flight;   /* PSNs sent and not yet retired */
+};
+/* 0, or -1 when there is no flow to node. */
+int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_info *out);
 
 #endif

@@ -252,6 +252,11 @@ static void check_received(const struct end *tx, const struct end *rx)
 	}
 }
 
+static uint64_t retx(const struct sl_tp_stats *s)
+{
+	return s->retx_rto + s->retx_sack + s->retx_tlp;
+}
+
 /* Counters that must hold exactly in any run where nothing in flight was cancelled. */
 static void check_stats(const struct end *tx, const struct end *rx)
 {
@@ -264,7 +269,7 @@ static void check_stats(const struct end *tx, const struct end *rx)
 			bytes += msg_size[i];
 		}
 	}
-	assert_int_equal(ts->data_tx - ts->retx_rto - ts->retx_sack, packets); /* PSNs used */
+	assert_int_equal(ts->data_tx - retx(ts), packets); /* PSNs used */
 	assert_int_equal(rs->data_rx, packets);
 	assert_int_equal(rs->bytes_rx, bytes);
 	assert_true(ts->bytes_tx >= bytes);
@@ -299,7 +304,7 @@ static void test_clean_link(void **state)
 		struct sl_tp_stats st[2];
 		exchange(&s, st);
 		for (int i = 0; i < 2; i++) {
-			assert_int_equal(st[i].retx_rto + st[i].retx_sack, 0);
+			assert_int_equal(retx(&st[i]), 0);
 			assert_int_equal(st[i].rx_dup + st[i].rx_malformed + st[i].rx_foreign, 0);
 			assert_int_equal(st[i].ack_rx, st[1 - i].ack_tx); /* nothing lost */
 		}
@@ -328,9 +333,9 @@ static void test_faults(void **state)
 			exchange(&s, st);
 			uint64_t dups = st[0].rx_dup + st[1].rx_dup;
 			uint64_t malformed = st[0].rx_malformed + st[1].rx_malformed;
-			uint64_t retx = st[0].retx_rto + st[0].retx_sack + st[1].retx_rto + st[1].retx_sack;
+			uint64_t retxs = retx(&st[0]) + retx(&st[1]);
 			assert_true(fc->dup == 0 || dups > 0);
-			assert_true(fc->drop == 0 || retx > 0);
+			assert_true(fc->drop == 0 || retxs > 0);
 			assert_true((fc->corrupt > 0) == (malformed > 0));
 		}
 	}
@@ -365,7 +370,7 @@ static void test_fault_port_link(void **state)
 		inj.duplicated += c->duplicated;
 	}
 	assert_true(inj.dropped_data > 0 && inj.corrupted > 0 && inj.duplicated > 0);
-	assert_true(sa->retx_rto + sa->retx_sack + sb->retx_rto + sb->retx_sack >= inj.dropped_data);
+	assert_true(retx(sa) + retx(sb) >= inj.dropped_data);
 	uint64_t malformed = sa->rx_malformed + sb->rx_malformed;
 	assert_true(malformed >= inj.corrupted_covered && malformed <= inj.corrupted);
 	assert_true(sa->rx_bad_crc + sb->rx_bad_crc > 0);
@@ -400,7 +405,7 @@ static void test_retry_then_deliver_once(void **state)
 	check_stats(&hs->a, &hs->b);
 	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp), *sb = sl_tp_get_stats(hs->b.tp);
 	assert_int_equal(sb->rx_retry, packets);
-	assert_true(sa->retx_rto + sa->retx_sack >= packets);
+	assert_true(retx(sa) >= packets);
 	harness_free(hs);
 }
 
@@ -461,7 +466,7 @@ static void test_cancel(void **state)
 	assert_int_equal(a->acked[6] + a->acked[7], 0);
 	const struct sl_tp_stats *sa = sl_tp_get_stats(a->tp), *sb = sl_tp_get_stats(hs->b.tp);
 	/* every PSN a used was applied once: delivered or voided */
-	assert_int_equal(sb->data_rx + sb->rx_void, sa->data_tx - sa->retx_rto - sa->retx_sack);
+	assert_int_equal(sb->data_rx + sb->rx_void, sa->data_tx - retx(sa));
 	assert_true(sb->rx_void > 0); /* with this seed, lost packets were retransmitted void */
 	harness_free(hs);
 }

@@ -32,6 +32,7 @@ static inline struct sl_tp *fuzz_transport(const struct sl_clock *clock,
 	cfg.window = FUZZ_WINDOW;
 	cfg.rto_min_ns = 100000;
 	cfg.dead_ns = 20000000;
+	cfg.cc = &sl_cc_swift; /* its per-ACK rules meet every ACK the fuzzer makes up */
 	struct sl_tp *tp = sl_tp_create(&cfg, clock, cb);
 	if (!tp || sl_tp_add_port(tp, port) != 0)
 		abort();
