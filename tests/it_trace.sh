@@ -5,11 +5,13 @@
 # count is checked against what the dataplanes counted themselves: DATA
 # sent, retransmissions (and that each retransmitted PSN was first sent
 # plainly), ACKs with a SACK body.  Finally `sluice-trace analyze` must read
-# it.  usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS] | top
+# it.  usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS] | top | filter
 #   hand: two sluiced started here; with a spec, node 0 (rank 0) drops on its
 #         sends (sluiced --fault) and analyze must blame rank 0's link
 #   run:  sluice-run --trace with RANKS dataplanes (default 3)
 #   top:  `sluice-trace top` instead of a capture: it must show traffic
+#   filter: loss on node 0, a capture of node 0 with --type data --retx-only
+#         --rank 1: exactly both dataplanes' retransmissions, nothing else
 set -u
 B=${SLUICE_BUILD_ROOT:?run through meson test, or set SLUICE_BUILD_ROOT to the build directory}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +20,8 @@ case "$mode" in
 hand) fault=${2:-} ;;
 run) nodes=${2:-3} ;;
 top) ;;
-*) echo "usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS] | top" >&2; exit 2 ;;
+filter) fault=drop:0.01,seed:7 ;;
+*) echo "usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS] | top | filter" >&2; exit 2 ;;
 esac
 LUA=$SRC/tools/sluice.lua
 TRACE=$B/ctl/sluice-trace
@@ -52,8 +55,9 @@ by_hand() {
 	if [ "$mode" = top ]; then
 		"$TRACE" top --socket "$d/n0.sock" --socket "$d/n1.sock" --interval 0.5 >"$d/top.log" 2>&1 &
 	else
-		"$TRACE" capture --socket "$d/n0.sock" --socket "$d/n1.sock" -w "$d/cap.pcapng" --ready "$d/ready" \
-			2>"$d/trace.log" &
+		what=(--socket "$d/n0.sock" --socket "$d/n1.sock")
+		[ "$mode" = filter ] && what=(--socket "$d/n0.sock" --type data --retx-only --rank 1)
+		"$TRACE" capture "${what[@]}" -w "$d/cap.pcapng" --ready "$d/ready" 2>"$d/trace.log" &
 	fi
 	tracer=$!
 	pids+=($tracer)
@@ -90,8 +94,26 @@ launcher() {
 	for ((i = 0; i < nodes; i++)); do grep "sluiced node $i:" "$d/run.log" >"$d/dp$i.log"; done
 }
 
+# the filtered capture of node 0: every retransmission node 0 sent or received, nothing else
+check_filter() {
+	tshark -X lua_script:"$LUA" -r "$d/cap.pcapng" -T fields -E separator=' ' -e frame.interface_name \
+		-e sluice.type -e sluice.flags.retx >"$d/fields.txt" 2>"$d/tshark.log" || fail "tshark failed"
+	others=$(awk '!($1 == "node0-port0" && $2 == 1 && ($3 == "True" || $3 == 1))' "$d/fields.txt" | wc -l)
+	[ "$others" = 0 ] || fail "$others packets in the capture do not pass the filter"
+	want=0
+	for i in 0 1; do
+		want=$((want + $(sed -n 's/.*rto \([0-9]*\) sack \([0-9]*\).*/\1 + \2/p' "$d/dp$i.log")))
+	done
+	got=$(wc -l <"$d/fields.txt")
+	[ "$got" = "$want" ] || fail "the filtered capture holds $got retransmissions, the dataplanes sent $want"
+	[ "$got" -gt 0 ] || fail "no retransmissions under loss"
+	echo "it_trace: filter ok ($got retransmissions, as counted)"
+	exit 0
+}
+
 if [ "$mode" = run ]; then launcher; else by_hand; fi
 [ "$mode" = top ] && check_top
+[ "$mode" = filter ] && check_filter
 
 grep -q ", 0 dropped in the trace rings" "$d/trace.log" || fail "the trace rings dropped records"
 written=$(sed -n 's/^sluice-trace: \([0-9]*\) packets written.*/\1/p' "$d/trace.log")
