@@ -201,7 +201,7 @@ static struct {
 	unsigned users;          /* contexts attached to it */
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	void (*stop)(void);
-	uint32_t (*drive)(void); /* one engine pass from the caller's thread */
+	int32_t (*drive)(void); /* one engine pass from the caller's thread; -1: engine busy */
 } embedded = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The dataplane library is never dlclose'd: DPDK is not made to be unloaded. */
@@ -222,7 +222,7 @@ static sluice_result_t embedded_load(const struct sl_config *cfg, embedded_start
 			       dlerror());
 	*start = (embedded_start_fn)dlsym(lib, "sl_dp_embedded_start");
 	embedded.stop = (void (*)(void))dlsym(lib, "sl_dp_embedded_stop");
-	embedded.drive = (uint32_t (*)(void))dlsym(lib, "sl_dp_embedded_drive");
+	embedded.drive = (int32_t (*)(void))dlsym(lib, "sl_dp_embedded_drive");
 	if (!*start || !embedded.stop || !embedded.drive)
 		return sl_fail(SLUICE_ERR_UNAVAILABLE,
 			       "%s does not export sl_dp_embedded_start and sl_dp_embedded_stop: it is not a "

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -466,8 +467,13 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 			break;
 		}
 		pthread_mutex_unlock(&ctx->lock);
-		if (ctx->drive)
-			ctx->drive(); /* embedded: this thread is the engine while it waits */
+		/* Embedded, this thread is the engine while it waits.  When the
+		 * engine's thread is mid-pass, yield: it may share this core, and
+		 * spinning would keep it from finishing (and from ACKing). */
+		if (ctx->drive) {
+			if (ctx->drive() < 0)
+				sched_yield();
+		}
 		else if (now - start > SPIN_NS)
 			nap(ctx);
 		pthread_mutex_lock(&ctx->lock);

@@ -126,7 +126,7 @@ struct sluice_ctx {
 	int sock;                     /* attach socket */
 	bool ctl_broken;              /* a request timed out: replies may be out of step */
 	bool embedded;                /* holds a reference on the embedded engine */
-	uint32_t (*drive)(void);      /* embedded: run one engine pass here (waits spin on it) */
+	int32_t (*drive)(void);       /* embedded: one engine pass here (waits spin on it); -1: busy */
 	uint32_t client_id;           /* from HELLO */
 	struct sl_client_page *page;  /* the client page, mapped shared */
 	struct sl_spsc submit;        /* our producer side */

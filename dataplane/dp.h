@@ -151,7 +151,7 @@ int dp_engine_run(void *engine);
 uint32_t dp_engine_poll(struct dp_engine *e);
 /* One pass, unless another thread is in one (embedded mode: the engine
  * thread and the application's wait both drive the engine). */
-uint32_t dp_engine_try_poll(struct dp_engine *e);
+int32_t dp_engine_try_poll(struct dp_engine *e); /* work done, or -1: another thread is in it */
 /* Queue a control request; req->done is set to 1 + result once applied.  False when full. */
 bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req);
 /* From the server thread: hand a request to the engine and wait for its answer. */

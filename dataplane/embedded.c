@@ -104,8 +104,9 @@ void sl_dp_embedded_stop(void)
 	pthread_join(emb.thread, NULL);
 }
 
-/* One engine pass from the application's thread; returns work done. */
-uint32_t sl_dp_embedded_drive(void)
+/* One engine pass from the application's thread: work done, or -1 when the
+ * engine's own thread is in a pass (the caller should yield to it). */
+int32_t sl_dp_embedded_drive(void)
 {
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
 

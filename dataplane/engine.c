@@ -14,6 +14,7 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -263,17 +264,17 @@ static void nap(struct dp_engine *e)
 			atomic_store(&e->clients[i].page->engine_napping, 0);
 }
 
-uint32_t dp_engine_try_poll(struct dp_engine *e)
+int32_t dp_engine_try_poll(struct dp_engine *e)
 {
 	bool expected = false;
 	uint32_t work;
 
 	if (!atomic_compare_exchange_strong_explicit(&e->busy, &expected, true, memory_order_acquire,
 						     memory_order_relaxed))
-		return 0;
+		return -1;
 	work = dp_engine_poll(e);
 	atomic_store_explicit(&e->busy, false, memory_order_release);
-	return work;
+	return (int32_t)(work > INT32_MAX ? INT32_MAX : work);
 }
 
 /* While an embedded application spins in its wait call, it is the engine:
@@ -299,7 +300,7 @@ int dp_engine_run(void *engine)
 			idle = 0;
 			continue;
 		}
-		if (dp_engine_try_poll(e)) {
+		if (dp_engine_try_poll(e) != 0) { /* work, or the application is in a pass */
 			idle = 0;
 			continue;
 		}
