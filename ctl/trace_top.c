@@ -4,11 +4,11 @@
  * direction) and per communicator, Gbit/s, packets/s, retransmissions/s,
  * RTT and packets in flight, and the trace rings' drops.
  *
- * Everything comes from the trace ring (headers only): RTT from each ACK's
- * echoed timestamp (the sender's own monotonic clock in microseconds, which
- * is the clock the ring's records carry), in-flight from the highest PSN
- * sent less the cumulative PSN acknowledged.  The transport has a fixed
- * window and no congestion controller yet, so there is no cwnd to show.
+ * Rates come from the trace ring (headers only); RTT too, from each ACK's
+ * echoed timestamp (the sender's own monotonic clock in microseconds, the
+ * clock the ring's records carry); the congestion window, smoothed RTT and
+ * packets in flight are the transport's own, which the engine copies into
+ * the trace page about every millisecond while packets arrive.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -34,8 +34,6 @@ static void on_signal(int sig)
 struct flow_stat {
 	uint64_t bytes[2], pkts[2], retx;  /* [SL_TRACE_RX/TX] */
 	uint64_t rtt_sum_us, rtt_n, rtt_max_us;
-	uint32_t psn_sent, cum_acked;      /* for packets in flight */
-	bool sent_any, acked_any;
 	uint64_t drops_seen;               /* the ring's counter at the last refresh */
 };
 
@@ -81,15 +79,10 @@ static void account(struct top *t, unsigned si, const struct sl_trace_rec *r)
 		f->rtt_sum_us += rtt;
 		f->rtt_n++;
 		f->rtt_max_us = rtt > f->rtt_max_us ? rtt : f->rtt_max_us;
-		f->cum_acked = p.cum_psn;
-		f->acked_any = true;
 		return;
 	}
 	if (p.type != SL_TRACE_T_DATA || !tx)
 		return;
-	if (!f->sent_any || (int32_t)(p.psn + 1 - f->psn_sent) > 0)
-		f->psn_sent = p.psn + 1;
-	f->sent_any = true;
 	f->retx += (p.flags & SL_TRACE_F_RETX) != 0;
 	struct comm_stat *c = comm_stat(t, p.comm);
 	if (c) {
@@ -112,24 +105,33 @@ static void drain(struct top *t)
 	}
 }
 
+/* The transport's own figures for a flow, as the engine last copied them ("-": none yet). */
+static void transport_view(const struct sl_trace_flow *fl, char *srtt, char *cwnd, char *infl, size_t len)
+{
+	if (!atomic_load_explicit(&fl->updated_ns, memory_order_acquire))
+		return;
+	snprintf(srtt, len, "%.1f", (double)atomic_load_explicit(&fl->srtt_ns, memory_order_relaxed) / 1e3);
+	snprintf(cwnd, len, "%.1f", (double)atomic_load_explicit(&fl->cwnd_milli, memory_order_relaxed) / 1e3);
+	snprintf(infl, len, "%" PRIu64, (uint64_t)atomic_load_explicit(&fl->in_flight, memory_order_relaxed));
+}
+
 static void print_flows(struct top *t, double secs)
 {
-	printf("%-16s %-3s %9s %10s %8s %13s %9s %10s\n", "FLOW", "DIR", "Gbit/s", "pkt/s", "retx/s",
-	       "RTT us avg/max", "in-flight", "ring-drops");
+	printf("%-16s %-3s %9s %10s %8s %14s %8s %8s %9s %10s\n", "FLOW", "DIR", "Gbit/s", "pkt/s", "retx/s",
+	       "RTT us avg/max", "srtt us", "cwnd", "in-flight", "ring-drops");
 	for (unsigned i = 0; i < t->nsrc; i++) {
 		const struct tr_source *s = &t->src[i];
 		for (unsigned p = 0; p < s->nports; p++) {
 			struct flow_stat *f = &t->flows[i][p];
 			uint64_t drops = tr_dropped(s, p);
-			char name[32], rtt[32] = "-", infl[16] = "-";
+			char name[32], rtt[32] = "-", srtt[16] = "-", cwnd[16] = "-", infl[16] = "-";
 			snprintf(name, sizeof(name), "node%u->node%u", s->node, s->ports[p].peer_node);
 			if (f->rtt_n)
 				snprintf(rtt, sizeof(rtt), "%" PRIu64 "/%" PRIu64, f->rtt_sum_us / f->rtt_n, f->rtt_max_us);
-			if (f->sent_any && f->acked_any)
-				snprintf(infl, sizeof(infl), "%d", (int32_t)(f->psn_sent - f->cum_acked));
-			printf("%-16s %-3s %9.3f %10.0f %8.0f %13s %9s %10" PRIu64 "\n", name, "tx",
+			transport_view(&s->page->flows[p], srtt, cwnd, infl, sizeof(srtt));
+			printf("%-16s %-3s %9.3f %10.0f %8.0f %14s %8s %8s %9s %10" PRIu64 "\n", name, "tx",
 			       (double)f->bytes[1] * 8 / secs / 1e9, (double)f->pkts[1] / secs, (double)f->retx / secs,
-			       rtt, infl, drops - f->drops_seen);
+			       rtt, srtt, cwnd, infl, drops - f->drops_seen);
 			printf("%-16s %-3s %9.3f %10.0f\n", "", "rx", (double)f->bytes[0] * 8 / secs / 1e9,
 			       (double)f->pkts[0] / secs);
 			/* per interval; in-flight state carries over */
@@ -167,7 +169,7 @@ static void usage(FILE *f)
 		   "  --socket PATH     a dataplane's attach socket (repeatable; default: the only one running)\n"
 		   "  --interval S      refresh every S seconds (default 1)\n"
 		   "  --iterations N    stop after N refreshes (default: until Ctrl-C)\n"
-		   "RTT comes from ACK echoes; the transport has a fixed window and no congestion window yet.\n");
+		   "RTT: from the ACK echoes in the trace; srtt, cwnd and in-flight: the transport's own.\n");
 }
 
 static int parse(int argc, char **argv, const char **socks, unsigned *nsocks, double *interval, long *iters)

@@ -23,6 +23,7 @@
 #include "trace_tap.h"
 
 #define TAP_BURST 64 /* frames recorded per step; larger bursts go in steps */
+#define FLOW_INFO_NS 1000000ull /* how often a port's flow state is copied to the page */
 
 _Static_assert(SL_TRACE_OFF_HDR == SL_ETH_LEN + SL_IP_LEN + SL_UDP_LEN, "trace.h: frame layout");
 _Static_assert(SL_TRACE_OFF_BODY == SL_FRAME_OVERHEAD && SL_TRACE_ACK_LEN == SL_ACK_LEN, "trace.h: lengths");
@@ -42,6 +43,9 @@ struct dp_trace_ring {
 	bool filtering;
 	uint32_t keep_data; /* bytes kept of a DATA frame: headers and the payload snap */
 	uint32_t keep_ack;  /* of any other frame: headers and an ACK body */
+	const struct sl_tp *tp;                     /* the engine's transport, for flow state */
+	uint64_t now;                               /* the clock at the last traced burst */
+	uint64_t flow_due[SL_TRACE_MAX_PORTS];      /* next flow state refresh, per port */
 };
 
 /* ---- the taps (engine thread) ---- */
@@ -90,7 +94,7 @@ static void fill(struct dp_trace_ring *r, const struct dp_trace_tap *tap, const 
 		 uint16_t n, uint8_t dir, uint16_t *slots_before, uint16_t *wanted_before)
 {
 	uint32_t room = sl_trace_ring_room(&r->prod, n);
-	uint64_t now = mono_ns();
+	uint64_t now = r->now = mono_ns();
 	uint16_t used = 0, want = 0;
 
 	for (uint16_t i = 0; i < n; i++) {
@@ -128,6 +132,24 @@ static void publish(struct dp_trace_ring *r, const struct dp_trace_tap *tap, uin
 	}
 }
 
+/* About every millisecond, the transport's view of the tap's flow (this
+ * runs inside the transport's receive poll, on its thread: a read-only call). */
+static void flow_state(struct dp_trace_ring *r, const struct dp_trace_tap *tap)
+{
+	struct sl_tp_flow_info fi;
+	struct sl_trace_flow *f = &r->page->flows[tap->index];
+
+	if (!r->tp || r->now < r->flow_due[tap->index] || sl_tp_flow_info(r->tp, tap->peer_node, &fi) != 0)
+		return;
+	r->flow_due[tap->index] = r->now + FLOW_INFO_NS;
+	atomic_store_explicit(&f->cwnd_milli, (uint64_t)(fi.cwnd * 1000), memory_order_relaxed);
+	atomic_store_explicit(&f->srtt_ns, fi.srtt_ns, memory_order_relaxed);
+	atomic_store_explicit(&f->rto_ns, fi.rto_ns, memory_order_relaxed);
+	atomic_store_explicit(&f->pace_ns, fi.pace_ns, memory_order_relaxed);
+	atomic_store_explicit(&f->in_flight, fi.in_flight, memory_order_relaxed);
+	atomic_store_explicit(&f->updated_ns, r->now, memory_order_release);
+}
+
 static uint16_t tap_rx(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 {
 	struct dp_trace_tap *tap = port->priv;
@@ -143,6 +165,7 @@ static uint16_t tap_rx(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 		publish(r, tap, k, slots, want);
 		done = (uint16_t)(done + k);
 	}
+	flow_state(r, tap);
 	trace_exit(tap->trace);
 	return got;
 }
@@ -320,6 +343,7 @@ int dp_trace_attach(struct dp_trace *t, const struct dp_engine *e, const struct 
 	page_init(ring->page, t, e, slots, slot_size, m);
 	ring->filter = m->t.filter;
 	ring->filtering = m->t.filter.match != 0;
+	ring->tp = e->tp;
 	sl_spsc_attach(&ring->prod, (struct sl_spsc_shared *)((uint8_t *)ring->page + ring->page->ring_off),
 		       slots, slot_size, true);
 	atomic_store(&t->ring, ring);

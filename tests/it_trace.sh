@@ -117,7 +117,7 @@ if [ "$mode" = run ]; then launcher; else by_hand; fi
 
 grep -q ", 0 dropped in the trace rings" "$d/trace.log" || fail "the trace rings dropped records"
 written=$(sed -n 's/^sluice-trace: \([0-9]*\) packets written.*/\1/p' "$d/trace.log")
-read_back=$(tshark -r "$d/cap.pcapng" 2>/dev/null | wc -l)
+read_back=$(tshark -r "$d/cap.pcapng" -T fields -e frame.number 2>/dev/null | wc -l) # one line per packet, whatever its summary
 [ "$written" = "$read_back" ] || fail "sluice-trace wrote $written packets, tshark read $read_back"
 
 # One line per packet: capturing interface, type, source node, PSN, retx flag, SACKed PSN count.

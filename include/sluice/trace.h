@@ -30,7 +30,7 @@
 #include "spsc.h"
 
 #define SL_TRACE_MAGIC 0x534c5452u /* "SLTR" */
-#define SL_TRACE_VERSION 1u
+#define SL_TRACE_VERSION 2u
 #define SL_TRACE_MAX_PORTS 8u
 #define SL_TRACE_MAX_RANKS 256u
 #define SL_TRACE_COMM_LOG 64u         /* communicator records kept, the newest */
@@ -102,6 +102,17 @@ struct sl_trace_comm {
 	uint16_t node[SL_TRACE_MAX_RANKS]; /* rank -> dataplane node */
 };
 
+/* The transport's sender state for one port's flow, refreshed by the engine
+ * about every millisecond while packets arrive there (for sluice-trace top). */
+struct sl_trace_flow {
+	_Atomic uint64_t cwnd_milli;  /* congestion window in packets x 1000 (the fixed window without cc) */
+	_Atomic uint64_t srtt_ns;     /* smoothed RTT */
+	_Atomic uint64_t rto_ns;      /* retransmission timeout */
+	_Atomic uint64_t pace_ns;     /* gap between sends when paced, else 0 */
+	_Atomic uint64_t in_flight;   /* PSNs sent and not yet retired */
+	_Atomic uint64_t updated_ns;  /* CLOCK_MONOTONIC of the last refresh; 0: none yet */
+};
+
 struct sl_trace_page {
 	uint32_t magic;           /* SL_TRACE_MAGIC */
 	uint32_t version;         /* SL_TRACE_VERSION */
@@ -117,6 +128,7 @@ struct sl_trace_page {
 	struct sl_trace_port_info ports[SL_TRACE_MAX_PORTS];
 	/* written by the engine only (relaxed), read by the tracer */
 	alignas(SL_CACHE_LINE) _Atomic uint64_t dropped[SL_TRACE_MAX_PORTS]; /* ring full */
+	struct sl_trace_flow flows[SL_TRACE_MAX_PORTS];
 	/* written by the control thread only: comms[i % SL_TRACE_COMM_LOG] is the
 	 * i-th communicator it announced; ncomms is stored (release) after it */
 	alignas(SL_CACHE_LINE) _Atomic uint32_t ncomms;
