@@ -3,8 +3,9 @@
 # veth, a tbf rate limit on every link) with 0.1% and 1% of frames dropped by
 # the fault injector, against the same run without loss: median busbw of
 # interleaved repetitions and the ratios the issue asks about (>= 0.95 at
-# 0.1%, >= 0.80 at 1%).  A benchmark, not a test: these machines are shared,
-# so it reports, it does not judge.
+# 0.1%, >= 0.80 at 1%), and the best run of each (on a shared machine the
+# best is what the stack can do; the median what it did).  A benchmark, not
+# a test: it reports, it does not judge.
 # usage: perf/loss-busbw.sh BUILD_DIR [-n RANKS] [-r REPS] [-s SIZE] [--rate R] [--cc none|swift]
 set -u
 build=${1:?usage: loss-busbw.sh BUILD_DIR [-n RANKS] [-r REPS] [-s SIZE] [--rate R] [--cc CC]}
@@ -37,10 +38,12 @@ for ((r = 0; r < reps; r++)); do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | grep -v fail | sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "fail" }'; }
+best() { tr ' ' '\n' | grep -v '^$' | grep -v fail | sort -g | tail -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 echo "# all-reduce $size, $n ranks on veth hosts, links at $rate, cc $cc, $reps runs each (GB/s busbw)"
-base=$(echo "${got[0]}" | median)
+base=$(echo "${got[0]}" | median) base_best=$(echo "${got[0]}" | best)
 for loss in "${losses[@]}"; do
-	m=$(echo "${got[$loss]}" | median)
-	ratio=$(awk -v a="$m" -v b="$base" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
-	printf "loss %-6s median %-6s ratio to lossless %-5s runs:%s\n" "$loss" "$m" "$ratio" "${got[$loss]}"
+	m=$(echo "${got[$loss]}" | median) b=$(echo "${got[$loss]}" | best)
+	printf "loss %-6s median %-6s (x%-5s of lossless)  best %-6s (x%-5s)  runs:%s\n" "$loss" \
+		"$m" "$(ratio "$m" "$base")" "$b" "$(ratio "$b" "$base_best")" "${got[$loss]}"
 done
