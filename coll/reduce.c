@@ -10,6 +10,7 @@
  */
 #include "reduce.h"
 
+#include <cpuid.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -230,7 +231,9 @@ static const reduce_fn *vector_row(enum sl_dtype t)
 	static int f16c = -1, avx2 = -1; /* races only to the same answer */
 
 	if (f16c < 0) {
-		f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+		/* cpuid leaf 1 ecx bit 29 is F16C (clang 14 has no "f16c" for __builtin_cpu_supports) */
+		unsigned a, b, c = 0, d;
+		f16c = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
 		avx2 = __builtin_cpu_supports("avx2");
 	}
 	return t == SL_FLOAT16 && f16c ? f16c_row : t == SL_BFLOAT16 && avx2 ? avx2_bf16_row : NULL;
