@@ -69,18 +69,23 @@ static void flow_die(struct sl_tp *tp, struct tp_flow *f)
 	tp->cb.flow_dead(tp->cb.arg, f->node);
 }
 
-/* Retransmit every packet older than the RTO; back off once per expiry. */
+/* Retransmit the oldest packet older than the RTO; back off once per expiry. */
 static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 {
 	uint32_t n = 0;
 
+	/*
+	 * Only the oldest overdue packet goes again, as in TCP: on these shared
+	 * machines an RTO mostly means the peer was descheduled, and resending
+	 * the whole window then costs a window of duplicates.  If more was
+	 * really lost, the ACK for this one lets RACK find it by send time.
+	 */
 	for (uint32_t psn = f->snd_una; psn != f->snd_nxt; psn++) {
 		struct tp_slot *s = tp_slot(tp, f, psn);
 		if (s->acked || tp->now_ns - s->sent_ns < f->rto_ns)
 			continue;
-		if (!tp_retransmit(tp, f, psn, &tp->stats.retx_rto))
-			break;
-		n++;
+		n = tp_retransmit(tp, f, psn, &tp->stats.retx_rto) ? 1 : 0;
+		break;
 	}
 	if (n) {
 		if (tp->cfg.cc)
