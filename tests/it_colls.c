@@ -418,7 +418,7 @@ static void deterministic(void)
 {
 	size_t count = 30011;
 	float *in = (float *)bufa, *out = (float *)bufb;
-	uint64_t first[2] = { 0, 0 }, *h = (uint64_t *)(bufa + (size_t)nranks * count * 4);
+	uint64_t first[2] = { 0, 0 }, *h = (uint64_t *)(bufa + (((size_t)nranks * count * 4 + 7) & ~(size_t)7));
 	sluice_req_t *req;
 
 	for (int run = 0; run < 2; run++) {
