@@ -18,27 +18,12 @@
 
 #include <sluice/sluice.h>
 
-#define CHECK(call)                                                                              \
-	do {                                                                                     \
-		sluice_result_t r_ = (call);                                                     \
-		if (r_ != SLUICE_OK) {                                                           \
-			fprintf(stderr, "rank %d: %s failed: %s: %s\n", rank, #call,             \
-				sluice_get_error_string(r_), sluice_last_error());               \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
-
 static int rank, nranks;
+
+#include "it_common.h"
+
 static sluice_ctx_t *ctx;
 static sluice_comm_t *comm;
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
 
 /* Input element i of rank r, as a double: exact in every tested type. */
 static double input(int r, size_t i, sluice_datatype_t t)
@@ -84,14 +69,6 @@ static double reference(size_t i, sluice_datatype_t t, sluice_redop_t op)
 		}
 	}
 	return op == SLUICE_AVG ? acc / nranks : acc;
-}
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
-	return h;
 }
 
 /* Every rank holds the same bytes: MAX and MIN of the hash agree. */

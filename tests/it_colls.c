@@ -27,16 +27,6 @@
 
 #include <sluice/sluice.h>
 
-#define CHECK(call)                                                                              \
-	do {                                                                                     \
-		sluice_result_t r_ = (call);                                                     \
-		if (r_ != SLUICE_OK) {                                                           \
-			fprintf(stderr, "rank %d: %s failed: %s: %s\n", rank, #call,             \
-				sluice_get_error_string(r_), sluice_last_error());               \
-			exit(1);                                                                 \
-		}                                                                                \
-	} while (0)
-
 #define MAX_COUNT 65537
 #define GUARD 64
 
@@ -45,17 +35,12 @@ static const char *const coll_names[NCOLLS] = { "allreduce", "allgather", "reduc
 						"reduce", "alltoall", "gather", "scatter" };
 
 static int rank, nranks, failures;
+
+#include "it_common.h"
+
 static sluice_ctx_t *ctx;
 static sluice_comm_t *comm;
 static uint8_t *bufa, *bufb;
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
 
 static bool is_float(sluice_datatype_t t)
 {
@@ -403,14 +388,6 @@ static void alltoallv(void)
 }
 
 /* ---- 3: determinism ---- */
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
-	return h;
-}
 
 /* Rounding float32 inputs: an all-reduce and a reduce-scatter twice give
  * the same bits; the all-reduce's are the same on every rank. */
