@@ -6,6 +6,7 @@
  */
 #include "wire.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #define ETHERTYPE_IPV4 0x0800
@@ -89,13 +90,60 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
 	return crc;
 }
 
+/*
+ * One crc32 instruction takes 3 cycles but a new one can start every cycle,
+ * so three independent streams over three blocks run about 3x faster.  The
+ * register is linear: after appending n bytes to state s it is
+ * shift(s, n) ^ crc(0, those bytes), where shift(s, n) feeds n zero bytes.
+ * shift by a fixed n is a linear map of 32 bits, kept as 4 byte tables.
+ */
+#define CRC_BLOCK 512u
+
+static uint32_t crc_shift_tab[2][4][256]; /* by CRC_BLOCK and by 2 * CRC_BLOCK */
+static pthread_once_t crc_shift_once = PTHREAD_ONCE_INIT;
+
+__attribute__((target("sse4.2"))) static void crc_shift_init(void)
+{
+	static const uint8_t zeros[2 * CRC_BLOCK];
+
+	for (int t = 0; t < 2; t++)
+		for (int k = 0; k < 4; k++)
+			for (uint32_t b = 0; b < 256; b++)
+				crc_shift_tab[t][k][b] = crc32c_sse42(b << (8 * k), zeros, (t + 1) * CRC_BLOCK);
+}
+
+static uint32_t crc_shift(int t, uint32_t c)
+{
+	return crc_shift_tab[t][0][c & 0xff] ^ crc_shift_tab[t][1][c >> 8 & 0xff] ^
+	       crc_shift_tab[t][2][c >> 16 & 0xff] ^ crc_shift_tab[t][3][c >> 24];
+}
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42x3(uint32_t crc, const uint8_t *p,
+								 uint32_t len)
+{
+	pthread_once(&crc_shift_once, crc_shift_init);
+	for (; len >= 3 * CRC_BLOCK; p += 3 * CRC_BLOCK, len -= 3 * CRC_BLOCK) {
+		uint64_t a = crc, b = 0, c = 0, va, vb, vc;
+		for (uint32_t i = 0; i < CRC_BLOCK; i += 8) {
+			memcpy(&va, p + i, 8);
+			memcpy(&vb, p + CRC_BLOCK + i, 8);
+			memcpy(&vc, p + 2 * CRC_BLOCK + i, 8);
+			a = __builtin_ia32_crc32di(a, va);
+			b = __builtin_ia32_crc32di(b, vb);
+			c = __builtin_ia32_crc32di(c, vc);
+		}
+		crc = crc_shift(1, (uint32_t)a) ^ crc_shift(0, (uint32_t)b) ^ (uint32_t)c;
+	}
+	return crc32c_sse42(crc, p, len);
+}
+
 uint32_t sl_crc32c(const void *data, uint32_t len)
 {
 	static int hw = -1; /* the answer never changes: a race only repeats the check */
 
 	if (hw < 0)
 		hw = __builtin_cpu_supports("sse4.2");
-	return ~(hw ? crc32c_sse42 : crc32c_table)(0xffffffffu, data, len);
+	return ~(hw ? crc32c_sse42x3 : crc32c_table)(0xffffffffu, data, len);
 }
 #else
 uint32_t sl_crc32c(const void *data, uint32_t len)

@@ -266,6 +266,18 @@ static void test_crc32c_any_alignment(void **state)
 			assert_int_equal(sl_crc32c(buf + start, len), crc32c_bitwise(buf + start, len));
 }
 
+/* Frames long enough for the three-stream path, at every tail length. */
+static void test_crc32c_long(void **state)
+{
+	(void)state;
+	static uint8_t buf[9000];
+
+	for (uint32_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 131 + (i >> 7));
+	for (uint32_t len = 1500; len <= sizeof(buf); len += 97)
+		assert_int_equal(sl_crc32c(buf + (len & 7), len - 8), crc32c_bitwise(buf + (len & 7), len - 8));
+}
+
 static void test_addr_for_node(void **state)
 {
 	(void)state;
@@ -328,6 +340,7 @@ int main(void)
 		cmocka_unit_test(test_result_strings),
 		cmocka_unit_test(test_crc32c_vector),
 		cmocka_unit_test(test_crc32c_any_alignment),
+		cmocka_unit_test(test_crc32c_long),
 		cmocka_unit_test(test_addr_for_node),
 		cmocka_unit_test(test_fuzz),
 	};
