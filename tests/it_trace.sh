@@ -64,9 +64,12 @@ by_hand() {
 	[ "$mode" = top ] && sleep 0.5 || wait_for "$d/ready" 10 || fail "sluice-trace did not attach"
 	port=$((20000 + RANDOM % 20000))
 	ranks=()
+	# top samples every 0.5 s: give it traffic for a few seconds, not one burst
+	work=("$B/tests/it_allreduce")
+	[ "$mode" = top ] && work=("$B/perf/sluice-perf" -b 1M -e 1M -n 3000 -w 5 -c 0)
 	for i in 0 1; do
 		SLUICE_RANK=$i SLUICE_WORLD_SIZE=2 SLUICE_ROOT=127.0.0.1:$port SLUICE_SOCKET=$d/n$i.sock \
-			SLUICE_TIMEOUT=20 "$B/tests/it_allreduce" >"$d/rank$i.log" 2>&1 &
+			SLUICE_TIMEOUT=20 "${work[@]}" >"$d/rank$i.log" 2>&1 &
 		ranks+=($!)
 	done
 	for p in "${ranks[@]}"; do wait "$p" || fail "a rank failed"; done
