@@ -203,9 +203,10 @@ static int index_xfers(struct sl_sched *s)
 	s->chunks_left = (uint32_t)masks;
 	s->ready_cap = (uint32_t)sends;
 	s->arrived = calloc(masks + 1, sizeof(*s->arrived));
+	s->applied = calloc(masks + 1, sizeof(*s->applied));
 	s->ready = calloc(sends + 1, sizeof(*s->ready));
 	s->recvs = calloc(s->nrecv + 1, sizeof(*s->recvs));
-	if (!s->arrived || !s->ready || !s->recvs) {
+	if (!s->arrived || !s->applied || !s->ready || !s->recvs) {
 		errno = ENOMEM;
 		return -1;
 	}
@@ -291,6 +292,7 @@ void sl_sched_fini(struct sl_sched *s)
 	free(s->x);
 	free(s->recvs);
 	free(s->arrived);
+	free(s->applied);
 	free(s->ready);
 	*s = (struct sl_sched){ .p = s->p };
 }
@@ -324,7 +326,7 @@ static struct sl_xfer *find_recv(const struct sl_sched *s, uint32_t from, uint32
 
 static bool chunk_complete(const struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
 {
-	return s->arrived[x->chunk0 + c] == full_mask(&s->p, chunk_len(&s->p, x, c));
+	return s->applied[x->chunk0 + c];
 }
 
 /* [off, off + len) is exactly packet *pkt of chunk *c of x. */
@@ -372,11 +374,25 @@ enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint3
 		.off = x->off + off, .opnd_off = x->opnd_off + off,
 	};
 	if (*mask == full_mask(&s->p, chunk_len(&s->p, x, c))) {
-		s->chunks_left--;
-		act->chunk_done = true;
-		release_dependents(s, x, c);
+		act->recv = (uint32_t)(x - s->x);
+		act->chunk = c;
+		act->chunk_full = s->p.gated;
+		act->chunk_done = !s->p.gated;
+		if (!s->p.gated)
+			sl_sched_chunk_applied(s, act->recv, c);
 	}
 	return SL_SCHED_OK;
+}
+
+void sl_sched_chunk_applied(struct sl_sched *s, uint32_t recv, uint32_t chunk)
+{
+	const struct sl_xfer *x = &s->x[recv];
+
+	if (s->applied[x->chunk0 + chunk])
+		return;
+	s->applied[x->chunk0 + chunk] = 1;
+	s->chunks_left--;
+	release_dependents(s, x, chunk);
 }
 
 int sl_sched_waiting_on(const struct sl_sched *s)

@@ -80,6 +80,12 @@ struct sl_sched_plan {
 	uint64_t chunk_bytes; /* pipeline unit: a multiple of payload, at most 64 payloads */
 	uint64_t send_bytes, recv_bytes; /* this rank's buffers (sl_cmd_bytes) */
 	bool in_place;        /* the send and recv buffers overlap */
+	/* Packets are applied asynchronously (a GPU reducer): a chunk whose
+	 * packets have all been accepted completes only when the engine says
+	 * it has been applied (sl_sched_chunk_applied), so nothing that depends
+	 * on it (a forward, the next contribution in the reduction order) reads
+	 * memory the reducer is still writing. */
+	bool gated;
 	/* all-to-allv: per rank, in elements (count is unused) */
 	const uint64_t *send_count, *send_displ, *recv_count, *recv_displ;
 };
@@ -118,6 +124,9 @@ struct sl_action {
 	bool finishes;
 	uint64_t off, opnd_off; /* where the payload's bytes go, and the operand's */
 	bool chunk_done;      /* this packet completed its chunk: deferred packets may now apply */
+	bool chunk_full;      /* gated: this packet was its chunk's last; report the chunk
+			       * (recv, chunk) applied once every packet of it is */
+	uint32_t recv, chunk;
 };
 
 enum sl_sched_result {
@@ -137,6 +146,7 @@ struct sl_sched {
 	uint32_t *recvs;          /* reception indices sorted by (peer, step) */
 	uint32_t nrecv;
 	uint64_t *arrived;        /* packet masks, one per reception chunk */
+	uint8_t *applied;         /* per reception chunk: complete (gated: reported applied) */
 	uint32_t chunks_left;     /* reception chunks not yet complete */
 	struct sl_send *ready;    /* FIFO of chunks ready to send */
 	uint32_t ready_head, ready_tail, ready_cap;
@@ -158,6 +168,10 @@ bool sl_sched_next_send(struct sl_sched *s, struct sl_send *out);
  * to apply it.  Completing a chunk makes the sends that wait on it ready. */
 enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off,
 					uint64_t len, struct sl_action *act);
+
+/* Gated schedules: every packet of chunk `chunk` of reception `recv` (from
+ * an action's chunk_full) has been applied.  Releases what waits on it. */
+void sl_sched_chunk_applied(struct sl_sched *s, uint32_t recv, uint32_t chunk);
 
 /* Every reception is complete (sends may still await their ACKs). */
 static inline bool sl_sched_recv_done(const struct sl_sched *s)

@@ -593,6 +593,58 @@ static void test_bad_packets(void **state)
 	sl_sched_fini(&s);
 }
 
+/* Gated (a GPU reducer applies packets later): a chunk whose packets were
+ * all accepted releases nothing until the engine reports it applied.  In
+ * the ring (the same as above) its forward waits; in a direct all-reduce of
+ * 3 ranks the next contribution in the reduction order (rank 1's, after
+ * rank 0's own) stays deferred until then. */
+static void test_gated(void **state)
+{
+	struct sl_sched_plan p = { .coll = SL_COLL_ALLREDUCE, .algo = SL_ALGO_RING, .nranks = 3, .rank = 0,
+				   .count = 100, .esize = 4, .payload = 16, .chunk_bytes = 48,
+				   .send_bytes = 400, .recv_bytes = 400, .gated = true };
+	struct sl_sched s;
+	struct sl_action a;
+	struct sl_send snd;
+	uint32_t left;
+	(void)state;
+
+	assert_int_equal(sl_sched_init(&s, &p), 0);
+	while (sl_sched_next_send(&s, &snd))
+		assert_int_equal(snd.step, 0);
+	left = s.chunks_left;
+	/* step 0's last chunk from rank 2: [96, 132) in three packets */
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 96, 16, &a), SL_SCHED_OK);
+	assert_false(a.chunk_full);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 112, 16, &a), SL_SCHED_OK);
+	assert_int_equal(sl_sched_on_packet(&s, 2, 0, 128, 4, &a), SL_SCHED_OK);
+	assert_true(a.chunk_full);
+	assert_false(a.chunk_done);
+	assert_int_equal(s.chunks_left, left);
+	assert_false(sl_sched_next_send(&s, &snd)); /* the forward waits for the reducer */
+	sl_sched_chunk_applied(&s, a.recv, a.chunk);
+	assert_int_equal(s.chunks_left, left - 1);
+	sl_sched_chunk_applied(&s, a.recv, a.chunk); /* twice is once */
+	assert_int_equal(s.chunks_left, left - 1);
+	assert_true(sl_sched_next_send(&s, &snd));
+	assert_int_equal(snd.step, 1);
+	assert_int_equal(snd.xoff, 96);
+	sl_sched_fini(&s);
+
+	p.algo = SL_ALGO_DIRECT;
+	p.count = 4;
+	p.send_bytes = p.recv_bytes = p.chunk_bytes = 16;
+	assert_int_equal(sl_sched_init(&s, &p), 0);
+	assert_int_equal(sl_sched_on_packet(&s, 1, 0, 0, 16, &a), SL_SCHED_DEFER);
+	assert_int_equal(sl_sched_on_packet(&s, 0, 0, 0, 16, &a), SL_SCHED_OK); /* the own block */
+	assert_true(a.chunk_full);
+	assert_int_equal(sl_sched_on_packet(&s, 1, 0, 0, 16, &a), SL_SCHED_DEFER);
+	sl_sched_chunk_applied(&s, a.recv, a.chunk);
+	assert_int_equal(sl_sched_on_packet(&s, 1, 0, 0, 16, &a), SL_SCHED_OK);
+	assert_int_equal(a.apply, SL_APPLY_REDUCE);
+	sl_sched_fini(&s);
+}
+
 static void test_plan_check(void **state)
 {
 	const struct sl_sched_plan good = { .coll = SL_COLL_ALLREDUCE, .algo = SL_ALGO_RING, .nranks = 4,
@@ -636,6 +688,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan_check),
 		cmocka_unit_test(test_bad_packets),
+		cmocka_unit_test(test_gated),
 		cmocka_unit_test(test_send_recv),
 		cmocka_unit_test(test_alltoallv),
 		cmocka_unit_test(test_every_collective),
