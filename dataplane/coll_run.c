@@ -95,6 +95,8 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 {
 	for (uint32_t i = 0; i < k->msgs_used; i++)
 		sl_tp_cancel(e->tp, &k->msgs[i]);
+	if (k->gdev)
+		dp_async_fini(k);
 	sl_sched_fini(&k->sched);
 	free_packets(k->deferred);
 	free(k->vmeta);
@@ -151,6 +153,9 @@ static void send_abort_notices(struct dp_engine *e, struct dp_comm *comm, uint32
 }
 
 /* Break comm with status and why; every running collective fails with it. */
+static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
+		       bool notify, const char *fmt, va_list ap) __attribute__((format(printf, 6, 0)));
+
 static void comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
 		      bool notify, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
@@ -159,12 +164,27 @@ static void comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status,
 {
 	va_list ap;
 
+	va_start(ap, fmt);
+	comm_vfail(e, comm, status, seq, notify, fmt, ap);
+	va_end(ap);
+}
+
+void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	comm_vfail(e, comm, status, seq, true, fmt, ap);
+	va_end(ap);
+}
+
+static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
+		       bool notify, const char *fmt, va_list ap)
+{
 	if (comm->failed != SLUICE_OK)
 		return;
 	comm->failed = status;
-	va_start(ap, fmt);
 	vsnprintf(comm->why, sizeof(comm->why), fmt, ap);
-	va_end(ap);
 	fprintf(stderr, "sluiced node %u: communicator %#" PRIx64 " rank %u failed: %s\n", e->node,
 		comm->key, comm->rank, comm->why);
 	for (struct dp_coll *k = comm->colls; k; k = k->next) {
@@ -297,17 +317,24 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 		sl_scale_avg(dst, len / esize, k->cmd.dtype, k->comm->nranks);
 }
 
-/* Offer one packet of k from rank src to its schedule and apply it if its
- * turn has come.  *chunk_done says whether deferred packets may now fit. */
+/* Offer one packet of k from rank src to its schedule and apply it (or,
+ * gated, post it to the reducer) if its turn has come.  *chunk_done says
+ * whether deferred packets may now fit. */
 static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32_t src, const struct sl_hdr *h,
 				  const uint8_t *payload, bool *chunk_done)
 {
 	struct sl_action act;
-	enum sl_sched_result res = sl_sched_on_packet(&k->sched, src, h->step, h->offset, h->len, &act);
+	enum sl_sched_result res;
 
 	*chunk_done = false;
+	if (k->gdev && !dp_async_room(k, h->len, true))
+		return SL_SCHED_DEFER; /* the reducer is full: like an early packet, offered again later */
+	res = sl_sched_on_packet(&k->sched, src, h->step, h->offset, h->len, &act);
 	if (res == SL_SCHED_OK) {
-		apply_action(k, &act, payload, h->len);
+		if (!k->gdev)
+			apply_action(k, &act, payload, h->len);
+		else if (dp_async_post(e, k, &act, payload, h->len, true) == 0 && act.chunk_full)
+			dp_async_chunk_posted(k, &act);
 		*chunk_done = act.chunk_done;
 		k->last_progress_ns = sl_now(&e->clock);
 	} else if (res != SL_SCHED_DEFER) {
@@ -384,26 +411,54 @@ static void apply(struct dp_engine *e, struct dp_coll *k, int src, const struct 
 		retry_deferred(e, k);
 }
 
-/* A chunk k sends to its own rank: applied here, packet by packet, as if it had arrived. */
-static void apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_send *s)
+static void local_refused(struct dp_engine *e, struct dp_coll *k, const struct sl_send *s, uint64_t o)
+{
+	comm_fail(e, k->comm, SLUICE_ERR_INTERNAL, k->seq, true,
+		  "%s #%u: the schedule refused its own local transfer (step %u, offset %" PRIu64
+		  "): a bug in sluice's coll/, please report it", sl_coll_name(k->cmd.opcode),
+		  k->seq, s->step, s->xoff + o);
+}
+
+/* A chunk k sends to its own rank: applied here, packet by packet, as if it
+ * had arrived; gated, posted as one piece of work (the source is the
+ * collective's own memory, which stays put).  False when the reducer has no
+ * room yet. */
+static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_send *s)
 {
 	uint64_t o = 0;
 	bool chunk_done = false;
+	struct sl_action first, act;
 
+	if (k->gdev && !dp_async_room(k, s->len, false))
+		return false;
 	do {
 		uint64_t len = s->len - o < e->payload ? s->len - o : e->payload;
-		struct sl_hdr h = { .step = (uint16_t)s->step, .offset = s->xoff + o, .len = (uint32_t)len };
-		if (offer(e, k, k->comm->rank, &h, k->buf[s->buf] + s->off + o, &chunk_done) != SL_SCHED_OK) {
-			comm_fail(e, k->comm, SLUICE_ERR_INTERNAL, k->seq, true,
-				  "%s #%u: the schedule refused its own local transfer (step %u, offset %" PRIu64
-				  "): a bug in sluice's coll/, please report it", sl_coll_name(k->cmd.opcode),
-				  k->seq, s->step, s->xoff + o);
-			return;
+		const uint8_t *src = k->buf[s->buf] + s->off + o;
+		if (k->gdev) {
+			if (sl_sched_on_packet(&k->sched, k->comm->rank, s->step, s->xoff + o, len, &act) != SL_SCHED_OK) {
+				local_refused(e, k, s, o);
+				return true;
+			}
+			if (o == 0)
+				first = act;
+		} else {
+			struct sl_hdr h = { .step = (uint16_t)s->step, .offset = s->xoff + o, .len = (uint32_t)len };
+			if (offer(e, k, k->comm->rank, &h, src, &chunk_done) != SL_SCHED_OK) {
+				local_refused(e, k, s, o);
+				return true;
+			}
 		}
 		o += len;
 	} while (o < s->len);
+	if (k->gdev) {
+		/* a send is one chunk of its reception, so the last packet completed it */
+		if (dp_async_post(e, k, &first, k->buf[s->buf] + s->off, s->len, false) == 0 && act.chunk_full)
+			dp_async_chunk_posted(k, &act);
+		k->last_progress_ns = sl_now(&e->clock);
+	}
 	if (chunk_done)
 		retry_deferred(e, k);
+	return true;
 }
 
 static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr *h, const uint8_t *payload,
@@ -494,6 +549,8 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 
 	if (!k)
 		return; /* an abort notice */
+	if (k->gdev)
+		dp_async_acked(k, m);
 	k->msgs_unacked--;
 	k->last_progress_ns = sl_now(&e->clock);
 }
@@ -527,6 +584,28 @@ static uint8_t *region_range(struct dp_client *c, uint32_t region, uint64_t off,
 	if (off > c->regions[region].size || bytes > c->regions[region].size - off)
 		return NULL;
 	return c->regions[region].base + off;
+}
+
+/* The GPU a (registered, non-empty) range lives on; -1 for host memory. */
+static int region_gpu(const struct dp_client *c, uint32_t region, uint64_t bytes)
+{
+	return bytes ? c->regions[region].gpu : -1;
+}
+
+/* Where cmd's buffers live (-1: host); NULL when valid, else why not. */
+static const char *buffers_gpu(const struct dp_client *c, const struct sl_cmd *cmd, const uint64_t bytes[2],
+			       int *gpu, char *why)
+{
+	int s = region_gpu(c, cmd->send_region, bytes[0]), r = region_gpu(c, cmd->recv_region, bytes[1]);
+
+	*gpu = s >= 0 ? s : r;
+	if ((bytes[0] && bytes[1] && s != r) || (cmd->opcode == SL_OP_ALLTOALLV && *gpu < 0 && s != r)) {
+		snprintf(why, SL_ERRMSG_LEN, "the send buffer is %s%.0d and the recv buffer %s%.0d: both buffers "
+			 "of one call must be host memory, or memory of the same GPU", s < 0 ? "host memory" : "on GPU ",
+			 s < 0 ? 0 : s, r < 0 ? "host memory" : "on GPU ", r < 0 ? 0 : r);
+		return why;
+	}
+	return NULL;
 }
 
 /* The call's own arguments; NULL when valid, else why not. */
@@ -563,6 +642,8 @@ static const char *read_vmeta(struct dp_client *c, const struct sl_cmd *cmd, uin
 
 	if (!src)
 		return "the all-to-allv counts are not inside memory this client registered";
+	if (c->regions[cmd->meta_region].gpu >= 0)
+		return "the all-to-allv counts are in GPU memory: libsluice keeps them in host memory";
 	if (!(*vmeta = malloc(sizeof(**vmeta))))
 		return "the dataplane is out of memory for all-to-allv counts";
 	memcpy(*vmeta, src, sizeof(**vmeta));
@@ -616,11 +697,15 @@ static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t 
 }
 
 /* Scratch and, in place when the schedule asks, a copy of the input to run on. */
-static int alloc_owned(struct dp_coll *k)
+static int alloc_owned(struct dp_coll *k, char *why)
 {
 	const struct sl_sched *s = &k->sched;
 	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0;
 
+	if (k->gdev && dp_async_alloc(k, s->bytes[SL_BUF_SCRATCH], snap, why) != 0)
+		return -1;
+	if (k->gdev && k->gdev->device >= 0)
+		return 0; /* on the GPU */
 	k->owned = malloc(s->bytes[SL_BUF_SCRATCH] + snap + 1);
 	if (!k->owned)
 		return -1;
@@ -632,11 +717,14 @@ static int alloc_owned(struct dp_coll *k)
 	return 0;
 }
 
-/* A new collective for cmd (which takes vmeta), or NULL with *why set. */
+/* A new collective for cmd (which takes vmeta), or NULL with *why set
+ * (perhaps to buf, SL_ERRMSG_LEN bytes). */
 static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const struct sl_cmd *cmd,
-				struct dp_client *c, struct sl_vmeta *vmeta, const uint64_t bytes[2], const char **why)
+				struct dp_client *c, struct sl_vmeta *vmeta, const uint64_t bytes[2], const char **why,
+				char *buf)
 {
 	struct dp_coll *k = calloc(1, sizeof(*k));
+	int gpu;
 	struct sl_sched_plan plan = {
 		.coll = (enum sl_coll)cmd->opcode, .algo = (enum sl_algo)cmd->algo,
 		.nranks = comm->nranks, .rank = comm->rank, .root = cmd->root, .count = cmd->count,
@@ -652,6 +740,15 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	k->comm = comm;
 	k->cmd = *cmd;
 	k->vmeta = vmeta;
+	if ((*why = buffers_gpu(c, cmd, bytes, &gpu, buf)) || dp_gdev_for(e, gpu, &k->gdev, buf) != 0) {
+		errno = *why ? EFAULT : ENODEV;
+		*why = buf;
+		free(vmeta);
+		free(k);
+		return NULL;
+	}
+	*why = "the dataplane is out of memory for collectives";
+	plan.gated = k->gdev != NULL;
 	if (vmeta) {
 		plan.send_count = vmeta->send_count;
 		plan.send_displ = vmeta->send_displ;
@@ -673,7 +770,9 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	}
 	k->nmsgs = k->sched.ready_cap;
 	k->msgs = calloc(k->nmsgs ? k->nmsgs : 1, sizeof(*k->msgs));
-	if (!k->msgs || alloc_owned(k) < 0) {
+	if (!k->msgs || alloc_owned(k, buf) < 0) {
+		if (k->msgs && k->gdev)
+			*why = buf;
 		coll_free(e, k);
 		return NULL;
 	}
@@ -712,9 +811,10 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 			reject(e, c, cmd, comm->failed, comm->why);
 		return;
 	}
-	k = coll_new(e, comm, cmd, c, vmeta, bytes, &bad);
+	k = coll_new(e, comm, cmd, c, vmeta, bytes, &bad, buf);
 	if (!k) {
-		reject(e, c, cmd, errno == ENOMEM ? SLUICE_ERR_NO_MEMORY : SLUICE_ERR_INTERNAL, bad);
+		reject(e, c, cmd, errno == ENOMEM ? SLUICE_ERR_NO_MEMORY : errno == EFAULT ? SLUICE_ERR_INVALID_ARGUMENT
+				  : errno == ENODEV ? SLUICE_ERR_SYSTEM : SLUICE_ERR_INTERNAL, bad);
 		return;
 	}
 	k->seq = next_seq(comm, cmd);
@@ -728,33 +828,55 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 
 /* ---- progress ---- */
 
-static void issue_sends(struct dp_engine *e, struct dp_coll *k)
+/* Hand k's messages to the transport in order, each once its source is
+ * ready (gated: once its staging copy has landed). */
+static void send_ready(struct dp_engine *e, struct dp_coll *k)
 {
-	struct sl_send s;
-	struct dp_comm *comm = k->comm;
-
-	while (k->status == SLUICE_OK && sl_sched_next_send(&k->sched, &s)) {
-		if (s.peer == comm->rank) {
-			apply_local(e, k, &s);
-			continue;
-		}
-		struct sl_tp_msg *m = &k->msgs[k->msgs_used++];
-		m->dst_node = comm->node[s.peer];
-		m->hdr = (struct sl_hdr){
-			.type = SL_T_DATA, .comm = comm->key32, .seq = k->seq, .step = (uint16_t)s.step,
-			.kind = wire_kind(&k->cmd), .dtype_op = dtype_op(&k->cmd), .count = wire_count(k, s.peer, true),
-			.offset = s.xoff, .len = (uint32_t)s.len,
-		};
-		m->src = k->buf[s.buf] + s.off;
-		m->owner = k;
+	while (k->msgs_sent < k->msgs_used && k->status == SLUICE_OK) {
+		struct sl_tp_msg *m = &k->msgs[k->msgs_sent];
+		if (k->gdev && !dp_async_landed(e, k, m))
+			return;
+		k->msgs_sent++;
 		if (sl_tp_send(e->tp, m) != 0) {
-			comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
-				  "rank %u (dataplane node %u) cannot be reached: its flow is dead", s.peer,
-				  m->dst_node);
+			comm_fail(e, k->comm, SLUICE_ERR_TIMEOUT, k->seq, true,
+				  "rank %d (dataplane node %u) cannot be reached: its flow is dead",
+				  rank_of_node(k->comm, m->dst_node), m->dst_node);
 			return;
 		}
 		k->msgs_unacked++;
 	}
+}
+
+static void issue_sends(struct dp_engine *e, struct dp_coll *k)
+{
+	struct dp_comm *comm = k->comm;
+
+	while (k->status == SLUICE_OK) {
+		const struct sl_send *s = &k->held;
+		if (!k->holding && !sl_sched_next_send(&k->sched, &k->held))
+			break;
+		k->holding = true; /* until it is taken: the reducer or the stager may be full */
+		if (s->peer == comm->rank) {
+			if (!apply_local(e, k, s))
+				break;
+			k->holding = false;
+			continue;
+		}
+		struct sl_tp_msg *m = &k->msgs[k->msgs_used];
+		m->dst_node = comm->node[s->peer];
+		m->hdr = (struct sl_hdr){
+			.type = SL_T_DATA, .comm = comm->key32, .seq = k->seq, .step = (uint16_t)s->step,
+			.kind = wire_kind(&k->cmd), .dtype_op = dtype_op(&k->cmd), .count = wire_count(k, s->peer, true),
+			.offset = s->xoff, .len = (uint32_t)s->len,
+		};
+		m->src = k->buf[s->buf] + s->off;
+		m->owner = k;
+		if (k->gdev && !dp_async_send(e, k, m, m->src, s->len))
+			break;
+		k->msgs_used++;
+		k->holding = false;
+	}
+	send_ready(e, k);
 }
 
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
@@ -791,12 +913,14 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 		}
 		for (k = comm->colls; k; k = next) {
 			next = k->next;
+			if (k->gdev && (dp_async_reap(e, k) || (k->deferred && dp_async_room(k, e->payload, true))))
+				retry_deferred(e, k);
 			issue_sends(e, k);
 			if (timers)
 				check_timeout(e, k, now);
 			/* issue_sends drained the ready sends: received all and acked all is done */
-			if (k->status != SLUICE_OK ||
-			    (sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0))
+			if (k->status != SLUICE_OK || (sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0 &&
+							 k->msgs_sent == k->msgs_used && !k->holding))
 				work += coll_finish(e, k);
 		}
 	}

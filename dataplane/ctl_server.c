@@ -115,10 +115,54 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 	r->value = (uint32_t)ci;
 }
 
+/* Whether the client on fd is this very process (the embedded dataplane). */
+static bool peer_is_us(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid == getpid();
+}
+
+/* A client's GPU buffer: its own pointer when it lives in this process,
+ * else opened from its IPC handle.  0, or -1 with r filled. */
+static int open_device_region(const struct sl_ctl_msg *m, int sock, struct dp_region *reg, struct sl_ctl_reply *r)
+{
+	struct sl_gdma_ipc h;
+	char err[256];
+	void *p;
+
+	_Static_assert(sizeof(h) == SL_DEV_HANDLE_BYTES, "abi.h's device handle is gpu_dma's sl_gdma_ipc");
+	if (m->a.size == 0 || m->a.gpu < 0 || m->a.gpu >= DP_MAX_GPUS) {
+		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "a GPU buffer of %llu bytes on GPU %d: register at "
+			  "least one byte, on GPU 0 to %u", (unsigned long long)m->a.size, m->a.gpu, DP_MAX_GPUS - 1);
+		return -1;
+	}
+	reg->gpu = m->a.gpu;
+	if (peer_is_us(sock)) {
+		p = (void *)(uintptr_t)m->a.addr;
+		if (sl_gdma_mem_check(p, m->a.size, m->a.gpu, err, sizeof(err)) != 0) {
+			reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "%s", err);
+			return -1;
+		}
+	} else {
+		memcpy(&h, m->a.handle, sizeof(h));
+		if (h.size != m->a.size || h.device != m->a.gpu ||
+		    sl_gdma_ipc_import(&h, &reg->ipc_base, &p, err, sizeof(err)) != 0) {
+			reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "cannot open the client's GPU buffer: %s",
+				  h.size != m->a.size || h.device != m->a.gpu ? "its handle does not match the "
+				  "size and GPU of the request" : err);
+			return -1;
+		}
+	}
+	reg->base = p;
+	return 0;
+}
+
 static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
 {
 	struct conn *cn = &s->conns[ci];
-	struct dp_region reg = { .size = m->a.size };
+	struct dp_region reg = { .size = m->a.size, .gpu = -1 };
 	struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = (uint32_t)ci, .obj = &reg };
 	unsigned i;
 
@@ -129,9 +173,15 @@ static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m,
 			  "one client may: allocate fewer, larger buffers", SL_MAX_REGIONS);
 		return;
 	}
-	reg.base = map_fd(fd, m->a.size, r, "registered memory");
-	if (!reg.base)
+	if (m->a.kind == SL_REGION_DEVICE) {
+		if (open_device_region(m, cn->fd, &reg, r) != 0)
+			return;
+	} else if (m->a.kind != SL_REGION_HOST) {
+		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "unknown memory kind %u in a registration", m->a.kind);
 		return;
+	} else if (!(reg.base = map_fd(fd, m->a.size, r, "registered memory"))) {
+		return;
+	}
 	req.index = i;
 	call_engine(s, &req, r, SLUICE_ERR_INTERNAL);
 	cn->region_used[i] = true;

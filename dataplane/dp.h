@@ -15,17 +15,22 @@
 #include <sluice/abi.h>
 #include <sluice/spsc.h>
 
+#include "gdma.h"
 #include "schedule.h"
 #include "transport.h"
 
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
 #define DP_STASH_MAX 4096 /* early packets kept per communicator */
+#define DP_MAX_GPUS 16
+#define DP_STAGE_BUFS 64  /* device-to-host staging buffers per GPU, one chunk each */
 
 struct dp_region {
 	uint8_t *base;  /* the dataplane's mapping of the client's memory */
 	uint64_t size;
 	bool live;
+	int gpu;        /* -1: host memory; else device memory of this CUDA device */
+	void *ipc_base; /* device memory opened from an IPC handle: what to close */
 };
 
 struct dp_client {
@@ -48,6 +53,22 @@ struct dp_stashed {
 };
 
 struct dp_coll;
+
+/* A reducer the engine posts packets to instead of applying them itself:
+ * one per GPU that holds a registered buffer (a persistent CUDA kernel,
+ * with a stager for sends), or the CPU stand-in that --gate-host uses to
+ * run host collectives through the same asynchronous path. */
+struct dp_gdev {
+	struct sl_gdma *g;
+	struct sl_gdma_stager *st; /* device-to-host copies for sends; NULL for the CPU */
+	int device;                /* CUDA ordinal; -1 for the CPU stand-in */
+};
+
+/* A chunk every packet of which is posted: applied once its ticket is done. */
+struct dp_pending {
+	uint32_t ticket, recv, chunk;
+	bool ticketed; /* false: nothing was posted for it (empty), applied at once */
+};
 
 struct dp_comm {
 	bool live;
@@ -81,6 +102,19 @@ struct dp_coll {
 	struct sl_tp_msg *msgs;   /* one per send chunk, allocated at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint64_t last_progress_ns;
+	/* Gated collectives (device buffers, or --gate-host): packets are
+	 * posted to a reducer, and the schedule hears of each chunk once its
+	 * last ticket is done (dataplane/coll_async.c). */
+	struct dp_gdev *gdev;     /* NULL: applied here, synchronously */
+	struct dp_pending *pend;  /* FIFO of chunks waiting for their tickets */
+	uint32_t pend_head, pend_tail, pend_cap;
+	uint32_t last_ticket;     /* newest ticket posted for this collective */
+	bool ticketed;            /* last_ticket is set */
+	uint32_t *stage_of;       /* per message: its stager buffer, or UINT32_MAX */
+	uint32_t msgs_sent;       /* msgs[msgs_sent, msgs_used) wait for their staging copy */
+	struct sl_send held;      /* a ready send that found no room (stager or reducer) */
+	bool holding;
+	void *dev_owned;          /* device scratch (and in-place input copy) */
 	int32_t status;           /* SLUICE_OK until it fails */
 	char why[SL_ERRMSG_LEN];
 };
@@ -129,6 +163,9 @@ struct dp_engine {
 	_Atomic bool busy;        /* a thread is inside dp_engine_poll */
 	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded) */
 	uint32_t running;         /* collectives posted and not finished */
+	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
+	struct dp_gdev *cpu_gdev;  /* --gate-host's stand-in */
+	bool gate_host;            /* run host collectives through the CPU stand-in (tests) */
 	uint64_t next_timer_ns;
 };
 
@@ -140,6 +177,7 @@ struct dp_engine_cfg {
 	uint64_t timeout_ns;   /* no progress this long fails a collective or a peer */
 	uint32_t window;       /* packets in flight per peer; 0 = the transport's default */
 	uint64_t rto_min_ns;   /* retransmission timeout floor; 0 = the transport's default */
+	bool gate_host;        /* host collectives through the asynchronous (GPU) path, on the CPU */
 };
 
 /* Set up the engine and its transport; ports and routes are added after. */
@@ -165,5 +203,34 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 void dp_msg_acked(void *engine, struct sl_tp_msg *m);
 void dp_flow_dead(void *engine, uint16_t node);
 void dp_comm_release(struct dp_engine *e, struct dp_comm *comm);
+/* Fail comm (every running collective with it) and tell its peers. */
+void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq, const char *fmt,
+		  ...) __attribute__((format(printf, 5, 6)));
+
+/* coll_async.c: gated collectives */
+/* The reducer for a collective on gpu (-1: host buffers, gated only with
+ * --gate-host): NULL with *why when it cannot be had, *gdev NULL when the
+ * collective is applied synchronously. */
+int dp_gdev_for(struct dp_engine *e, int gpu, struct dp_gdev **gdev, char *why);
+uint32_t dp_gdev_progress(struct dp_engine *e);
+void dp_gdev_close_all(struct dp_engine *e);
+/* Scratch (and the in-place copy of the input) for a gated collective on a GPU. */
+int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why);
+/* Whether bytes (one work item) can be posted now. */
+bool dp_async_room(struct dp_coll *k, uint64_t bytes, bool copy);
+/* Post a's work for payload; 0 or fails the communicator. */
+int dp_async_post(struct dp_engine *e, struct dp_coll *k, const struct sl_action *a, const uint8_t *payload,
+		  uint64_t len, bool copy);
+/* The chunk of a (chunk_full) is posted: hear of it once applied. */
+void dp_async_chunk_posted(struct dp_coll *k, const struct sl_action *a);
+/* Move applied chunks into the schedule; whether any moved. */
+bool dp_async_reap(struct dp_engine *e, struct dp_coll *k);
+/* Stage (or send) a ready chunk of a gated collective: false when it has to wait. */
+bool dp_async_send(struct dp_engine *e, struct dp_coll *k, struct sl_tp_msg *m, const uint8_t *src, uint64_t len);
+/* Whether m's staging copy has landed (its src is then set). */
+bool dp_async_landed(struct dp_engine *e, struct dp_coll *k, struct sl_tp_msg *m);
+void dp_async_acked(struct dp_coll *k, struct sl_tp_msg *m);
+/* Before freeing k: wait for its posted work, give back its buffers. */
+void dp_async_fini(struct dp_coll *k);
 
 #endif

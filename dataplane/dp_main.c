@@ -65,6 +65,7 @@ struct opts {
 	const struct sl_cc_ops *cc; /* congestion control, NULL: the fixed window */
 	unsigned cc_target_us;
 	bool no_crc;
+	bool gate_host;   /* host collectives through the GPU path's asynchronous reducer, on the CPU */
 	bool no_huge;
 	bool allow_any_user;
 	bool quiet;
@@ -95,6 +96,9 @@ static void usage(FILE *f)
 		"  --cc-target US        swift's target delay in microseconds (default %u)\n"
 		"  --no-huge             do not use hugepages even when reserved\n"
 		"  --allow-any-user      serve applications of any uid (default: only this uid)\n"
+		"  --gate-host           run host collectives through the GPU path (a reducer that applies\n"
+		"                        packets later, here gpu_dma's CPU consumer): for testing it without a GPU\n"
+		"                        (also SLUICE_GATE_HOST=1)\n"
 		"  --quiet               no start/stop messages\n",
 		DEFAULT_SOCKET, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
 		DEFAULT_CC_TARGET_US);
@@ -206,7 +210,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "window", required_argument, NULL, 'w' },    { "rto-min", required_argument, NULL, 'r' },
 		{ "fault", required_argument, NULL, 'F' },     { "no-crc", no_argument, NULL, 'C' },
 		{ "cc", required_argument, NULL, 'G' },        { "cc-target", required_argument, NULL, 'T' },
-		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
+		{ "gate-host", no_argument, NULL, 'g' },       { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
 	const char *env;
@@ -222,6 +227,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		return -1;
 	if ((env = getenv("SLUICE_FAULT")) && parse_fault(env, "SLUICE_FAULT", &o->fault))
 		return -1;
+	o->gate_host = (env = getenv("SLUICE_GATE_HOST")) && strcmp(env, "1") == 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (c) {
@@ -238,6 +244,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'r': if (parse_uint(optarg, "--rto-min", 10000000, &v) || v == 0) return -1; o->rto_min_us = (double)v; break;
 		case 'F': if (parse_fault(optarg, "--fault", &o->fault)) return -1; break;
 		case 'C': o->no_crc = true; break;
+		case 'g': o->gate_host = true; break;
 		case 'G': if (parse_cc(optarg, &o->cc)) return -1; break;
 		case 'T': if (parse_uint(optarg, "--cc-target", 1000000, &v) || v == 0) return -1; o->cc_target_us = (unsigned)v; break;
 		case 'H': o->no_huge = true; break;
@@ -446,7 +453,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		frame = ports[i]->max_frame < frame ? ports[i]->max_frame : frame;
 	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .max_frame = frame, .payload = o->payload,
 				     .timeout_ns = (uint64_t)(o->timeout_s * 1e9), .window = o->window,
-				     .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3) };
+				     .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3), .gate_host = o->gate_host };
 	if (dp_engine_init(&engine, &cfg, err, len) != 0)
 		goto out;
 	/* before the routes: each flow starts its controller when it is made */

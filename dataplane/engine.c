@@ -48,6 +48,7 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 	memset(e, 0, sizeof(*e));
 	e->node = cfg->node;
 	e->timeout_ns = cfg->timeout_ns;
+	e->gate_host = cfg->gate_host;
 	e->clock.now_ns = dp_now_ns;
 	sl_tp_config_default(&tc, cfg->node, cfg->max_frame);
 	if (cfg->payload) {
@@ -80,11 +81,22 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 	return 0;
 }
 
+/* Let go of a region: unmap host memory, close an imported GPU buffer (its
+ * collectives are gone, and their work drained, before this runs). */
+static void region_release(struct dp_region *r)
+{
+	if (r->gpu < 0)
+		munmap(r->base, r->size);
+	else if (r->ipc_base)
+		sl_gdma_ipc_close(r->ipc_base, NULL, 0);
+	r->live = false;
+}
+
 static void client_unmap(struct dp_client *c)
 {
 	for (unsigned i = 0; i < SL_MAX_REGIONS; i++)
 		if (c->regions[i].live)
-			munmap(c->regions[i].base, c->regions[i].size);
+			region_release(&c->regions[i]);
 	if (c->page)
 		munmap(c->page, c->page_len);
 	memset(c, 0, sizeof(*c));
@@ -98,6 +110,7 @@ void dp_engine_fini(struct dp_engine *e)
 	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++)
 		if (e->clients[i].live)
 			client_unmap(&e->clients[i]);
+	dp_gdev_close_all(e);
 	sl_tp_destroy(e->tp);
 	free(e->ctl_mem);
 }
@@ -181,8 +194,7 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 				}
 			}
 		}
-		munmap(c->regions[r->index].base, c->regions[r->index].size);
-		c->regions[r->index].live = false;
+		region_release(&c->regions[r->index]);
 		return 0;
 	case DP_CTL_ADD_COMM:
 		return ctl_add_comm(e, r);
@@ -235,6 +247,7 @@ uint32_t dp_engine_poll(struct dp_engine *e)
 	uint32_t work = ctl_poll(e);
 	work += clients_poll(e);
 	work += sl_tp_poll(e->tp);
+	work += dp_gdev_progress(e);
 	work += dp_colls_progress(e);
 	return work;
 }

@@ -191,18 +191,28 @@ int sl_gdma_post(struct sl_gdma *g, const struct sl_gdma_work *w, uint32_t *tick
 	return rc ? rc : push(g, w, pieces, ticket, err, len);
 }
 
+/* Whether the arena has bytes free in one piece: *skip is what the
+ * allocation must jump over at the arena's end, *need its rounded size. */
+static bool arena_fits(const struct sl_gdma *g, uint64_t bytes, uint64_t *skip, uint64_t *need)
+{
+	uint64_t size = g->cfg.arena_bytes, off = g->arena_head % size;
+
+	*need = (bytes + 63) & ~(uint64_t)63;
+	*skip = off + *need > size ? size - off : 0;
+	return g->arena_head + *skip + *need - g->arena_tail <= size;
+}
+
 /* bytes of arena, 64-byte aligned (so items stay on the kernel's 16-byte
  * path), never straddling its end; NULL when that much is still in use. */
 static uint8_t *arena_alloc(struct sl_gdma *g, uint64_t bytes)
 {
-	uint64_t size = g->cfg.arena_bytes, need = (bytes + 63) & ~(uint64_t)63;
-	uint64_t off = g->arena_head % size, skip = off + need > size ? size - off : 0;
+	uint64_t skip, need;
 	uint8_t *p;
 
-	if (g->arena_head + skip + need - g->arena_tail > size)
+	if (!arena_fits(g, bytes, &skip, &need))
 		return NULL;
 	g->arena_head += skip;
-	p = g->arena + g->arena_head % size;
+	p = g->arena + g->arena_head % g->cfg.arena_bytes;
 	g->arena_head += need;
 	return p;
 }
@@ -226,6 +236,17 @@ int sl_gdma_post_copy(struct sl_gdma *g, const struct sl_gdma_work *w, uint32_t 
 	memcpy(p, w->src, bytes);
 	landed.src = p;
 	return push(g, &landed, pieces, ticket, err, len);
+}
+
+bool sl_gdma_has_room(struct sl_gdma *g, const struct sl_gdma_work *w, bool copy)
+{
+	uint64_t per = g->cfg.split_bytes / sl_dtype_size(w->dtype), bytes = w->count * sl_dtype_size(w->dtype);
+	uint64_t skip, need;
+
+	reap(g);
+	if ((w->count + per - 1) / per > g->cfg.slots - sl_gdma_ring_pending(&g->ring))
+		return false;
+	return !copy || bytes > g->cfg.arena_bytes || arena_fits(g, bytes, &skip, &need);
 }
 
 /* ---- completion ---- */

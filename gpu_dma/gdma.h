@@ -88,6 +88,10 @@ int sl_gdma_post(struct sl_gdma *g, const struct sl_gdma_work *w, uint32_t *tick
  * reaped.  -EAGAIN also when the arena is full. */
 int sl_gdma_post_copy(struct sl_gdma *g, const struct sl_gdma_work *w, uint32_t *ticket, char *err,
 		      size_t len);
+/* Whether posting w now would find room (ring slots, and with copy the
+ * landing arena's bytes), so that the engine can check before it commits
+ * to a packet: false means call sl_gdma_progress and ask again later. */
+bool sl_gdma_has_room(struct sl_gdma *g, const struct sl_gdma_work *w, bool copy);
 /* The engine calls this from its loop: the CPU backend applies queued work
  * here; every backend reaps completions; the CUDA backend lets an idle kernel
  * exit (so that the application's cudaDeviceSynchronize returns) and notices
@@ -153,6 +157,15 @@ int sl_gdma_ipc_close(void *base, char *err, size_t errlen);
  * from it at the same addresses. */
 int sl_gdma_host_register(void *p, uint64_t len, char *err, size_t errlen);
 int sl_gdma_host_unregister(void *p, char *err, size_t errlen);
+
+/* Device memory the engine itself needs (a collective's scratch, the copy
+ * of an in-place input): stream-ordered on a private stream of the device,
+ * so that neither call waits for the reducer's running kernel (cudaMalloc
+ * and cudaFree may synchronize the whole device). */
+int sl_gdma_dev_alloc(int device, uint64_t bytes, void **p, char *err, size_t errlen);
+void sl_gdma_dev_free(int device, void *p);
+/* Copy bytes within device memory and wait for that copy (only). */
+int sl_gdma_dev_copy(int device, void *dst, const void *src, uint64_t bytes, char *err, size_t errlen);
 
 /* ---- the send side's stager ---- */
 

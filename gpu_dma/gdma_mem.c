@@ -180,3 +180,58 @@ int sl_gdma_host_unregister(void *p, char *err, size_t errlen)
 				    cudaGetErrorString(e));
 	return 0;
 }
+
+/* One private stream per device for the engine's own allocations and copies. */
+static cudaStream_t aux_stream(int device, char *err, size_t errlen)
+{
+	static cudaStream_t streams[64];
+	cudaError_t e;
+
+	if (device < 0 || device >= 64) {
+		sl_gdma_fail(err, errlen, -EINVAL, "gpu_dma: device ordinal %d out of range", device);
+		return NULL;
+	}
+	if ((e = cudaSetDevice(device)) != cudaSuccess ||
+	    (!streams[device] && (e = cudaStreamCreateWithFlags(&streams[device], cudaStreamNonBlocking)) !=
+					 cudaSuccess)) {
+		sl_gdma_fail(err, errlen, -EIO, "gpu_dma: no stream on GPU %d: %s", device, cudaGetErrorString(e));
+		return NULL;
+	}
+	return streams[device];
+}
+
+int sl_gdma_dev_alloc(int device, uint64_t bytes, void **p, char *err, size_t errlen)
+{
+	cudaStream_t st = aux_stream(device, err, errlen);
+	cudaError_t e;
+
+	if (!st)
+		return -EIO;
+	if ((e = cudaMallocAsync(p, bytes ? bytes : 1, st)) != cudaSuccess ||
+	    (e = cudaStreamSynchronize(st)) != cudaSuccess)
+		return sl_gdma_fail(err, errlen, -ENOMEM, "gpu_dma: allocating %llu bytes on GPU %d failed: %s",
+				    (unsigned long long)bytes, device, cudaGetErrorString(e));
+	return 0;
+}
+
+void sl_gdma_dev_free(int device, void *p)
+{
+	cudaStream_t st = aux_stream(device, NULL, 0);
+
+	if (st && p)
+		cudaFreeAsync(p, st);
+}
+
+int sl_gdma_dev_copy(int device, void *dst, const void *src, uint64_t bytes, char *err, size_t errlen)
+{
+	cudaStream_t st = aux_stream(device, err, errlen);
+	cudaError_t e;
+
+	if (!st)
+		return -EIO;
+	if ((e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st)) != cudaSuccess ||
+	    (e = cudaStreamSynchronize(st)) != cudaSuccess)
+		return sl_gdma_fail(err, errlen, -EIO, "gpu_dma: copying %llu bytes on GPU %d failed: %s",
+				    (unsigned long long)bytes, device, cudaGetErrorString(e));
+	return 0;
+}

@@ -101,3 +101,20 @@ void sl_gdma_stage_release(struct sl_gdma_stager *s, uint32_t buf)
 {
 	(void)s, (void)buf;
 }
+
+int sl_gdma_dev_alloc(int device, uint64_t bytes, void **p, char *err, size_t errlen)
+{
+	(void)device, (void)bytes, (void)p;
+	return sl_gdma_fail(err, errlen, -ENOTSUP, NO_CUDA);
+}
+
+void sl_gdma_dev_free(int device, void *p)
+{
+	(void)device, (void)p;
+}
+
+int sl_gdma_dev_copy(int device, void *dst, const void *src, uint64_t bytes, char *err, size_t errlen)
+{
+	(void)device, (void)dst, (void)src, (void)bytes;
+	return sl_gdma_fail(err, errlen, -ENOTSUP, NO_CUDA);
+}

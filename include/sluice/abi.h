@@ -9,7 +9,10 @@
  *    client and passed with HELLO, holding a submission ring (client ->
  *    dataplane, struct sl_cmd) and a completion ring (dataplane -> client,
  *    struct sl_cpl), plus the words both sides sleep and wake on.
- * 3. Registered memory: shared memory files the client passes with REG.
+ * 3. Registered memory: shared memory files the client passes with REG, or
+ *    GPU memory (REG of kind SL_REGION_DEVICE: the client's address, used as
+ *    it is by a dataplane in the client's own process, and the buffer's CUDA
+ *    IPC handle, which another process opens).
  *    Commands name buffers as (region id, byte offset); the dataplane checks
  *    every range against that client's own regions before touching it.
  *
@@ -25,7 +28,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 3
+#define SL_ABI_VERSION 4
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -179,7 +182,8 @@ static inline bool sl_vmeta_bytes(const struct sl_vmeta *v, uint32_t nranks, uin
 
 enum sl_ctl_type {
 	SL_CTL_HELLO = 1,        /* fd: client page.  reply.value = client id */
-	SL_CTL_REG = 2,          /* fd: memory file of a.size bytes. reply.value = region id */
+	SL_CTL_REG = 2,          /* fd: memory file of a.size bytes (host), or none (device).
+				    reply.value = region id */
 	SL_CTL_DEREG = 3,        /* a.region */
 	SL_CTL_COMM_CREATE = 4,  /* c.*; reply.value = comm handle */
 	SL_CTL_COMM_DESTROY = 5, /* a.comm */
@@ -187,6 +191,13 @@ enum sl_ctl_type {
 	SL_CTL_TRACE_ATTACH = 7, /* t.*; no HELLO needed.  Reply carries the trace ring's memfd
 				    (trace.h); the tracer stays attached until it closes the socket */
 };
+
+enum sl_region_kind {
+	SL_REGION_HOST = 0,   /* a shared memory file */
+	SL_REGION_DEVICE = 1, /* CUDA device memory */
+};
+
+#define SL_DEV_HANDLE_BYTES 88
 
 struct sl_ctl_msg {
 	uint32_t type;    /* enum sl_ctl_type */
@@ -196,6 +207,10 @@ struct sl_ctl_msg {
 			uint64_t size;
 			uint32_t region;
 			uint32_t comm;
+			uint32_t kind;        /* REG: enum sl_region_kind */
+			int32_t gpu;          /* REG of device memory: its CUDA device ordinal */
+			uint64_t addr;        /* REG of device memory: the client's pointer */
+			uint8_t handle[SL_DEV_HANDLE_BYTES]; /* ... and its IPC handle (gpu_dma's sl_gdma_ipc) */
 		} a;
 		struct {
 			uint64_t key;                 /* same on every rank of the communicator */

@@ -1,0 +1,300 @@
+/*
+ * coll_async.c: collectives whose packets a reducer applies later.
+ *
+ * When a collective's buffers are GPU memory the engine cannot touch them:
+ * each accepted packet becomes a work item on the GPU's gpu_dma reducer (a
+ * persistent kernel reducing straight into device memory), and the
+ * schedule is gated (schedule.h): a chunk counts as arrived only once the
+ * ticket of its last packet is done, so a forward never reads, and the next
+ * contribution in the reduction order never races, memory the kernel is
+ * still writing.  Sends of device memory go through the GPU's stager: a
+ * device-to-host copy into a pinned buffer per chunk, sent once it lands
+ * and given back once acknowledged.
+ *
+ * --gate-host runs host collectives through the same path with gpu_dma's
+ * CPU consumer, so that everything here is tested on machines without a GPU.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sluice/sluice.h>
+
+#include "dp.h"
+
+#define NO_STAGE UINT32_MAX
+#define DRAIN_NS 2000000000ull /* a reducer that applies nothing for this long at teardown has failed */
+
+/* ---- one reducer per GPU ---- */
+
+static int gdev_open(struct dp_engine *e, int gpu, struct dp_gdev **out, char *why)
+{
+	struct sl_gdma_cfg cfg = { .backend = gpu < 0 ? SL_GDMA_CPU : SL_GDMA_CUDA, .device = gpu };
+	struct dp_gdev *d = calloc(1, sizeof(*d));
+	char err[256];
+
+	if (!d) {
+		snprintf(why, SL_ERRMSG_LEN, "the dataplane is out of memory for a reducer");
+		return -ENOMEM;
+	}
+	d->device = gpu;
+	if (sl_gdma_open(&d->g, &cfg, err, sizeof(err)) != 0 ||
+	    (gpu >= 0 && sl_gdma_stager_open(&d->st, gpu, DP_STAGE_BUFS, 64ull * e->payload, err, sizeof(err)) != 0)) {
+		snprintf(why, SL_ERRMSG_LEN, "dataplane node %u cannot reduce into GPU %d: %.140s", e->node, gpu, err);
+		if (d->g)
+			sl_gdma_close(d->g);
+		free(d);
+		return -ENODEV;
+	}
+	*out = d;
+	return 0;
+}
+
+int dp_gdev_for(struct dp_engine *e, int gpu, struct dp_gdev **gdev, char *why)
+{
+	struct dp_gdev **slot = gpu < 0 ? &e->cpu_gdev : &e->gdev[gpu];
+
+	*gdev = NULL;
+	if (gpu < 0 && !e->gate_host)
+		return 0;
+	if (gpu >= DP_MAX_GPUS) {
+		snprintf(why, SL_ERRMSG_LEN, "GPU %d is past the %u this dataplane serves", gpu, DP_MAX_GPUS);
+		return -EINVAL;
+	}
+	if (!*slot) {
+		int rc = gdev_open(e, gpu, slot, why);
+		if (rc)
+			return rc;
+	}
+	*gdev = *slot;
+	return 0;
+}
+
+static void gdev_close(struct dp_gdev *d)
+{
+	if (!d)
+		return;
+	sl_gdma_close(d->g);
+	if (d->st)
+		sl_gdma_stager_close(d->st);
+	free(d);
+}
+
+void dp_gdev_close_all(struct dp_engine *e)
+{
+	for (unsigned i = 0; i < DP_MAX_GPUS; i++) {
+		gdev_close(e->gdev[i]);
+		e->gdev[i] = NULL;
+	}
+	gdev_close(e->cpu_gdev);
+	e->cpu_gdev = NULL;
+}
+
+/* Fail every collective running on d once its reducer has died. */
+static void gdev_failed(struct dp_engine *e, struct dp_gdev *d)
+{
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+		struct dp_comm *comm = &e->comms[i];
+		for (struct dp_coll *k = comm->live ? comm->colls : NULL; k; k = k->next) {
+			if (k->gdev == d) {
+				dp_comm_fail(e, comm, SLUICE_ERR_SYSTEM, k->seq,
+					     "the GPU reducer of dataplane node %u failed: %s", e->node,
+					     sl_gdma_error(d->g));
+				break;
+			}
+		}
+	}
+}
+
+static uint32_t one_progress(struct dp_engine *e, struct dp_gdev *d, uint64_t now)
+{
+	uint32_t n;
+
+	if (!d)
+		return 0;
+	n = sl_gdma_progress(d->g, now);
+	if (sl_gdma_error(d->g))
+		gdev_failed(e, d);
+	return n;
+}
+
+uint32_t dp_gdev_progress(struct dp_engine *e)
+{
+	uint64_t now = sl_now(&e->clock);
+	uint32_t n = one_progress(e, e->cpu_gdev, now);
+
+	for (unsigned i = 0; i < DP_MAX_GPUS; i++)
+		n += one_progress(e, e->gdev[i], now);
+	return n;
+}
+
+/* ---- a collective's memory ---- */
+
+int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why)
+{
+	int gpu = k->gdev->device;
+
+	k->stage_of = malloc((k->nmsgs ? k->nmsgs : 1) * sizeof(*k->stage_of));
+	k->pend_cap = k->sched.chunks_left + 1;
+	k->pend = malloc(k->pend_cap * sizeof(*k->pend));
+	if (!k->stage_of || !k->pend) {
+		snprintf(why, SL_ERRMSG_LEN, "the dataplane is out of memory for a GPU collective");
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < k->nmsgs; i++)
+		k->stage_of[i] = NO_STAGE;
+	if (gpu < 0 || scratch + snap == 0)
+		return 0; /* the CPU stand-in's scratch is the host's (coll_run.c) */
+	if (sl_gdma_dev_alloc(gpu, scratch + snap, &k->dev_owned, why, SL_ERRMSG_LEN) != 0)
+		return -ENOMEM;
+	k->buf[SL_BUF_SCRATCH] = k->dev_owned;
+	if (snap) {
+		if (sl_gdma_dev_copy(gpu, (uint8_t *)k->dev_owned + scratch, k->buf[SL_BUF_SEND], snap, why,
+				     SL_ERRMSG_LEN) != 0)
+			return -EIO;
+		k->buf[SL_BUF_SEND] = (uint8_t *)k->dev_owned + scratch;
+	}
+	return 0;
+}
+
+/* ---- receiving ---- */
+
+bool dp_async_room(struct dp_coll *k, uint64_t bytes, bool copy)
+{
+	struct sl_gdma_work w = { .count = bytes ? bytes : 1, .dtype = SL_UINT8 };
+
+	return sl_gdma_has_room(k->gdev->g, &w, copy);
+}
+
+int dp_async_post(struct dp_engine *e, struct dp_coll *k, const struct sl_action *a, const uint8_t *payload,
+		  uint64_t len, bool copy)
+{
+	uint32_t esize = (uint32_t)sl_dtype_size(k->cmd.dtype), ticket;
+	struct sl_gdma_work w = {
+		.dst = k->buf[a->buf] + a->off, .a = k->buf[a->opnd_buf] + a->opnd_off, .src = payload,
+		.count = len / esize, .dtype = k->cmd.dtype, .op = k->cmd.redop,
+		.kind = a->apply == SL_APPLY_COPY ? SL_GDMA_COPY : SL_GDMA_REDUCE,
+		.avg_div = k->cmd.redop == SL_AVG && a->finishes ? k->comm->nranks : 0,
+	};
+	char err[256];
+	int rc;
+
+	if (len == 0)
+		return 0;
+	rc = copy ? sl_gdma_post_copy(k->gdev->g, &w, &ticket, err, sizeof(err))
+		  : sl_gdma_post(k->gdev->g, &w, &ticket, err, sizeof(err));
+	if (rc != 0) {
+		/* room was checked first, so even -EAGAIN is a failure here */
+		dp_comm_fail(e, k->comm, SLUICE_ERR_INTERNAL, k->seq, "%s #%u on rank %u: posting to the reducer "
+			     "failed: %s", sl_coll_name(k->cmd.opcode), k->seq, k->comm->rank, err);
+		return rc;
+	}
+	k->last_ticket = ticket;
+	k->ticketed = true;
+	return 0;
+}
+
+void dp_async_chunk_posted(struct dp_coll *k, const struct sl_action *a)
+{
+	struct dp_pending *p = &k->pend[k->pend_tail++ % k->pend_cap];
+
+	*p = (struct dp_pending){ .ticket = k->last_ticket, .recv = a->recv, .chunk = a->chunk,
+				  .ticketed = k->ticketed };
+}
+
+bool dp_async_reap(struct dp_engine *e, struct dp_coll *k)
+{
+	bool moved = false;
+
+	while (k->pend_head != k->pend_tail) {
+		struct dp_pending *p = &k->pend[k->pend_head % k->pend_cap];
+		if (p->ticketed && !sl_gdma_done(k->gdev->g, p->ticket))
+			break;
+		sl_sched_chunk_applied(&k->sched, p->recv, p->chunk);
+		k->pend_head++;
+		moved = true;
+	}
+	if (moved)
+		k->last_progress_ns = sl_now(&e->clock);
+	return moved;
+}
+
+/* ---- sending ---- */
+
+bool dp_async_send(struct dp_engine *e, struct dp_coll *k, struct sl_tp_msg *m, const uint8_t *src, uint64_t len)
+{
+	uint32_t i = (uint32_t)(m - k->msgs), buf;
+	char err[256];
+	int rc;
+
+	if (!k->gdev->st) {
+		m->src = src;
+		return true;
+	}
+	rc = sl_gdma_stage(k->gdev->st, src, len, &buf, err, sizeof(err));
+	if (rc == -EAGAIN)
+		return false;
+	if (rc != 0) {
+		dp_comm_fail(e, k->comm, SLUICE_ERR_SYSTEM, k->seq, "%s #%u on rank %u: staging a chunk of GPU "
+			     "memory failed: %s", sl_coll_name(k->cmd.opcode), k->seq, k->comm->rank, err);
+		return false;
+	}
+	k->stage_of[i] = buf;
+	m->src = NULL; /* set once the copy has landed */
+	return true;
+}
+
+bool dp_async_landed(struct dp_engine *e, struct dp_coll *k, struct sl_tp_msg *m)
+{
+	uint32_t buf = k->stage_of[m - k->msgs];
+	int ready;
+
+	if (buf == NO_STAGE)
+		return true;
+	ready = sl_gdma_stage_ready(k->gdev->st, buf);
+	if (ready < 0)
+		dp_comm_fail(e, k->comm, SLUICE_ERR_SYSTEM, k->seq, "%s #%u on rank %u: a device-to-host copy of "
+			     "a chunk failed", sl_coll_name(k->cmd.opcode), k->seq, k->comm->rank);
+	if (ready <= 0)
+		return false;
+	m->src = sl_gdma_stage_buf(k->gdev->st, buf);
+	return true;
+}
+
+void dp_async_acked(struct dp_coll *k, struct sl_tp_msg *m)
+{
+	uint32_t i = (uint32_t)(m - k->msgs);
+
+	if (k->stage_of[i] != NO_STAGE) {
+		sl_gdma_stage_release(k->gdev->st, k->stage_of[i]);
+		k->stage_of[i] = NO_STAGE;
+	}
+}
+
+/* ---- teardown ---- */
+
+void dp_async_fini(struct dp_coll *k)
+{
+	struct sl_gdma *g = k->gdev->g;
+	uint64_t start = 0, now;
+
+	/* The kernel may still write the buffers (a failed collective, a
+	 * destroyed communicator): wait for what was posted, so that neither
+	 * our scratch nor the application's memory is written after this. */
+	while (k->ticketed && !sl_gdma_done(g, k->last_ticket) && !sl_gdma_error(g)) {
+		now = dp_now_ns(NULL);
+		if (!start)
+			start = now;
+		if (now - start > DRAIN_NS)
+			break;
+		sl_gdma_progress(g, now);
+	}
+	for (uint32_t i = 0; k->stage_of && i < k->msgs_used; i++)
+		if (k->stage_of[i] != NO_STAGE)
+			sl_gdma_stage_release(k->gdev->st, k->stage_of[i]);
+	if (k->dev_owned)
+		sl_gdma_dev_free(k->gdev->device, k->dev_owned);
+	free(k->stage_of);
+	free(k->pend);
+}
