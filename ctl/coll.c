@@ -365,7 +365,7 @@ sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, 
 	if (res != SLUICE_OK)
 		return res;
 	SL_TRACE(SL_SUB_COLL, "%s request %llu%s: comm %u, %zu x %s, root %d", c->fn, (unsigned long long)cmd.req,
-		 group.depth > 0 ? " (grouped)" : "", cmd.comm, c->count, sl_dtype_name(c->dtype), c->root);
+		 group.depth > 0 ? " (grouped)" : "", cmd.comm, c->count, sl_datatype_name(c->dtype), c->root);
 	*req = r;
 	return SLUICE_OK;
 }

@@ -48,7 +48,7 @@ static sluice_result_t check_type_op(const struct sl_call *c)
 	if (c->op == SLUICE_AVG && !is_float(c->dtype))
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: SLUICE_AVG needs a floating-point datatype, "
 			       "not %s (an integer avg would truncate): use SLUICE_SUM and divide", c->fn,
-			       sl_dtype_name(c->dtype));
+			       sl_datatype_name(c->dtype));
 	return SLUICE_OK;
 }
 
@@ -108,7 +108,7 @@ static sluice_result_t check_buffers(const struct sluice_comm *comm, struct sl_c
 	if (!sized || c->send_bytes > SIZE_MAX || c->recv_bytes > SIZE_MAX)
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: count %zu of %s (%zu bytes each) overflows the "
 			       "buffer size: pass the number of elements, not bytes", c->fn, c->count,
-			       sl_dtype_name(c->dtype), es);
+			       sl_datatype_name(c->dtype), es);
 	if ((c->send_bytes && !c->send) || (c->recv_bytes && !c->recv))
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: send (%p) and recv (%p) must not be NULL "
 			       "when count is %zu (rank %d)", c->fn, c->send, (void *)c->recv, c->count, comm->rank);

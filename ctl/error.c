@@ -64,7 +64,7 @@ size_t sluice_datatype_size(sluice_datatype_t dtype)
 	return (unsigned)dtype < SLUICE_DATATYPE_COUNT ? dtypes[dtype].size : 0;
 }
 
-const char *sl_dtype_name(sluice_datatype_t dtype)
+const char *sl_datatype_name(sluice_datatype_t dtype)
 {
 	return (unsigned)dtype < SLUICE_DATATYPE_COUNT ? dtypes[dtype].name : "an unknown datatype";
 }

@@ -23,7 +23,7 @@
 
 /* Store "what failed, where, what to do" as this thread's last error; return result. */
 sluice_result_t sl_fail(sluice_result_t result, const char *fmt, ...) SL_PRINTF(2, 3);
-const char *sl_dtype_name(sluice_datatype_t dtype);
+const char *sl_datatype_name(sluice_datatype_t dtype);
 const char *sl_op_name(sluice_redop_t op);
 
 static inline int64_t sl_now_ns(void)
@@ -119,6 +119,7 @@ struct sl_region {
 	size_t mapped; /* bytes mapped (size rounded up to pages) */
 	uint32_t id;   /* the dataplane's region id */
 	uint32_t busy; /* collectives in flight that use it */
+	bool device;   /* the application's GPU memory (sluice_mem_register), not ours to unmap */
 };
 
 struct sluice_ctx {

@@ -55,6 +55,13 @@ static void refused_locally(sluice_comm_t *comm, float *buf)
 	       SLUICE_ERR_INVALID_ARGUMENT, "datatype", "unknown datatype");
 	expect(sluice_allreduce(comm, buf, buf, 4, SLUICE_INT32, SLUICE_AVG, &req),
 	       SLUICE_ERR_INVALID_ARGUMENT, "avg", "avg on integers");
+	/* only GPU memory is registered; host buffers come from sluice_mem_alloc */
+	expect(sluice_mem_register(ctx, heap, 64 * sizeof(float)), SLUICE_ERR_INVALID_ARGUMENT,
+	       "host memory", "registering host memory as a GPU buffer");
+	expect(sluice_mem_register(ctx, buf, 64 * sizeof(float)), SLUICE_ERR_INVALID_ARGUMENT,
+	       "sluice_mem_alloc", "registering sluice_mem_alloc memory again");
+	expect(sluice_mem_deregister(ctx, heap), SLUICE_ERR_INVALID_ARGUMENT,
+	       "sluice_mem_register", "deregistering what was never registered");
 	free(heap);
 }
 

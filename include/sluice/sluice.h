@@ -82,6 +82,19 @@ sluice_result_t sluice_mem_alloc(sluice_ctx_t *ctx, size_t size, void **ptr);
 sluice_result_t sluice_mem_free(sluice_ctx_t *ctx, void *ptr);
 
 /*
+ * GPU buffers: register [ptr, ptr + size) of CUDA device memory (cudaMalloc)
+ * once, then pass pointers inside it to any collective, exactly as host
+ * buffers.  Arriving chunks are reduced straight into it on the GPU by the
+ * dataplane's persistent kernel; sends leave through pipelined device-to-host
+ * copies.  Both buffers of one call must be on the same GPU.  Host memory,
+ * managed memory and a range past its allocation's end are refused with the
+ * reason; a build without CUDA refuses every pointer.  Deregister before
+ * cudaFree.
+ */
+sluice_result_t sluice_mem_register(sluice_ctx_t *ctx, void *ptr, size_t size);
+sluice_result_t sluice_mem_deregister(sluice_ctx_t *ctx, void *ptr);
+
+/*
  * Join a communicator of nranks ranks.  root is "host:port" where rank 0
  * listens; NULL takes SLUICE_ROOT.  Blocks until every rank has joined or
  * SLUICE_TIMEOUT (seconds, default 60) passes.
