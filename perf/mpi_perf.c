@@ -132,6 +132,10 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	perf_parse(argc, argv, &o); /* before MPI_Init: -h and bad flags just exit */
+	if (o.gpu) {
+		fprintf(stderr, "%s: -G: this harness measures Open MPI on host buffers only\n", argv[0]);
+		return 2;
+	}
 	MPI_Init(&argc, &argv);
 	/* errors come back as codes, so the table can say what failed */
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -120,6 +120,7 @@ static void usage(FILE *f, const char *prog)
 		"  -w N      warmup iterations per size (default 5)\n"
 		"  -B SIZE   cap each size's iterations at SIZE bytes reduced (default 0: no cap)\n"
 		"  -c 0|1    check every element of one extra run (default 1)\n"
+		"  -G        buffers in GPU memory, GPU = local rank (sluice-perf built with CUDA)\n"
 		"  -d TYPE   int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
 		"            (default float)\n"
 		"  -o OP     sum prod max min avg (default sum; reducing collectives only)\n"
@@ -205,7 +206,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 
 	*o = (struct perf_opts){ .coll = PERF_ALLREDUCE, .min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
 				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
-	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:d:o:J:g:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:d:o:J:g:t:Gh")) != -1) {
 		switch (opt) {
 		case 'C': set_choice(parse_coll(optarg), &v, "collective", optarg, prog); o->coll = v; break;
 		case 'r': o->root = (int)parse_uint(optarg, prog, 'r'); break;
@@ -219,6 +220,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 		case 'd': set_choice(parse_dtype(optarg), &v, "datatype", optarg, prog); o->dtype = v; break;
 		case 'o': set_choice(parse_op(optarg), &v, "op", optarg, prog); o->op = v; break;
 		case 'J': o->json = optarg; break;
+		case 'G': o->gpu = true; break;
 		case 'g':
 		case 't':
 			if (parse_uint(optarg, prog, (char)opt) != 1) {
@@ -393,26 +395,48 @@ static void place(const struct perf_opts *o, const struct perf_backend *b, void 
 	}
 }
 
-static void fill_input(const struct perf_opts *o, const struct perf_backend *b, const struct layout *l)
+/* Where the host copy of a layout lives (itself, for host buffers). */
+static struct layout host_side(const struct perf_opts *o, const struct perf_backend *b, const void *send,
+				void *recv, bool in_place, const struct layout *l)
 {
-	for (size_t i = 0; i < l->nsend; i++)
-		store((void *)l->send, i, o->dtype, send_value(o, b->rank, b->nranks, i));
+	const struct perf_mirror *m = b->mirror;
+	struct layout h = *l;
+
+	if (!m)
+		return h;
+	if (in_place && o->coll != PERF_SENDRECV) /* place() put send inside recv */
+		h.send = (const char *)m->recv_host + ((const char *)l->send - (const char *)recv);
+	else
+		h.send = (const char *)m->send_host + ((const char *)l->send - (const char *)send);
+	h.recv = (char *)m->recv_host + ((char *)l->recv - (char *)recv);
+	return h;
+}
+
+static int fill_input(const struct perf_opts *o, const struct perf_backend *b, const struct layout *l,
+		      const struct layout *h)
+{
+	for (size_t i = 0; i < h->nsend; i++)
+		store((void *)h->send, i, o->dtype, send_value(o, b->rank, b->nranks, i));
+	return b->mirror ? b->mirror->copy((void *)l->send, h->send, l->nsend * dtypes[o->dtype].size, true) : 0;
 }
 
 /* Elements of the result that differ (bitwise) from the exact one. */
-static size_t count_wrong(const struct perf_opts *o, const struct perf_backend *b, const struct layout *l)
+static long count_wrong(const struct perf_opts *o, const struct perf_backend *b, const struct layout *l,
+			const struct layout *h)
 {
 	size_t es = dtypes[o->dtype].size, wrong = 0;
 	_Alignas(8) unsigned char want[8];
 	int64_t v;
 
-	for (size_t i = 0; i < l->nrecv; i++) {
-		if (!recv_value(o, b->rank, b->nranks, l->block, i, &v))
+	if (b->mirror && b->mirror->copy(h->recv, l->recv, l->nrecv * es, false) < 0)
+		return -1;
+	for (size_t i = 0; i < h->nrecv; i++) {
+		if (!recv_value(o, b->rank, b->nranks, h->block, i, &v))
 			break;
 		store(want, 0, o->dtype, v);
-		wrong += memcmp(want, (const char *)l->recv + i * es, es) != 0;
+		wrong += memcmp(want, (const char *)h->recv + i * es, es) != 0;
 	}
-	return wrong;
+	return (long)wrong;
 }
 
 /* ---- running one size ---- */
@@ -456,12 +480,13 @@ static int run_phase(const struct perf_opts *o, const struct perf_backend *b, vo
 {
 	size_t bytes = count * dtypes[o->dtype].size;
 	unsigned iters = scaled(o->iters, bytes, o->budget);
-	struct layout l;
+	struct layout l, h;
+	long wrong;
 
 	layout_of(o, b, count, &l);
 	place(o, b, send, recv, in_place, &l);
-	fill_input(o, b, &l);
-	if (repeat(b, o, &l, scaled(o->warmup, bytes, o->budget)) < 0)
+	h = host_side(o, b, send, recv, in_place, &l);
+	if (fill_input(o, b, &l, &h) < 0 || repeat(b, o, &l, scaled(o->warmup, bytes, o->budget)) < 0)
 		return -1;
 	double t0 = now_s();
 	if (repeat(b, o, &l, iters) < 0)
@@ -470,12 +495,16 @@ static int run_phase(const struct perf_opts *o, const struct perf_backend *b, vo
 	ph->wrong = -1;
 	if (!o->check)
 		return 0;
-	fill_input(o, b, &l);
-	if (l.send == send && l.recv == recv) /* out of place: recv holds nothing of the input */
-		memset(l.recv, 0xa5, l.nrecv * dtypes[o->dtype].size);
-	if (repeat(b, o, &l, 1) < 0)
+	if (fill_input(o, b, &l, &h) < 0)
 		return -1;
-	ph->wrong = (double)count_wrong(o, b, &l);
+	if (l.send == send && l.recv == recv) { /* out of place: recv holds nothing of the input */
+		memset(h.recv, 0xa5, l.nrecv * dtypes[o->dtype].size);
+		if (b->mirror && b->mirror->copy(l.recv, h.recv, l.nrecv * dtypes[o->dtype].size, true) < 0)
+			return -1;
+	}
+	if (repeat(b, o, &l, 1) < 0 || (wrong = count_wrong(o, b, &l, &h)) < 0)
+		return -1;
+	ph->wrong = (double)wrong;
 	return 0;
 }
 

@@ -30,6 +30,15 @@ struct perf_opts {
 	sluice_datatype_t dtype; /* -d */
 	sluice_redop_t op;       /* -o */
 	const char *json;        /* -J: JSON lines file, or NULL */
+	bool gpu;                /* -G: buffers in GPU memory (sluice-perf built with CUDA) */
+};
+
+/* Buffers the host cannot read (GPU memory): perf_run fills and checks
+ * these host copies and moves them with copy. */
+struct perf_mirror {
+	void *send_host, *recv_host; /* as large as send and recv */
+	/* 0, or -1 after printing why */
+	int (*copy)(void *dst, const void *src, size_t bytes, bool to_device);
 };
 
 struct perf_backend {
@@ -44,6 +53,7 @@ struct perf_backend {
 		   sluice_datatype_t dtype, sluice_redop_t op, int root);
 	/* vals[i] = sum over ranks of vals[i]; 0 or -1 as above */
 	int (*sum_doubles)(void *ctx, double *vals, int n);
+	const struct perf_mirror *mirror; /* NULL: send and recv are host memory */
 };
 
 /* Parse argv; on -h prints usage and exits 0, on a bad flag exits 2. */

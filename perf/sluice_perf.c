@@ -129,6 +129,69 @@ static void detach(struct sluice_side *s, void *send, void *recv)
 		sluice_finalize(s->ctx);
 }
 
+#ifdef SLUICE_PERF_CUDA
+#include <cuda_runtime_api.h>
+
+static int gpu_copy(void *dst, const void *src, size_t bytes, bool to_device)
+{
+	cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+
+	if (e != cudaSuccess) {
+		fprintf(stderr, "sluice-perf: cudaMemcpy of %zu bytes failed: %s\n", bytes, cudaGetErrorString(e));
+		return -1;
+	}
+	return 0;
+}
+
+/* -G: send and recv on GPU (rank modulo the GPUs, or SLUICE_GPU), registered,
+ * with host copies for filling and checking. */
+static int gpu_buffers(struct sluice_side *s, size_t bytes, void **send, void **recv, struct perf_mirror *m)
+{
+	const char *env = getenv("SLUICE_GPU");
+	int ndev = 0, dev;
+	cudaError_t e;
+	sluice_result_t r;
+
+	if ((e = cudaGetDeviceCount(&ndev)) != cudaSuccess || ndev == 0) {
+		fprintf(stderr, "sluice-perf: -G needs a GPU: %s\n", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+		return -1;
+	}
+	dev = env && *env ? atoi(env) : s->rank % ndev;
+	if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaMalloc(send, bytes)) != cudaSuccess ||
+	    (e = cudaMalloc(recv, bytes)) != cudaSuccess) {
+		fprintf(stderr, "sluice-perf: %zu bytes on GPU %d: %s\n", bytes, dev, cudaGetErrorString(e));
+		return -1;
+	}
+	if ((r = sluice_mem_register(s->ctx, *send, bytes)) != SLUICE_OK ||
+	    (r = sluice_mem_register(s->ctx, *recv, bytes)) != SLUICE_OK)
+		return fail("sluice_mem_register", r);
+	*m = (struct perf_mirror){ .send_host = malloc(bytes), .recv_host = malloc(bytes), .copy = gpu_copy };
+	return m->send_host && m->recv_host ? 0 : -1;
+}
+
+static void gpu_free(struct sluice_side *s, void *send, void *recv, struct perf_mirror *m)
+{
+	sluice_mem_deregister(s->ctx, send);
+	sluice_mem_deregister(s->ctx, recv);
+	cudaFree(send);
+	cudaFree(recv);
+	free(m->send_host);
+	free(m->recv_host);
+}
+#else
+static int gpu_buffers(struct sluice_side *s, size_t bytes, void **send, void **recv, struct perf_mirror *m)
+{
+	(void)s, (void)bytes, (void)send, (void)recv, (void)m;
+	fprintf(stderr, "sluice-perf: -G: this sluice-perf was built without CUDA (meson setup -Dcuda=enabled where nvcc is)\n");
+	return -1;
+}
+
+static void gpu_free(struct sluice_side *s, void *send, void *recv, struct perf_mirror *m)
+{
+	(void)s, (void)send, (void)recv, (void)m;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	struct perf_opts o;
@@ -136,6 +199,7 @@ int main(int argc, char **argv)
 	struct perf_backend b = { .name = "sluice", .ctx = &s, .run = sl_run,
 				  .sum_doubles = sl_sum_doubles };
 	void *send = NULL, *recv = NULL;
+	struct perf_mirror mirror = { 0 };
 	sluice_result_t r;
 	int rc = 1;
 
@@ -144,6 +208,15 @@ int main(int argc, char **argv)
 	size_t bytes = o.max_bytes < 8 * 256 ? 8 * 256 : o.max_bytes;
 	if (attach(&s, &b) < 0)
 		goto out;
+	if (o.gpu) {
+		if (gpu_buffers(&s, bytes, &send, &recv, &mirror) == 0) {
+			b.mirror = &mirror;
+			rc = perf_run(&o, &b, send, recv);
+		}
+		gpu_free(&s, send, recv, &mirror);
+		send = recv = NULL;
+		goto out;
+	}
 	if ((r = sluice_mem_alloc(s.ctx, bytes, &send)) != SLUICE_OK ||
 	    (r = sluice_mem_alloc(s.ctx, bytes, &recv)) != SLUICE_OK) {
 		fail("sluice_mem_alloc", r);
