@@ -3,10 +3,12 @@
 # the device tool's `run`, from the repository root, with .device carried):
 # build, the GPU test suite, gpu-dma-bench, the torch.distributed peers,
 # then compute-sanitizer.  Logs go to $OUT (or ./gpu-out).
-#   usage: perf/gpu_run.sh [tests] [bench] [peers] [sanitizer]   (default: all)
+#   usage: perf/gpu_run.sh [tests] [colls] [bench] [peers] [sanitizer]   (default: all)
+#   tests: gpu_dma's own GPU tests; colls: collectives on GPU buffers through
+#   dataplanes; peers: the side-by-side table (sluice, NCCL, Gloo)
 set -uo pipefail
 out=${OUT:-gpu-out}; mkdir -p "$out"
-steps=${*:-tests bench peers sanitizer}
+steps=${*:-tests colls bench peers sanitizer}
 has() { [[ " $steps " == *" $1 "* ]]; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . .device/use-dpdk.sh
@@ -18,13 +20,20 @@ if ! pkg-config --exists cmocka; then
   export PKG_CONFIG_PATH=/opt/cmocka/pc:$PKG_CONFIG_PATH LD_LIBRARY_PATH=/opt/cmocka/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
 fi
 { nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv; nproc; nvcc --version | tail -1; } | tee "$out/machine.txt"
-rm -rf build-dev; meson setup build-dev -Dcuda=enabled >"$out/setup.log" 2>&1 || { tail -30 "$out/setup.log"; exit 1; }
-ninja -C build-dev tests/test_gpu_ring tests/gdma_gpu_test gpu_dma/gpu-dma-bench >"$out/build.log" 2>&1 || { grep -B2 -A12 FAILED "$out/build.log" | head -60; exit 1; }
+[ -d build-dev ] || meson setup build-dev -Dcuda=enabled >"$out/setup.log" 2>&1 || { tail -30 "$out/setup.log"; exit 1; }
+ninja -C build-dev tests/test_gpu_ring tests/gdma_gpu_test gpu_dma/gpu-dma-bench dataplane/sluiced dataplane/libsluice_dp.so \
+  perf/sluice-perf >"$out/build.log" 2>&1 || { grep -B2 -A12 FAILED "$out/build.log" | head -60; exit 1; }
+# sluiced: hugepages where they can be had
+[ "$(cat /proc/sys/vm/nr_hugepages)" -gt 0 ] || { echo 2048 >/proc/sys/vm/nr_hugepages; mkdir -p /dev/hugepages; mount -t hugetlbfs none /dev/hugepages 2>/dev/null; } || true
 if has tests; then
   meson test -C build-dev --no-rebuild gpu_ring 2>&1 | grep -E "^ *[0-9]+/[0-9]+ " | tee "$out/tests.txt"
-  timeout 400 meson test -C build-dev --no-rebuild --suite gpu --print-errorlogs 2>&1 | tee -a "$out/tests.txt" | tail -15
+  timeout 400 meson test -C build-dev --no-rebuild gpu_reduce gpu_large gpu_lifecycle gpu_mem gpu_stage --print-errorlogs 2>&1 | tee -a "$out/tests.txt" | tail -15
   cp build-dev/meson-logs/testlog.txt "$out/testlog.txt"
   grep -h -E "^(reduce|large|lifecycle|mem|stage):|FAIL" build-dev/meson-logs/testlog.txt | head -40
+fi
+if has colls; then
+  timeout 560 meson test -C build-dev --no-rebuild gpu_colls_2ranks_embedded gpu_colls_2ranks_daemons --print-errorlogs 2>&1 | tee "$out/colls.txt" | grep -E "^ *[0-9]+/|ok:|FAIL" | tail -70
+  cp build-dev/meson-logs/testlog.txt "$out/colls-testlog.txt"
 fi
 if has bench; then
   build-dev/gpu_dma/gpu-dma-bench 1024 2>&1 | tee "$out/bench.txt"
