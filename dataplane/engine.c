@@ -82,21 +82,27 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 }
 
 /* Let go of a region: unmap host memory, close an imported GPU buffer (its
- * collectives are gone, and their work drained, before this runs). */
-static void region_release(struct dp_region *r)
+ * collectives are gone, and their work drained, before this runs).  Closing
+ * waits for every kernel of the context, the reducer's persistent one too,
+ * which only this thread would let go: stop it first (the next post
+ * restarts it). */
+static void region_release(struct dp_engine *e, struct dp_region *r)
 {
-	if (r->gpu < 0)
+	if (r->gpu < 0) {
 		munmap(r->base, r->size);
-	else if (r->ipc_base)
+	} else if (r->ipc_base) {
+		if (e->gdev[r->gpu])
+			sl_gdma_stop(e->gdev[r->gpu]->g);
 		sl_gdma_ipc_close(r->ipc_base, NULL, 0);
+	}
 	r->live = false;
 }
 
-static void client_unmap(struct dp_client *c)
+static void client_unmap(struct dp_engine *e, struct dp_client *c)
 {
 	for (unsigned i = 0; i < SL_MAX_REGIONS; i++)
 		if (c->regions[i].live)
-			region_release(&c->regions[i]);
+			region_release(e, &c->regions[i]);
 	if (c->page)
 		munmap(c->page, c->page_len);
 	memset(c, 0, sizeof(*c));
@@ -109,7 +115,7 @@ void dp_engine_fini(struct dp_engine *e)
 			dp_comm_release(e, &e->comms[i]);
 	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++)
 		if (e->clients[i].live)
-			client_unmap(&e->clients[i]);
+			client_unmap(e, &e->clients[i]);
 	dp_gdev_close_all(e);
 	sl_tp_destroy(e->tp);
 	free(e->ctl_mem);
@@ -176,7 +182,7 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 		for (unsigned i = 0; i < DP_MAX_COMMS; i++)
 			if (e->comms[i].live && e->comms[i].client == c)
 				dp_comm_release(e, &e->comms[i]);
-		client_unmap(c);
+		client_unmap(e, c);
 		return 0;
 	case DP_CTL_ADD_REGION:
 		c->regions[r->index] = *(struct dp_region *)r->obj;
@@ -194,7 +200,7 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 				}
 			}
 		}
-		region_release(&c->regions[r->index]);
+		region_release(e, &c->regions[r->index]);
 		return 0;
 	case DP_CTL_ADD_COMM:
 		return ctl_add_comm(e, r);

@@ -66,10 +66,19 @@ int sl_gdma_mem_query(const void *p, uint64_t len, struct sl_gdma_mem_info *info
 	case cudaMemoryTypeHost:
 		info->kind = SL_GDMA_MEM_PINNED;
 		return 0;
-	case cudaMemoryTypeDevice:
+	case cudaMemoryTypeDevice: {
+		/* cuMemGetAddressRange needs the device's context current on this
+		 * thread (the dataplane's server thread has none of its own) */
+		int prev = -1, rc;
 		info->kind = SL_GDMA_MEM_DEVICE;
 		info->device = at.device;
-		return device_range(p, len, info, err, errlen);
+		if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(at.device) != cudaSuccess)
+			return sl_gdma_fail(err, errlen, -EIO, "gpu_dma: cannot make GPU %d current to inspect %p",
+					    at.device, p);
+		rc = device_range(p, len, info, err, errlen);
+		cudaSetDevice(prev);
+		return rc;
+	}
 	case cudaMemoryTypeManaged:
 		info->kind = SL_GDMA_MEM_MANAGED;
 		info->device = at.device;
@@ -181,17 +190,21 @@ int sl_gdma_host_unregister(void *p, char *err, size_t errlen)
 	return 0;
 }
 
-/* One private stream per device for the engine's own allocations and copies. */
-static cudaStream_t aux_stream(int device, char *err, size_t errlen)
+/* One private stream per device for the engine's own allocations and
+ * copies.  Makes device current and stores the caller's device in *prev,
+ * which the caller restores (the engine may run on the application's
+ * thread). */
+static cudaStream_t aux_stream(int device, int *prev, char *err, size_t errlen)
 {
 	static cudaStream_t streams[64];
 	cudaError_t e;
 
+	*prev = -1;
 	if (device < 0 || device >= 64) {
 		sl_gdma_fail(err, errlen, -EINVAL, "gpu_dma: device ordinal %d out of range", device);
 		return NULL;
 	}
-	if ((e = cudaSetDevice(device)) != cudaSuccess ||
+	if ((e = cudaGetDevice(prev)) != cudaSuccess || (e = cudaSetDevice(device)) != cudaSuccess ||
 	    (!streams[device] && (e = cudaStreamCreateWithFlags(&streams[device], cudaStreamNonBlocking)) !=
 					 cudaSuccess)) {
 		sl_gdma_fail(err, errlen, -EIO, "gpu_dma: no stream on GPU %d: %s", device, cudaGetErrorString(e));
@@ -200,38 +213,50 @@ static cudaStream_t aux_stream(int device, char *err, size_t errlen)
 	return streams[device];
 }
 
+static void restore(int prev)
+{
+	if (prev >= 0)
+		cudaSetDevice(prev);
+}
+
 int sl_gdma_dev_alloc(int device, uint64_t bytes, void **p, char *err, size_t errlen)
 {
-	cudaStream_t st = aux_stream(device, err, errlen);
+	int prev, rc = 0;
+	cudaStream_t st = aux_stream(device, &prev, err, errlen);
 	cudaError_t e;
 
 	if (!st)
-		return -EIO;
-	if ((e = cudaMallocAsync(p, bytes ? bytes : 1, st)) != cudaSuccess ||
-	    (e = cudaStreamSynchronize(st)) != cudaSuccess)
-		return sl_gdma_fail(err, errlen, -ENOMEM, "gpu_dma: allocating %llu bytes on GPU %d failed: %s",
-				    (unsigned long long)bytes, device, cudaGetErrorString(e));
-	return 0;
+		rc = -EIO;
+	else if ((e = cudaMallocAsync(p, bytes ? bytes : 1, st)) != cudaSuccess ||
+		 (e = cudaStreamSynchronize(st)) != cudaSuccess)
+		rc = sl_gdma_fail(err, errlen, -ENOMEM, "gpu_dma: allocating %llu bytes on GPU %d failed: %s",
+				  (unsigned long long)bytes, device, cudaGetErrorString(e));
+	restore(prev);
+	return rc;
 }
 
 void sl_gdma_dev_free(int device, void *p)
 {
-	cudaStream_t st = aux_stream(device, NULL, 0);
+	int prev;
+	cudaStream_t st = aux_stream(device, &prev, NULL, 0);
 
 	if (st && p)
 		cudaFreeAsync(p, st);
+	restore(prev);
 }
 
 int sl_gdma_dev_copy(int device, void *dst, const void *src, uint64_t bytes, char *err, size_t errlen)
 {
-	cudaStream_t st = aux_stream(device, err, errlen);
+	int prev, rc = 0;
+	cudaStream_t st = aux_stream(device, &prev, err, errlen);
 	cudaError_t e;
 
 	if (!st)
-		return -EIO;
-	if ((e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st)) != cudaSuccess ||
-	    (e = cudaStreamSynchronize(st)) != cudaSuccess)
-		return sl_gdma_fail(err, errlen, -EIO, "gpu_dma: copying %llu bytes on GPU %d failed: %s",
-				    (unsigned long long)bytes, device, cudaGetErrorString(e));
-	return 0;
+		rc = -EIO;
+	else if ((e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st)) != cudaSuccess ||
+		 (e = cudaStreamSynchronize(st)) != cudaSuccess)
+		rc = sl_gdma_fail(err, errlen, -EIO, "gpu_dma: copying %llu bytes on GPU %d failed: %s",
+				  (unsigned long long)bytes, device, cudaGetErrorString(e));
+	restore(prev);
+	return rc;
 }

@@ -136,6 +136,10 @@ static int gpu_copy(void *dst, const void *src, size_t bytes, bool to_device)
 {
 	cudaError_t e = cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
 
+	/* From pageable memory cudaMemcpy may return before its DMA lands; the
+	 * dataplane (another stream, or another process) must see the bytes */
+	if (e == cudaSuccess && to_device)
+		e = cudaStreamSynchronize(0);
 	if (e != cudaSuccess) {
 		fprintf(stderr, "sluice-perf: cudaMemcpy of %zu bytes failed: %s\n", bytes, cudaGetErrorString(e));
 		return -1;

@@ -89,7 +89,10 @@ sluice_result_t sluice_mem_free(sluice_ctx_t *ctx, void *ptr);
  * copies.  Both buffers of one call must be on the same GPU.  Host memory,
  * managed memory and a range past its allocation's end are refused with the
  * reason; a build without CUDA refuses every pointer.  Deregister before
- * cudaFree.
+ * cudaFree.  The calls are not stream-ordered: a GPU buffer must hold its
+ * input when the call is made (synchronize whatever wrote it; a cudaMemcpy
+ * from pageable memory may return before its bytes land), and the results
+ * are in device memory once sluice_wait (or sluice_test) says the call is done.
  */
 sluice_result_t sluice_mem_register(sluice_ctx_t *ctx, void *ptr, size_t size);
 sluice_result_t sluice_mem_deregister(sluice_ctx_t *ctx, void *ptr);

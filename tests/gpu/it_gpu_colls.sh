@@ -14,14 +14,14 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 fails=0
 step() { # what, sluice-perf flags...
-	local what=$1 out
+	local what=$1 out t0=$SECONDS
 	shift
 	out=$("$run" -n "$n" "--$mode" --timeout 60 -- "$perf" -G "$@" 2>&1)
 	local rc=$?
 	if [ $rc -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" <<<"$out"; then
-		echo "FAIL: $what (status $rc)"; tail -25 <<<"$out"; fails=$((fails + 1))
+		echo "FAIL: $what (status $rc, $((SECONDS - t0)) s)"; tail -25 <<<"$out"; fails=$((fails + 1))
 	else
-		echo "ok: $what"
+		echo "ok: $what ($((SECONDS - t0)) s)"
 	fi
 }
 for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
