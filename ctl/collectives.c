@@ -11,7 +11,7 @@
 static bool is_float(sluice_datatype_t dtype)
 {
 	return dtype == SLUICE_FLOAT16 || dtype == SLUICE_FLOAT32 || dtype == SLUICE_FLOAT64 ||
-	       dtype == SLUICE_BFLOAT16;
+	       dtype == SLUICE_BFLOAT16 || dtype == SLUICE_FLOAT8_E4M3 || dtype == SLUICE_FLOAT8_E5M2;
 }
 
 static bool reduces(uint32_t opcode)
@@ -39,7 +39,7 @@ static sluice_result_t check_type_op(const struct sl_call *c)
 {
 	if (sluice_datatype_size(c->dtype) == 0)
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: datatype %d is not a sluice_datatype_t: use "
-			       "SLUICE_INT8 to SLUICE_BFLOAT16", c->fn, (int)c->dtype);
+			       "SLUICE_INT8 to SLUICE_FLOAT8_E5M2", c->fn, (int)c->dtype);
 	if (!reduces(c->opcode))
 		return SLUICE_OK;
 	if ((unsigned)c->op >= SLUICE_REDOP_COUNT)

@@ -57,6 +57,7 @@ static const struct {
 	[SLUICE_INT64] = {"SLUICE_INT64", 8},     [SLUICE_UINT64] = {"SLUICE_UINT64", 8},
 	[SLUICE_FLOAT16] = {"SLUICE_FLOAT16", 2}, [SLUICE_FLOAT32] = {"SLUICE_FLOAT32", 4},
 	[SLUICE_FLOAT64] = {"SLUICE_FLOAT64", 8}, [SLUICE_BFLOAT16] = {"SLUICE_BFLOAT16", 2},
+	[SLUICE_FLOAT8_E4M3] = {"SLUICE_FLOAT8_E4M3", 1}, [SLUICE_FLOAT8_E5M2] = {"SLUICE_FLOAT8_E5M2", 1},
 };
 
 size_t sluice_datatype_size(sluice_datatype_t dtype)

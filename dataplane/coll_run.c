@@ -39,6 +39,9 @@
 _Static_assert(SL_OP_ALLREDUCE == (int)SL_COLL_ALLREDUCE && SL_OP_SCATTER == (int)SL_COLL_SCATTER &&
 		       SL_OP_COUNT == (int)SL_COLL_COUNT && SL_OP_COUNT <= 1 << KIND_ALGO_SHIFT,
 	       "enum sl_coll must mirror enum sl_opcode");
+_Static_assert(SL_DTYPE_COUNT == (int)SLUICE_DATATYPE_COUNT && SL_FLOAT8_E5M2 == (int)SLUICE_FLOAT8_E5M2 &&
+		       SL_REDOP_COUNT == (int)SLUICE_REDOP_COUNT,
+	       "enum sl_dtype and sl_redop must mirror sluice_datatype_t and sluice_redop_t");
 _Static_assert(SL_ALGO_ID_RING == (int)SL_ALGO_RING && SL_ALGO_ID_DIRECT == (int)SL_ALGO_DIRECT,
 	       "enum sl_algo must mirror enum sl_algo_id");
 

@@ -108,6 +108,9 @@ static int check_work(const struct sl_gdma_work *w, char *err, size_t len)
 	if (!sl_reduce_supported(w->dtype, w->op))
 		return sl_gdma_fail(err, len, -EINVAL, "gpu_dma: unknown datatype %d or op %d in the work",
 				    (int)w->dtype, (int)w->op);
+	if (w->dtype == SL_FLOAT8_E4M3 || w->dtype == SL_FLOAT8_E5M2)
+		return sl_gdma_fail(err, len, -EINVAL, "gpu_dma: %s has no GPU kernel yet: reduce fp8 "
+				    "buffers in host memory", sl_dtype_name(w->dtype));
 	if (w->kind != SL_GDMA_REDUCE && w->kind != SL_GDMA_COPY)
 		return sl_gdma_fail(err, len, -EINVAL, "gpu_dma: unknown work kind %d", (int)w->kind);
 	if (w->count == 0 || w->count > UINT64_MAX / esize / 2)

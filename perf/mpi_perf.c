@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
 	if (mpi_type(o.dtype) == MPI_DATATYPE_NULL || mpi_op(o.op) == MPI_OP_NULL) {
 		if (b.rank == 0)
-			fprintf(stderr, "mpi-allreduce-perf: MPI has no built-in half, bfloat16 or avg\n");
+			fprintf(stderr, "mpi-allreduce-perf: MPI has no built-in half, bfloat16, fp8 or avg\n");
 		MPI_Finalize();
 		return 2;
 	}

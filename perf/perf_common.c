@@ -36,6 +36,8 @@ static const struct dtype_info dtypes[SLUICE_DATATYPE_COUNT] = {
 	[SLUICE_FLOAT32] = { "float", "float32", 4 },
 	[SLUICE_FLOAT64] = { "double", "float64", 8 },
 	[SLUICE_BFLOAT16] = { "bfloat16", "bf16", 2 },
+	[SLUICE_FLOAT8_E4M3] = { "f8e4m3", "e4m3", 1 },
+	[SLUICE_FLOAT8_E5M2] = { "f8e5m2", "e5m2", 1 },
 };
 
 static const char *const op_names[SLUICE_REDOP_COUNT] = {
@@ -122,6 +124,7 @@ static void usage(FILE *f, const char *prog)
 		"  -c 0|1    check every element of one extra run (default 1)\n"
 		"  -G        buffers in GPU memory, GPU = local rank (sluice-perf built with CUDA)\n"
 		"  -d TYPE   int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+		"            f8e4m3 f8e5m2\n"
 		"            (default float)\n"
 		"  -o OP     sum prod max min avg (default sum; reducing collectives only)\n"
 		"  -J FILE   also write one JSON object per size to FILE (rank 0)\n"
@@ -183,6 +186,12 @@ static void set_choice(int v, int *out, const char *what, const char *s, const c
 }
 
 /* Checks that need every flag parsed first. */
+/* SUM's per-element spread (1 + i % spread): 5, but 1 for the fp8 types,
+ * whose 2 or 3 mantissa bits hold the partial sums of 1..5 per rank exactly
+ * only for very few ranks; with 1 they stay small integers (exact up to 8 in
+ * e5m2, 16 in e4m3). */
+static int sum_spread = 5;
+
 static void validate(const struct perf_opts *o, const char *prog)
 {
 	const char *why = NULL;
@@ -237,9 +246,11 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 		exit(2);
 	}
 	validate(o, prog);
+	sum_spread = o->dtype == SLUICE_FLOAT8_E4M3 || o->dtype == SLUICE_FLOAT8_E5M2 ? 1 : 5;
 }
 
 /* ---- the data pattern ---- */
+
 
 /* Rank r's input element i as a small integer.  For SUM and AVG the ranks'
  * offsets cancel (+1, -1, ..., and 0 for an odd last rank), so the sum is
@@ -255,7 +266,7 @@ static int64_t input_value(int op, int r, int n, size_t i)
 		return 1 + ((size_t)r * 3 + i) % 7;
 	default: {
 		int offset = (n % 2 && r == n - 1) ? 0 : (r % 2 ? -1 : 1);
-		return 1 + (int64_t)(i % 5) + offset;
+		return 1 + (int64_t)(i % (size_t)sum_spread) + offset;
 	}
 	}
 }
@@ -301,6 +312,22 @@ static uint16_t bf16_of_int(int64_t v)
 	return (uint16_t)(u >> 16);
 }
 
+/* fp8 of the pattern's integers: exact in both formats while they fit the
+ * mantissa (see sum_spread); beyond the largest finite value they saturate,
+ * as sluice's reductions do. */
+static uint8_t fp8_of_int(int64_t v, unsigned mant_bits, unsigned bias, uint8_t max)
+{
+	float f = (float)v;
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	if (v == 0)
+		return 0;
+	uint32_t sign = (u >> 24) & 0x80u, e = ((u >> 23) & 0xffu) - 127u + bias;
+	uint32_t bits = (e << mant_bits) | ((u & 0x7fffffu) >> (23 - mant_bits));
+	return (uint8_t)(sign | (bits > max ? max : bits));
+}
+
 /* Write v as element i of buf in dtype t (integers wrap to their width). */
 static void store(void *buf, size_t i, sluice_datatype_t t, int64_t v)
 {
@@ -315,6 +342,8 @@ static void store(void *buf, size_t i, sluice_datatype_t t, int64_t v)
 	case SLUICE_FLOAT32: ((float *)buf)[i] = (float)v; break;
 	case SLUICE_FLOAT64: ((double *)buf)[i] = (double)v; break;
 	case SLUICE_BFLOAT16: ((uint16_t *)buf)[i] = bf16_of_int(v); break;
+	case SLUICE_FLOAT8_E4M3: ((uint8_t *)buf)[i] = fp8_of_int(v, 3, 7, 0x7e); break;
+	case SLUICE_FLOAT8_E5M2: ((uint8_t *)buf)[i] = fp8_of_int(v, 2, 15, 0x7b); break;
 	default: break;
 	}
 }

@@ -44,7 +44,8 @@ static uint8_t *bufa, *bufb;
 
 static bool is_float(sluice_datatype_t t)
 {
-	return t == SLUICE_FLOAT16 || t == SLUICE_FLOAT32 || t == SLUICE_FLOAT64 || t == SLUICE_BFLOAT16;
+	return t == SLUICE_FLOAT16 || t == SLUICE_FLOAT32 || t == SLUICE_FLOAT64 || t == SLUICE_BFLOAT16 ||
+	       t == SLUICE_FLOAT8_E4M3 || t == SLUICE_FLOAT8_E5M2;
 }
 
 static bool is_unsigned(sluice_datatype_t t)
@@ -91,6 +92,25 @@ static uint16_t float_to_bf16(float f)
 	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* fp8 of a small integer (|v| < 16: exact in both formats). */
+static uint8_t fp8_of_small(float f, unsigned mant_bits, unsigned bias)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if (f == 0)
+		return 0;
+	uint32_t e = ((u >> 23) & 0xffu) - 127u + bias;
+	return (uint8_t)(((u >> 24) & 0x80u) | (e << mant_bits) | ((u & 0x7fffffu) >> (23 - mant_bits)));
+}
+
+/* OCP e4m3: bias 7, 3 mantissa bits, NaN S.1111.111; e5m2 is half's top byte. */
+static double e4m3_value(uint8_t b)
+{
+	int e = (b >> 3) & 15, m = b & 7;
+	double v = (b & 0x7f) == 0x7f ? NAN : e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
+	return b & 0x80 ? -v : v;
+}
+
 static void store(void *buf, size_t i, sluice_datatype_t t, double v)
 {
 	switch (t) {
@@ -104,6 +124,8 @@ static void store(void *buf, size_t i, sluice_datatype_t t, double v)
 	case SLUICE_FLOAT32: ((float *)buf)[i] = (float)v; break;
 	case SLUICE_FLOAT64: ((double *)buf)[i] = v; break;
 	case SLUICE_BFLOAT16: ((uint16_t *)buf)[i] = float_to_bf16((float)v); break;
+	case SLUICE_FLOAT8_E4M3: ((uint8_t *)buf)[i] = fp8_of_small((float)v, 3, 7); break;
+	case SLUICE_FLOAT8_E5M2: ((uint8_t *)buf)[i] = fp8_of_small((float)v, 2, 15); break;
 	default: break;
 	}
 }
@@ -126,6 +148,8 @@ static double load(const void *buf, size_t i, sluice_datatype_t t)
 		memcpy(&f, &u, 4);
 		return f;
 	}
+	case SLUICE_FLOAT8_E4M3: return e4m3_value(((const uint8_t *)buf)[i]);
+	case SLUICE_FLOAT8_E5M2: return half_to_float((uint16_t)(((const uint8_t *)buf)[i] << 8));
 	default: return NAN;
 	}
 }
@@ -210,12 +234,28 @@ static sluice_result_t post(enum coll c, const void *s, void *r, size_t count, s
 
 /* ---- 1: every collective against the reference ---- */
 
+/* Relative error allowed: none where every partial result is exact (the
+ * inputs are small integers), a few roundings' worth for AVG's division and
+ * for e5m2's sums (2 mantissa bits: 9 is already inexact). */
+static double tolerance(sluice_datatype_t t, sluice_redop_t op)
+{
+	bool avg = op == SLUICE_AVG;
+
+	switch (t) {
+	case SLUICE_FLOAT64: return avg ? 1e-12 : 0;
+	case SLUICE_FLOAT32: return avg ? 1e-6 : 0;
+	case SLUICE_FLOAT8_E4M3: return avg ? 0.2 : 0;
+	case SLUICE_FLOAT8_E5M2: return avg || op == SLUICE_SUM ? 0.4 : 0;
+	default: return avg ? 1e-2 : 0;
+	}
+}
+
 static void run_case(enum coll c, size_t count, sluice_datatype_t t, sluice_redop_t op, int root, bool in_place)
 {
 	size_t es = sluice_datatype_size(t), ns, nr, send_at, recv_at, wrong = 0;
 	uint8_t *send, *recv;
 	sluice_req_t *req;
-	double tol = op != SLUICE_AVG ? 0 : t == SLUICE_FLOAT64 ? 1e-12 : t == SLUICE_FLOAT32 ? 1e-6 : 1e-2;
+	double tol = tolerance(t, op);
 
 	sizes(c, count, root, &ns, &nr);
 	in_place = in_place && in_place_at(c, count, root, &send_at, &recv_at);

@@ -47,6 +47,13 @@ typedef enum {
 	SLUICE_FLOAT32 = 7,
 	SLUICE_FLOAT64 = 8,
 	SLUICE_BFLOAT16 = 9,
+	/* OCP 8-bit floats, reduced through float32 and rounded to nearest even.
+	 * A finite result beyond the format's largest finite value saturates to
+	 * it (448 for e4m3, 57344 for e5m2), as NCCL's fp8 reductions do: e4m3
+	 * has no Inf to overflow to, and a saturated sum stays usable.  NaN stays
+	 * NaN (e4m3: S.1111.111); an Inf input stays Inf in e5m2. */
+	SLUICE_FLOAT8_E4M3 = 10,
+	SLUICE_FLOAT8_E5M2 = 11,
 	SLUICE_DATATYPE_COUNT
 } sluice_datatype_t;
 

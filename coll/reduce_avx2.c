@@ -1,0 +1,105 @@
+/*
+ * reduce_avx2.c: the AVX2 kernel family (with F16C), compiled through
+ * function target attributes so that the rest of the build stays baseline;
+ * simd.c only lets these run on a CPU that has both.  The generic loops
+ * vectorize to 256 bits; float16 and bfloat16 have their own loops (the
+ * compiler does not find F16C's conversions), bit for bit the scalar ones.
+ */
+#include "reduce_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,f16c")))
+
+SL_GENERIC_FNS(avx2, AVX2)
+
+/* FMAX and FMIN's NaN rule: pick x where x wins or is a NaN, else y. */
+#define V_PICK(x, y, CMP) \
+	_mm256_blendv_ps((y), (x), _mm256_or_ps(_mm256_cmp_ps((x), (y), CMP), _mm256_cmp_ps((x), (x), _CMP_UNORD_Q)))
+
+/* float16: the hardware's conversions, exact widening and round-to-nearest-
+ * even narrowing (the same bits as sl_half_narrow, NaNs aside: both quiet). */
+AVX2 static inline __m256 f16_widen(const uint8_t *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+AVX2 static inline void f16_narrow(uint8_t *p, __m256 f)
+{
+	_mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* bfloat16: widening is a shift; narrowing rounds to nearest even with
+ * sl_bf16_narrow's integer trick, NaNs made quiet, lane by lane. */
+AVX2 static inline __m256 bf16_widen(const uint8_t *p)
+{
+	__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+AVX2 static inline void bf16_narrow(uint8_t *p, __m256 f)
+{
+	__m256i u = _mm256_castps_si256(f), lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+	__m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+	__m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+	__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+	__m256i r = _mm256_and_si256(_mm256_blendv_epi8(rounded, quiet, nan), _mm256_set1_epi32(0xffff));
+	/* pack the eight 32-bit lanes to 16 bits, in order */
+	__m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+	_mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+
+/* Eight 16-bit elements at a time; the scalar family does the tail. */
+#define NARROW_LOOP(tn, T, OP, VEXPR)                                                        \
+	AVX2 static void tn##_##OP##_avx2(void *dst, const void *pa, const void *pb, size_t n) \
+	{                                                                                    \
+		uint8_t *d = dst;                                                            \
+		const uint8_t *a = pa, *b = pb;                                              \
+		size_t i = 0;                                                                \
+		for (; i + 8 <= n; i += 8) {                                                 \
+			__m256 x = tn##_widen(a + 2 * i), y = tn##_widen(b + 2 * i);         \
+			tn##_narrow(d + 2 * i, (VEXPR));                                     \
+		}                                                                            \
+		sl_kernels_scalar[T][SL_##OP](d + 2 * i, a + 2 * i, b + 2 * i, n - i);       \
+	}
+
+#define NARROW_FNS(tn, T)                                           \
+	NARROW_LOOP(tn, T, SUM, _mm256_add_ps(x, y))                 \
+	NARROW_LOOP(tn, T, PROD, _mm256_mul_ps(x, y))                \
+	NARROW_LOOP(tn, T, MAX, V_PICK(x, y, _CMP_GT_OQ))            \
+	NARROW_LOOP(tn, T, MIN, V_PICK(x, y, _CMP_LT_OQ))
+
+NARROW_FNS(f16, SL_FLOAT16)
+NARROW_FNS(bf16, SL_BFLOAT16)
+
+#define NARROW_ROW(tn) { tn##_SUM_avx2, tn##_PROD_avx2, tn##_MAX_avx2, tn##_MIN_avx2, tn##_SUM_avx2 }
+
+const sl_kernel_table sl_kernels_avx2 = {
+	SL_GENERIC_ROWS(avx2),
+	[SL_FLOAT16] = NARROW_ROW(f16),
+	[SL_BFLOAT16] = NARROW_ROW(bf16),
+};
+
+/* Head bytes up to dst's 32-byte boundary stored plainly, then whole
+ * 32-byte non-temporal stores, then the tail plainly. */
+AVX2 static void stream_avx2(void *dst, const void *src, size_t bytes)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+	size_t head = (32 - ((uintptr_t)d & 31)) & 31;
+
+	head = head < bytes ? head : bytes;
+	memcpy(d, s, head);
+	for (size_t i = head; i + 32 <= bytes; i += 32)
+		_mm256_stream_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
+	size_t done = head + (bytes - head) / 32 * 32;
+	memcpy(d + done, s + done, bytes - done);
+}
+
+const sl_stream_fn sl_stream_avx2 = stream_avx2;
+
+#else
+const sl_kernel_table sl_kernels_avx2 = { { NULL } };
+const sl_stream_fn sl_stream_avx2 = NULL;
+#endif

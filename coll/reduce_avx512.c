@@ -1,0 +1,105 @@
+/*
+ * reduce_avx512.c: the AVX-512 kernel family (F, BW, VL, DQ), compiled
+ * through function target attributes so that the rest of the build stays
+ * baseline; simd.c only lets these run where the CPU has them and the OS
+ * saves the zmm and mask registers.  The generic loops vectorize to 512
+ * bits; float16 and bfloat16 have their own loops, 16 elements a step with
+ * a masked last step, bit for bit the scalar ones.
+ */
+#include "reduce_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")))
+
+SL_GENERIC_FNS(avx512, AVX512)
+
+/* FMAX and FMIN's NaN rule: pick x where x wins or is a NaN, else y. */
+#define V_PICK(x, y, CMP) \
+	_mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), (y), CMP) | _mm512_cmp_ps_mask((x), (x), _CMP_UNORD_Q), (y), (x))
+
+/* float16: the hardware's conversions (exact widening, round to nearest even). */
+AVX512 static inline __m512 f16_widen(__m256i h)
+{
+	return _mm512_cvtph_ps(h);
+}
+
+AVX512 static inline __m256i f16_narrow(__m512 f)
+{
+	return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+/* bfloat16: widening is a shift; narrowing is sl_bf16_narrow's integer
+ * rounding, NaNs made quiet.  (AVX512_BF16's VCVTNEPS2BF16 would flush
+ * subnormals to zero, so it is not used.) */
+AVX512 static inline __m512 bf16_widen(__m256i h)
+{
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+AVX512 static inline __m256i bf16_narrow(__m512 f)
+{
+	__m512i u = _mm512_castps_si512(f), hi = _mm512_srli_epi32(u, 16);
+	__m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+	__m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+	__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+						_mm512_set1_epi32(0x7f800000));
+	__m512i r = _mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x40));
+	return _mm512_cvtepi32_epi16(r); /* keeps each lane's low 16 bits */
+}
+
+/* Sixteen 16-bit elements a step; the last step masked to what is left. */
+#define NARROW_LOOP(tn, OP, VEXPR)                                                             \
+	AVX512 static void tn##_##OP##_avx512(void *dst, const void *pa, const void *pb, size_t n) \
+	{                                                                                      \
+		uint8_t *d = dst;                                                              \
+		const uint8_t *a = pa, *b = pb;                                                \
+		for (size_t i = 0; i < n; i += 16) {                                           \
+			__mmask16 m = (__mmask16)(n - i >= 16 ? 0xffffu : (1u << (n - i)) - 1);  \
+			__m512 x = tn##_widen(_mm256_maskz_loadu_epi16(m, a + 2 * i));         \
+			__m512 y = tn##_widen(_mm256_maskz_loadu_epi16(m, b + 2 * i));         \
+			_mm256_mask_storeu_epi16(d + 2 * i, m, tn##_narrow(VEXPR));            \
+		}                                                                              \
+	}
+
+#define NARROW_FNS(tn)                                           \
+	NARROW_LOOP(tn, SUM, _mm512_add_ps(x, y))                 \
+	NARROW_LOOP(tn, PROD, _mm512_mul_ps(x, y))                \
+	NARROW_LOOP(tn, MAX, V_PICK(x, y, _CMP_GT_OQ))            \
+	NARROW_LOOP(tn, MIN, V_PICK(x, y, _CMP_LT_OQ))
+
+NARROW_FNS(f16)
+NARROW_FNS(bf16)
+
+#define NARROW_ROW(tn) { tn##_SUM_avx512, tn##_PROD_avx512, tn##_MAX_avx512, tn##_MIN_avx512, tn##_SUM_avx512 }
+
+const sl_kernel_table sl_kernels_avx512 = {
+	SL_GENERIC_ROWS(avx512),
+	[SL_FLOAT16] = NARROW_ROW(f16),
+	[SL_BFLOAT16] = NARROW_ROW(bf16),
+};
+
+/* Head bytes up to dst's cache line stored with a masked store, then whole
+ * lines with non-temporal stores, then the tail masked. */
+AVX512 static void stream_avx512(void *dst, const void *src, size_t bytes)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+	size_t head = (64 - ((uintptr_t)d & 63)) & 63, i;
+
+	head = head < bytes ? head : bytes;
+	__mmask64 m = _cvtu64_mask64((UINT64_C(1) << head) - 1); /* head < 64 */
+	_mm512_mask_storeu_epi8(d, m, _mm512_maskz_loadu_epi8(m, s));
+	for (i = head; i + 64 <= bytes; i += 64)
+		_mm512_stream_si512((__m512i *)(d + i), _mm512_loadu_si512(s + i));
+	m = _cvtu64_mask64((UINT64_C(1) << (bytes - i)) - 1); /* bytes - i < 64 */
+	_mm512_mask_storeu_epi8(d + i, m, _mm512_maskz_loadu_epi8(m, s + i));
+}
+
+const sl_stream_fn sl_stream_avx512 = stream_avx512;
+
+#else
+const sl_kernel_table sl_kernels_avx512 = { { NULL } };
+const sl_stream_fn sl_stream_avx512 = NULL;
+#endif

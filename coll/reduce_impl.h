@@ -1,0 +1,241 @@
+/*
+ * reduce_impl.h: what coll/'s reduction files share, private to coll/.
+ *
+ * The element conversions of the narrow float types, the element operations,
+ * and the loop generators.  Each kernel family (reduce_scalar.c,
+ * reduce_avx2.c, reduce_avx512.c) instantiates the same generic loops under
+ * its own target attribute, so that the compiler vectorizes one source for
+ * each instruction set; the families add hand-written loops only where the
+ * compiler's code is poor (float16, bfloat16).
+ */
+#ifndef SLUICE_REDUCE_IMPL_H
+#define SLUICE_REDUCE_IMPL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "reduce.h"
+
+typedef void (*sl_reduce_fn)(void *dst, const void *a, const void *b, size_t n);
+typedef sl_reduce_fn sl_kernel_table[SL_DTYPE_COUNT][SL_REDOP_COUNT];
+
+/* One family's kernels; an empty entry falls back to the family below. */
+extern const sl_kernel_table sl_kernels_scalar, sl_kernels_avx2, sl_kernels_avx512;
+
+/* Copies bytes to dst with non-temporal stores (dst's cache lines are not
+ * read first), for results too large to stay in cache; NULL where the
+ * family has none.  Callers fence (sl_stream_fence) before others read. */
+typedef void (*sl_stream_fn)(void *dst, const void *src, size_t bytes);
+extern const sl_stream_fn sl_stream_avx2, sl_stream_avx512;
+
+/* Orders the non-temporal stores before whatever the caller stores next
+ * (the engine's completion), which plain release stores do not. */
+static inline void sl_stream_fence(void)
+{
+#if defined(__x86_64__)
+	__builtin_ia32_sfence();
+#endif
+}
+
+/* The family sl_reduce runs (simd.c): every (type, op) resolved. */
+struct sl_dispatch {
+	sl_kernel_table fn;
+	sl_stream_fn stream; /* NULL: no non-temporal stores */
+	enum sl_simd simd;
+};
+
+const struct sl_dispatch *sl_dispatch_active(void);
+
+/* ---- float16 / bfloat16 / fp8 conversions ----
+ * Written as selects between fully computed cases, not branches, so that the
+ * compiler can vectorize the loops that use them. */
+
+static inline float sl_bits_to_float(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline uint32_t sl_float_to_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+/* IEEE binary16 -> binary32; exact for every value, NaN payloads kept. */
+static inline float sl_half_widen(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+	uint32_t em = h & 0x7fffu; /* exponent and mantissa */
+	uint32_t normal = (em << 13) + ((127u - 15u) << 23);
+	uint32_t inf_nan = (em << 13) | 0x7f800000u;
+	/* zero or subnormal: mant * 2^-24, exact in float */
+	uint32_t sub = sl_float_to_bits((float)(int32_t)em * 0x1p-24f);
+
+	return sl_bits_to_float(sign | (em >= 0x7c00u ? inf_nan : em >= 0x0400u ? normal : sub));
+}
+
+/* binary32 -> binary16, round to nearest even; NaN stays a (quiet) NaN. */
+static inline uint16_t sl_half_narrow(float f)
+{
+	uint32_t u = sl_float_to_bits(f);
+	uint32_t sign = (u >> 16) & 0x8000u, abs = u & 0x7fffffffu;
+	uint32_t nan = 0x7e00u | ((abs >> 13) & 0x3ffu); /* top payload bits, quiet */
+	/* normal: rebias 127 -> 15 and round off 13 bits; adding 0xfff plus the
+	 * kept lsb rounds to even, and a carry bumps the exponent as it should */
+	uint32_t v = abs - ((127u - 15u) << 23);
+	uint32_t normal = (v + 0xfffu + ((v >> 13) & 1u)) >> 13;
+	/* below 2^-14: adding 0.5 makes the FPU round |f| to a multiple of 2^-24
+	 * (0.5's ulp), to nearest even; the low bits are then the half's bits */
+	uint32_t sub = sl_float_to_bits(sl_bits_to_float(abs) + 0.5f) - 0x3f000000u;
+	uint32_t r = abs > 0x7f800000u ? nan
+		     : abs >= 0x477ff000u ? 0x7c00u /* >= 65520 rounds past 65504: Inf */
+		     : abs >= 0x38800000u ? normal : sub;
+
+	return (uint16_t)(sign | r);
+}
+
+static inline float sl_bf16_widen(uint16_t h)
+{
+	return sl_bits_to_float((uint32_t)h << 16);
+}
+
+/* binary32 -> bfloat16, round to nearest even; NaN stays a (quiet) NaN. */
+static inline uint16_t sl_bf16_narrow(float f)
+{
+	uint32_t u = sl_float_to_bits(f);
+
+	/* Adding 0x7fff plus the kept lsb rounds to even; it carries into the
+	 * exponent (and up to Inf) exactly when rounding should. */
+	uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+
+	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
+}
+
+/* OCP e4m3: bias 7, 3 mantissa bits, no Inf, NaN is S.1111.111, max 448. */
+static inline float sl_e4m3_widen(uint8_t b)
+{
+	uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+	uint32_t em = b & 0x7fu;
+	uint32_t normal = (em << 20) + ((127u - 7u) << 23);
+	uint32_t sub = sl_float_to_bits((float)(int32_t)em * 0x1p-9f); /* mant * 2^-9 */
+
+	return sl_bits_to_float(sign | (em == 0x7fu ? 0x7fc00000u : em >= 0x08u ? normal : sub));
+}
+
+/* binary32 -> e4m3, round to nearest even, saturating (reduce.h says why). */
+static inline uint8_t sl_e4m3_narrow(float f)
+{
+	uint32_t u = sl_float_to_bits(f);
+	uint32_t sign = (u >> 24) & 0x80u, abs = u & 0x7fffffffu;
+	uint32_t v = abs - ((127u - 7u) << 23);
+	uint32_t normal = (v + 0x7ffffu + ((v >> 20) & 1u)) >> 20;
+	/* below 2^-6: 16384's ulp is 2^-9, e4m3's subnormal step (as in sl_half_narrow) */
+	uint32_t sub = sl_float_to_bits(sl_bits_to_float(abs) + 16384.0f) - 0x46800000u;
+	uint32_t r = abs > 0x7f800000u ? 0x7fu
+		     : abs > 0x43e00000u ? 0x7eu /* beyond 448, Inf too: saturate */
+		     : abs >= 0x3c800000u ? normal : sub;
+
+	return (uint8_t)(sign | r);
+}
+
+/* OCP e5m2 is binary16's top byte: IEEE-like, Inf and NaN, max 57344. */
+static inline float sl_e5m2_widen(uint8_t b)
+{
+	return sl_half_widen((uint16_t)(b << 8));
+}
+
+/* binary32 -> e5m2, round to nearest even, saturating finite values. */
+static inline uint8_t sl_e5m2_narrow(float f)
+{
+	uint32_t u = sl_float_to_bits(f);
+	uint32_t sign = (u >> 24) & 0x80u, abs = u & 0x7fffffffu;
+	uint32_t v = abs - ((127u - 15u) << 23);
+	uint32_t normal = (v + 0xfffffu + ((v >> 21) & 1u)) >> 21;
+	/* below 2^-14: 128's ulp is 2^-16, e5m2's subnormal step */
+	uint32_t sub = sl_float_to_bits(sl_bits_to_float(abs) + 128.0f) - 0x43000000u;
+	uint32_t r = abs > 0x7f800000u ? 0x7eu
+		     : abs == 0x7f800000u ? 0x7cu
+		     : abs > 0x47600000u ? 0x7bu /* beyond 57344: saturate */
+		     : abs >= 0x38800000u ? normal : sub;
+
+	return (uint8_t)(sign | r);
+}
+
+/* ---- the element operations ---- */
+
+/* NaN-propagating max and min: a NaN on either side gives a NaN. */
+#define SL_FMAX(x, y) (((x) > (y) || (x) != (x)) ? (x) : (y))
+#define SL_FMIN(x, y) (((x) < (y) || (x) != (x)) ? (x) : (y))
+#define SL_IMAX(x, y) ((x) > (y) ? (x) : (y))
+#define SL_IMIN(x, y) ((x) < (y) ? (x) : (y))
+
+static inline float sl_wide_add(float x, float y) { return x + y; }
+static inline float sl_wide_mul(float x, float y) { return x * y; }
+static inline float sl_wide_max(float x, float y) { return SL_FMAX(x, y); }
+static inline float sl_wide_min(float x, float y) { return SL_FMIN(x, y); }
+
+/* ---- loop generators ----
+ * SL_LOOP makes one loop: d[i] = EXPR(x = a[i], y = b[i]).  Elements are
+ * read through 1-aligned types: a packet's payload sits 90 bytes into its
+ * frame, so it is rarely aligned to its element size (x86 loads unaligned
+ * at full speed).  Names end in the family's suffix, ATTR is its target. */
+#define SL_LOOP(name, ATTR, T, EXPR)                                          \
+	ATTR static void name(void *dst, const void *pa, const void *pb, size_t n) \
+	{                                                                     \
+		typedef T __attribute__((aligned(1))) UT;                     \
+		UT *d = dst;                                                  \
+		const UT *a = pa, *b = pb;                                    \
+		for (size_t i = 0; i < n; i++) {                              \
+			T x = a[i], y = b[i];                                 \
+			d[i] = (EXPR);                                        \
+		}                                                             \
+	}
+
+/* Integers: sum and prod in the unsigned twin, so signed overflow wraps
+ * instead of being undefined. */
+#define SL_INT_FNS(tn, F, ATTR, T, U)                          \
+	SL_LOOP(tn##_sum_##F, ATTR, T, (T)((U)x + (U)y))        \
+	SL_LOOP(tn##_prod_##F, ATTR, T, (T)((U)x * (U)y))       \
+	SL_LOOP(tn##_max_##F, ATTR, T, SL_IMAX(x, y))           \
+	SL_LOOP(tn##_min_##F, ATTR, T, SL_IMIN(x, y))
+
+#define SL_FLOAT_FNS(tn, F, ATTR, T)                   \
+	SL_LOOP(tn##_sum_##F, ATTR, T, x + y)           \
+	SL_LOOP(tn##_prod_##F, ATTR, T, x * y)          \
+	SL_LOOP(tn##_max_##F, ATTR, T, SL_FMAX(x, y))   \
+	SL_LOOP(tn##_min_##F, ATTR, T, SL_FMIN(x, y))
+
+/* Narrow floats: widen, reduce in float32, round back. */
+#define SL_WIDENED_FNS(tn, F, ATTR, T, TO, FROM)                             \
+	SL_LOOP(tn##_sum_##F, ATTR, T, FROM(sl_wide_add(TO(x), TO(y))))       \
+	SL_LOOP(tn##_prod_##F, ATTR, T, FROM(sl_wide_mul(TO(x), TO(y))))      \
+	SL_LOOP(tn##_max_##F, ATTR, T, FROM(sl_wide_max(TO(x), TO(y))))       \
+	SL_LOOP(tn##_min_##F, ATTR, T, FROM(sl_wide_min(TO(x), TO(y))))
+
+/* The types every family vectorizes from the generic loops. */
+#define SL_GENERIC_FNS(F, ATTR)                                              \
+	SL_INT_FNS(i8, F, ATTR, int8_t, uint8_t)                             \
+	SL_INT_FNS(u8, F, ATTR, uint8_t, uint8_t)                            \
+	SL_INT_FNS(i32, F, ATTR, int32_t, uint32_t)                          \
+	SL_INT_FNS(u32, F, ATTR, uint32_t, uint32_t)                         \
+	SL_INT_FNS(i64, F, ATTR, int64_t, uint64_t)                          \
+	SL_INT_FNS(u64, F, ATTR, uint64_t, uint64_t)                         \
+	SL_FLOAT_FNS(f32, F, ATTR, float)                                    \
+	SL_FLOAT_FNS(f64, F, ATTR, double)                                   \
+	SL_WIDENED_FNS(e4m3, F, ATTR, uint8_t, sl_e4m3_widen, sl_e4m3_narrow) \
+	SL_WIDENED_FNS(e5m2, F, ATTR, uint8_t, sl_e5m2_widen, sl_e5m2_narrow)
+
+/* A table row; AVG reduces as SUM (sl_scale_avg divides once at the end). */
+#define SL_ROW(tn, F) { tn##_sum_##F, tn##_prod_##F, tn##_max_##F, tn##_min_##F, tn##_sum_##F }
+
+#define SL_GENERIC_ROWS(F)                                                      \
+	[SL_INT8] = SL_ROW(i8, F), [SL_UINT8] = SL_ROW(u8, F),                 \
+	[SL_INT32] = SL_ROW(i32, F), [SL_UINT32] = SL_ROW(u32, F),             \
+	[SL_INT64] = SL_ROW(i64, F), [SL_UINT64] = SL_ROW(u64, F),             \
+	[SL_FLOAT32] = SL_ROW(f32, F), [SL_FLOAT64] = SL_ROW(f64, F),          \
+	[SL_FLOAT8_E4M3] = SL_ROW(e4m3, F), [SL_FLOAT8_E5M2] = SL_ROW(e5m2, F)
+
+#endif
