@@ -1,10 +1,13 @@
 /*
- * test_reduce.c: coll/reduce against independent references.
+ * test_reduce.c: coll/reduce against independent references, through every
+ * kernel family this CPU has (scalar, AVX2, AVX-512; sl_simd_select).
  *
  * Integers are checked against 64-bit wrapping arithmetic truncated to the
  * type; floating types against float64 arithmetic rounded once to the type.
- * The float16/bfloat16 reference rounds by binary search over the bit
- * patterns, so it shares no code or trick with the conversions under test.
+ * The 16- and 8-bit float references decode patterns with ldexp and round
+ * by binary search over the patterns, so they share no code or trick with
+ * the conversions under test.  fp8 is checked on every pair of its 256
+ * values.
  */
 #include <float.h>
 #include <math.h>
@@ -51,24 +54,50 @@ static double bf16_value(uint16_t h)
 	return f;
 }
 
-struct fmt16 {
+/* OCP fp8: e4m3 (bias 7, no Inf, NaN S.1111.111), e5m2 (bias 15, IEEE-like). */
+static double e4m3_value(uint16_t b)
+{
+	int e = (b >> 3) & 15, m = b & 7;
+	double v = (b & 0x7f) == 0x7f ? NAN : e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
+
+	return (b & 0x80) ? -v : v;
+}
+
+static double e5m2_value(uint16_t b)
+{
+	int e = (b >> 2) & 31, m = b & 3;
+	double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -16) : ldexp(4 + m, e - 17);
+
+	return (b & 0x80) ? -v : v;
+}
+
+struct fmt {
 	double (*value)(uint16_t);
+	uint16_t sign;       /* the sign bit */
 	uint16_t max_finite; /* largest finite positive pattern */
-	uint16_t inf;
+	uint16_t inf;        /* 0: none */
+	uint16_t nan;        /* the quiet NaN the reference writes */
+	bool saturate;       /* finite overflow gives max_finite, not Inf */
 	double overflow;     /* |x| at or above this rounds to Inf (a tie goes to Inf, the even side) */
 };
 
-static const struct fmt16 HALF = { half_value, 0x7bff, 0x7c00, 65520.0 };
-static const struct fmt16 BF16 = { bf16_value, 0x7f7f, 0x7f80, 0x1.ffp+127 };
+static const struct fmt HALF = { half_value, 0x8000, 0x7bff, 0x7c00, 0x7e00, false, 65520.0 };
+static const struct fmt BF16 = { bf16_value, 0x8000, 0x7f7f, 0x7f80, 0x7fc0, false, 0x1.ffp+127 };
+static const struct fmt E4M3 = { e4m3_value, 0x80, 0x7e, 0, 0x7f, true, 0 };
+static const struct fmt E5M2 = { e5m2_value, 0x80, 0x7b, 0x7c, 0x7e, true, 0 };
 
-/* Round x (not NaN) to the nearest pattern, ties to the even one. */
-static uint16_t round16(const struct fmt16 *f, double x)
+/* Round x to the nearest pattern, ties to the even one. */
+static uint16_t round_fmt(const struct fmt *f, double x)
 {
-	uint16_t sign = signbit(x) ? 0x8000 : 0;
+	uint16_t sign = signbit(x) ? f->sign : 0;
 	double a = fabs(x);
 
-	if (a >= f->overflow)
+	if (isnan(x))
+		return f->nan;
+	if (isinf(a) && f->inf)
 		return sign | f->inf;
+	if (f->saturate ? a > f->value(f->max_finite) : a >= f->overflow)
+		return sign | (f->saturate ? f->max_finite : f->inf);
 	unsigned lo = 0, hi = f->max_finite; /* largest pattern with value <= a */
 	while (lo < hi) {
 		unsigned mid = (lo + hi + 1) / 2;
@@ -82,6 +111,18 @@ static uint16_t round16(const struct fmt16 *f, double x)
 	double below = a - f->value((uint16_t)lo), above = f->value((uint16_t)(lo + 1)) - a;
 	bool up = above < below || (above == below && (lo & 1));
 	return sign | (uint16_t)(lo + up);
+}
+
+/* The narrow float format of t, or NULL. */
+static const struct fmt *narrow_fmt(enum sl_dtype t)
+{
+	switch (t) {
+	case SL_FLOAT16: return &HALF;
+	case SL_BFLOAT16: return &BF16;
+	case SL_FLOAT8_E4M3: return &E4M3;
+	case SL_FLOAT8_E5M2: return &E5M2;
+	default: return NULL;
+	}
 }
 
 /* ---- typed element access ---- */
@@ -112,31 +153,25 @@ static uint64_t get_int(const void *buf, size_t i, enum sl_dtype t)
 
 static double get_float(const void *buf, size_t i, enum sl_dtype t)
 {
-	switch (t) {
-	case SL_FLOAT16: return half_value(((const uint16_t *)buf)[i]);
-	case SL_BFLOAT16: return bf16_value(((const uint16_t *)buf)[i]);
-	case SL_FLOAT32: return ((const float *)buf)[i];
-	default: return ((const double *)buf)[i];
-	}
+	const struct fmt *f = narrow_fmt(t);
+
+	if (f)
+		return f->value(sl_dtype_size(t) == 1 ? ((const uint8_t *)buf)[i] : ((const uint16_t *)buf)[i]);
+	return t == SL_FLOAT32 ? ((const float *)buf)[i] : ((const double *)buf)[i];
 }
 
 /* Store x rounded once to t into out (one element). */
 static void put_float(void *out, double x, enum sl_dtype t)
 {
-	uint16_t h;
-	float f;
+	const struct fmt *nf = narrow_fmt(t);
+	float f = (float)x;
 
-	switch (t) {
-	case SL_FLOAT16:
-	case SL_BFLOAT16:
-		h = isnan(x) ? 0x7e00 : round16(t == SL_FLOAT16 ? &HALF : &BF16, x);
-		memcpy(out, &h, 2);
-		break;
-	case SL_FLOAT32:
-		f = (float)x;
+	if (nf) {
+		uint16_t h = round_fmt(nf, x); /* little-endian: the low byte for fp8 */
+		memcpy(out, &h, sl_dtype_size(t));
+	} else if (t == SL_FLOAT32) {
 		memcpy(out, &f, 4);
-		break;
-	default:
+	} else {
 		memcpy(out, &x, 8);
 	}
 }
@@ -229,7 +264,7 @@ static void fill_random(void *buf, size_t n, enum sl_dtype t)
 			memcpy(p, &v, es);
 		} else if (kind == 0) {
 			put_float(p, float_edge(), t);
-		} else if (kind == 1 || t == SL_FLOAT16 || t == SL_BFLOAT16) {
+		} else if (kind == 1 || narrow_fmt(t)) {
 			memcpy(p, &r, es); /* any bit pattern: NaNs, Infs, subnormals */
 		} else {
 			put_float(p, float_moderate(), t);
@@ -237,48 +272,196 @@ static void fill_random(void *buf, size_t n, enum sl_dtype t)
 	}
 }
 
+/* ---- every kernel family ---- */
+
+/* Whether got and want hold the same bits, or both a NaN of type t. */
+static bool same_result(const unsigned char *got, const unsigned char *want, size_t i, enum sl_dtype t)
+{
+	size_t es = sl_dtype_size(t);
+
+	if (!is_int(t) && isnan(get_float(got, i, t)) && isnan(get_float(want, i, t)))
+		return true;
+	return memcmp(got + i * es, want + i * es, es) == 0;
+}
+
 /* ---- tests ---- */
 
 enum alias { ALIAS_NONE, ALIAS_DST_A, ALIAS_DST_B };
 
-/* One (type, op, count, aliasing) case; a guard element after the end
- * must come out untouched. */
-static void check_case(enum sl_dtype t, enum sl_redop op, size_t n, enum alias al)
+/* One (type, op, count, aliasing, misalignment) case in the active family:
+ * every element against the reference and against the scalar family's bits
+ * (NaN for NaN); a guard element after the end must come out untouched.
+ * Operands start skew, 2 * skew and 3 * skew bytes past an 8-byte boundary. */
+static void check_case(enum sl_dtype t, enum sl_redop op, size_t n, enum alias al, size_t skew)
 {
-	size_t es = sl_dtype_size(t), bytes = (n + 1) * es;
-	unsigned char *a = malloc(bytes), *b = malloc(bytes), *d = malloc(bytes);
-	unsigned char *a0 = malloc(bytes), *b0 = malloc(bytes);
+	size_t es = sl_dtype_size(t), bytes = (n + 1) * es, room = bytes + 32;
+	unsigned char *ma = malloc(room), *mb = malloc(room), *md = malloc(room);
+	unsigned char *a0 = malloc(bytes), *b0 = malloc(bytes), *got = malloc(bytes), *ref = malloc(bytes);
+	enum sl_simd family = sl_simd_active();
 
-	assert_non_null(a && b && d && a0 && b0);
-	fill_random(a, n + 1, t);
-	fill_random(b, n + 1, t);
+	assert_non_null(ma && mb && md && a0 && b0 && got && ref);
+	unsigned char *a = ma + skew, *b = mb + 2 * skew, *d = md + 3 * skew;
+	fill_random(a0, n + 1, t);
+	fill_random(b0, n + 1, t);
+	memcpy(a, a0, bytes);
+	memcpy(b, b0, bytes);
 	memset(d, 0xa5, bytes);
-	memcpy(a0, a, bytes);
-	memcpy(b0, b, bytes);
 	unsigned char *dst = al == ALIAS_DST_A ? a : al == ALIAS_DST_B ? b : d;
 	sl_reduce(dst, a, b, n, t, op);
-	for (size_t i = 0; i < n; i++)
-		if (!element_ok(dst, i, t, op, a0, b0))
-			fail_msg("%s %s n=%zu alias=%d: element %zu wrong", sl_dtype_name(t),
-				 sl_redop_name(op), n, al, i);
+	memcpy(got, dst, bytes); /* aligned, for the typed reads below */
+	memcpy(a, a0, bytes);
+	memcpy(b, b0, bytes);
+	assert_true(sl_simd_select(SL_SIMD_SCALAR));
+	sl_reduce(ref, a, b, n, t, op);
+	assert_true(sl_simd_select(family));
+	for (size_t i = 0; i < n; i++) {
+		if (!element_ok(got, i, t, op, a0, b0))
+			fail_msg("%s: %s %s n=%zu alias=%d skew=%zu: element %zu wrong", sl_simd_name(family),
+				 sl_dtype_name(t), sl_redop_name(op), n, al, skew, i);
+		if (!same_result(got, ref, i, t))
+			fail_msg("%s: %s %s n=%zu: element %zu differs from the scalar family's", sl_simd_name(family),
+				 sl_dtype_name(t), sl_redop_name(op), n, i);
+	}
 	const unsigned char *guard = al == ALIAS_DST_A ? a0 : al == ALIAS_DST_B ? b0 : NULL;
 	unsigned char poison[8];
 	memset(poison, 0xa5, sizeof(poison));
-	assert_memory_equal(dst + n * es, guard ? guard + n * es : poison, es);
-	free(a), free(b), free(d), free(a0), free(b0);
+	assert_memory_equal(got + n * es, guard ? guard + n * es : poison, es);
+	free(ma), free(mb), free(md), free(a0), free(b0), free(got), free(ref);
 }
+
+/* Runs body once in every family this CPU has, then restores the best. */
+#define FOR_EACH_FAMILY(s) for (enum sl_simd s = SL_SIMD_SCALAR; s <= sl_simd_best() && sl_simd_select(s); s++)
 
 static void test_all_types_and_ops(void **state)
 {
-	const size_t counts[] = { 0, 1, 7, 1000 };
+	const size_t counts[] = { 0, 1, 7, 33, 1000 };
 	(void)state;
 
 	rng_state = 0x5eed0001;
-	for (int t = 0; t < SL_DTYPE_COUNT; t++)
-		for (int op = 0; op < SL_REDOP_COUNT; op++)
-			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
-				for (int al = ALIAS_NONE; al <= ALIAS_DST_B; al++)
-					check_case(t, op, counts[c], al);
+	FOR_EACH_FAMILY(s)
+		for (int t = 0; t < SL_DTYPE_COUNT; t++)
+			for (int op = 0; op < SL_REDOP_COUNT; op++)
+				for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+					for (int al = ALIAS_NONE; al <= ALIAS_DST_B; al++)
+						check_case(t, op, counts[c], al, (c + (size_t)al) % 4);
+	sl_simd_select(sl_simd_best());
+}
+
+/* Many random bit patterns through the narrow floats' vector conversions. */
+static void test_narrow_floats_large(void **state)
+{
+	const enum sl_dtype narrow[] = { SL_FLOAT16, SL_BFLOAT16, SL_FLOAT8_E4M3, SL_FLOAT8_E5M2 };
+	(void)state;
+
+	rng_state = 0x5eed0005;
+	FOR_EACH_FAMILY(s)
+		for (size_t t = 0; t < sizeof(narrow) / sizeof(narrow[0]); t++)
+			for (int op = 0; op < SL_AVG; op++)
+				check_case(narrow[t], op, 40000 + (size_t)op, ALIAS_NONE, (size_t)op);
+	sl_simd_select(sl_simd_best());
+}
+
+/* fp8: every pair of the 256 values, each op, each family. */
+static void test_fp8_every_pair(void **state)
+{
+	static uint8_t a[65536], b[65536], d[65536];
+	const enum sl_dtype types[] = { SL_FLOAT8_E4M3, SL_FLOAT8_E5M2 };
+	(void)state;
+
+	for (uint32_t i = 0; i < 65536; i++)
+		a[i] = (uint8_t)i, b[i] = (uint8_t)(i >> 8);
+	FOR_EACH_FAMILY(s)
+		for (size_t t = 0; t < 2; t++)
+			for (int op = 0; op < SL_AVG; op++) {
+				sl_reduce(d, a, b, 65536, types[t], op);
+				for (size_t i = 0; i < 65536; i++)
+					if (!element_ok(d, i, types[t], op, a, b))
+						fail_msg("%s: %s %s of 0x%02x and 0x%02x gave 0x%02x", sl_simd_name(s),
+							 sl_dtype_name(types[t]), sl_redop_name(op), a[i], b[i], d[i]);
+			}
+	sl_simd_select(sl_simd_best());
+}
+
+/* fp8 conversions: all 256 values widen exactly and round-trip; narrowing
+ * rounds to nearest even and saturates, on chosen and random floats. */
+static void test_fp8_conversions(void **state)
+{
+	(void)state;
+	for (unsigned v = 0; v < 256; v++) {
+		double w4 = e4m3_value((uint16_t)v), w5 = e5m2_value((uint16_t)v);
+		float f4 = sl_e4m3_to_float((uint8_t)v), f5 = sl_e5m2_to_float((uint8_t)v);
+		assert_true(isnan(w4) ? isnan(f4) : (double)f4 == w4 && !signbit(f4) == !signbit(w4));
+		assert_true(isnan(w5) ? isnan(f5) : (double)f5 == w5 && !signbit(f5) == !signbit(w5));
+		if (isnan(w4))
+			assert_int_equal(sl_float_to_e4m3(f4) & 0x7f, 0x7f);
+		else
+			assert_int_equal(sl_float_to_e4m3(f4), v);
+		if (isnan(w5))
+			assert_true(isnan(e5m2_value(sl_float_to_e5m2(f5))));
+		else
+			assert_int_equal(sl_float_to_e5m2(f5), v);
+	}
+	static const struct { float in; uint8_t e4m3, e5m2; } cases[] = {
+		{ 448.0f, 0x7e, 0x5f }, { 449.0f, 0x7e, 0x5f }, { 1e9f, 0x7e, 0x7b }, { -1e9f, 0xfe, 0xfb },
+		{ INFINITY, 0x7e, 0x7c }, { -INFINITY, 0xfe, 0xfc }, { 57344.0f, 0x7e, 0x7b }, { 61440.0f, 0x7e, 0x7b },
+		{ 0x1p-10f, 0x00, 0x14 }, { 0x3p-10f, 0x02, 0x1a }, { 0x1p-17f, 0x00, 0x00 }, { 0x1.000002p-17f, 0x00, 0x01 },
+		{ 1.0625f, 0x38, 0x3c }, { 1.1875f, 0x3a, 0x3d }, { -0.0f, 0x80, 0x80 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(sl_float_to_e4m3(cases[i].in), cases[i].e4m3);
+		assert_int_equal(sl_float_to_e5m2(cases[i].in), cases[i].e5m2);
+	}
+	rng_state = 0x5eed0006;
+	for (int i = 0; i < 200000; i++) {
+		uint32_t u = (uint32_t)rng();
+		float f;
+		memcpy(&f, &u, 4);
+		if (isnan(f))
+			continue;
+		if (i & 1) /* most samples in and around the fp8 exponent range */
+			f = ldexpf(frexpf(f, &(int){0}), (int)(rng() % 44) - 26);
+		assert_int_equal(sl_float_to_e4m3(f), round_fmt(&E4M3, f));
+		assert_int_equal(sl_float_to_e5m2(f), round_fmt(&E5M2, f));
+	}
+}
+
+/* Results beyond the streaming threshold (4 MiB) go out through
+ * non-temporal stores: the same bits as the scalar family, skewed and in
+ * place too. */
+static void test_streaming(void **state)
+{
+	const size_t n = (5u << 20) / 4 + 1001;
+	(void)state;
+
+	rng_state = 0x5eed0007;
+	FOR_EACH_FAMILY(s) {
+		check_case(SL_FLOAT32, SL_SUM, n, ALIAS_NONE, 1);
+		check_case(SL_FLOAT32, SL_MAX, n, ALIAS_DST_A, 4);
+		check_case(SL_BFLOAT16, SL_SUM, 2 * n, ALIAS_DST_B, 2);
+	}
+	sl_simd_select(sl_simd_best());
+}
+
+/* The best family is active at start; stepping down works, stepping up past
+ * what the CPU has is refused and changes nothing. */
+static void test_simd_select(void **state)
+{
+	enum sl_simd s;
+	(void)state;
+
+	assert_int_equal(sl_simd_active(), sl_simd_best());
+	print_message("kernel families here: scalar up to %s\n", sl_simd_name(sl_simd_best()));
+	for (int i = 0; i < SL_SIMD_COUNT; i++) {
+		assert_true(sl_simd_parse(sl_simd_name((enum sl_simd)i), &s));
+		assert_int_equal(s, i);
+		assert_int_equal(sl_simd_select(s), s <= sl_simd_best());
+		assert_int_equal(sl_simd_active(), s <= sl_simd_best() ? s : sl_simd_best());
+		sl_simd_select(sl_simd_best());
+	}
+	assert_false(sl_simd_parse("sse", &s));
+	assert_false(sl_simd_parse(NULL, &s));
+	assert_false(sl_simd_select(SL_SIMD_COUNT));
+	assert_string_equal(sl_simd_name(SL_SIMD_COUNT), "unknown");
 }
 
 /* Unaligned starting elements exercise the vector loops' peeling. */
@@ -373,8 +556,8 @@ static void test_narrowing(void **state)
 		/* half cares about a narrow exponent band: pull most samples into it */
 		if (i & 1)
 			f = ldexpf(frexpf(f, &(int){0}), (int)(rng() % 48) - 30);
-		assert_int_equal(sl_float_to_half(f), round16(&HALF, f));
-		assert_int_equal(sl_float_to_bf16(f), round16(&BF16, f));
+		assert_int_equal(sl_float_to_half(f), round_fmt(&HALF, f));
+		assert_int_equal(sl_float_to_bf16(f), round_fmt(&BF16, f));
 	}
 }
 
@@ -431,7 +614,12 @@ static void test_names_and_sizes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_simd_select),
 		cmocka_unit_test(test_all_types_and_ops),
+		cmocka_unit_test(test_narrow_floats_large),
+		cmocka_unit_test(test_fp8_every_pair),
+		cmocka_unit_test(test_fp8_conversions),
+		cmocka_unit_test(test_streaming),
 		cmocka_unit_test(test_offsets),
 		cmocka_unit_test(test_count_zero_null),
 		cmocka_unit_test(test_half_round_trip),
