@@ -16,8 +16,6 @@
  * the result stays cached for the schedule's next step (a packet is a few
  * KiB, so the engine's calls never stream). */
 #define STREAM_MIN_BYTES (4u << 20)
-/* Results are reduced into a block of this size in L1, then streamed. */
-#define STREAM_BLOCK 4096
 
 static const size_t dtype_sizes[SL_DTYPE_COUNT] = {
 	[SL_INT8] = 1, [SL_UINT8] = 1, [SL_INT32] = 4, [SL_UINT32] = 4,
@@ -66,22 +64,6 @@ bool sl_reduce_supported(enum sl_dtype t, enum sl_redop op)
 	return (unsigned)t < SL_DTYPE_COUNT && (unsigned)op < SL_REDOP_COUNT;
 }
 
-/* Block by block: reduce into an L1-resident block, stream it to dst.  dst
- * may alias a or b: each block is read before its part of dst is written. */
-static void reduce_streaming(const struct sl_dispatch *k, sl_reduce_fn fn, uint8_t *dst, const uint8_t *a,
-			     const uint8_t *b, size_t count, size_t es)
-{
-	_Alignas(64) uint8_t block[STREAM_BLOCK];
-	size_t per = STREAM_BLOCK / es;
-
-	for (size_t i = 0; i < count; i += per) {
-		size_t n = count - i < per ? count - i : per;
-		fn(block, a + i * es, b + i * es, n);
-		k->stream(dst + i * es, block, n * es);
-	}
-	sl_stream_fence();
-}
-
 /* Unknown pairs do nothing, so the dispatch never reads past the table. */
 void sl_reduce(void *dst, const void *a, const void *b, size_t count, enum sl_dtype t,
 	       enum sl_redop op)
@@ -90,10 +72,13 @@ void sl_reduce(void *dst, const void *a, const void *b, size_t count, enum sl_dt
 		return;
 	const struct sl_dispatch *k = sl_dispatch_active();
 	size_t es = dtype_sizes[t];
-	if (k->stream && count >= STREAM_MIN_BYTES / es)
-		reduce_streaming(k, k->fn[t][op], dst, a, b, count, es);
-	else
+	sl_reduce_fn streaming = k->streaming[t][op];
+	if (streaming && count >= STREAM_MIN_BYTES / es && (uintptr_t)dst % es == 0) {
+		streaming(dst, a, b, count);
+		sl_stream_fence();
+	} else {
 		k->fn[t][op](dst, a, b, count);
+	}
 }
 
 /* ---- division for AVG ---- */

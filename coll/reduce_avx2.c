@@ -81,25 +81,46 @@ const sl_kernel_table sl_kernels_avx2 = {
 	[SL_BFLOAT16] = NARROW_ROW(bf16),
 };
 
-/* Head bytes up to dst's 32-byte boundary stored plainly, then whole
- * 32-byte non-temporal stores, then the tail plainly. */
-AVX2 static void stream_avx2(void *dst, const void *src, size_t bytes)
-{
-	uint8_t *d = dst;
-	const uint8_t *s = src;
-	size_t head = (32 - ((uintptr_t)d & 31)) & 31;
+/* float32 and float64 with non-temporal stores: the plain kernel up to
+ * dst's 32-byte boundary, then whole vectors streamed, then the plain
+ * kernel for the tail.  S is the intrinsics' suffix (ps, pd), V the
+ * vector type's (__m256, __m256d). */
+#define V_PICK_S(S, x, y, CMP) \
+	_mm256_blendv_##S((y), (x), _mm256_or_##S(_mm256_cmp_##S((x), (y), CMP), _mm256_cmp_##S((x), (x), _CMP_UNORD_Q)))
 
-	head = head < bytes ? head : bytes;
-	memcpy(d, s, head);
-	for (size_t i = head; i + 32 <= bytes; i += 32)
-		_mm256_stream_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
-	size_t done = head + (bytes - head) / 32 * 32;
-	memcpy(d + done, s + done, bytes - done);
-}
+#define STREAM_LOOP(tn, T, S, V, OP, VEXPR)                                                        \
+	AVX2 static void tn##_##OP##_stream_avx2(void *dst, const void *pa, const void *pb, size_t n) \
+	{                                                                                       \
+		T *d = dst;                                                                     \
+		const T __attribute__((aligned(1))) *a = pa, *b = pb;                           \
+		size_t i = ((32 - ((uintptr_t)d & 31)) & 31) / sizeof(T);                       \
+		i = i < n ? i : n;                                                              \
+		tn##_##OP##_avx2(d, a, b, i);                                                   \
+		for (; i + 32 / sizeof(T) <= n; i += 32 / sizeof(T)) {                          \
+			__m256##V x = _mm256_loadu_##S(a + i), y = _mm256_loadu_##S(b + i);    \
+			_mm256_stream_##S(d + i, (VEXPR));                                      \
+		}                                                                               \
+		tn##_##OP##_avx2(d + i, a + i, b + i, n - i);                                   \
+	}
 
-const sl_stream_fn sl_stream_avx2 = stream_avx2;
+#define STREAM_FNS(tn, T, S, V)                                                  \
+	STREAM_LOOP(tn, T, S, V, sum, _mm256_add_##S(x, y))                          \
+	STREAM_LOOP(tn, T, S, V, prod, _mm256_mul_##S(x, y))                         \
+	STREAM_LOOP(tn, T, S, V, max, V_PICK_S(S, x, y, _CMP_GT_OQ))                 \
+	STREAM_LOOP(tn, T, S, V, min, V_PICK_S(S, x, y, _CMP_LT_OQ))
+
+STREAM_FNS(f32, float, ps, )
+STREAM_FNS(f64, double, pd, d)
+
+#define STREAM_ROW(tn) { tn##_sum_stream_avx2, tn##_prod_stream_avx2, tn##_max_stream_avx2, \
+			 tn##_min_stream_avx2, tn##_sum_stream_avx2 }
+
+const sl_kernel_table sl_streaming_avx2 = {
+	[SL_FLOAT32] = STREAM_ROW(f32),
+	[SL_FLOAT64] = STREAM_ROW(f64),
+};
 
 #else
 const sl_kernel_table sl_kernels_avx2 = { { NULL } };
-const sl_stream_fn sl_stream_avx2 = NULL;
+const sl_kernel_table sl_streaming_avx2 = { { NULL } };
 #endif

@@ -80,26 +80,46 @@ const sl_kernel_table sl_kernels_avx512 = {
 	[SL_BFLOAT16] = NARROW_ROW(bf16),
 };
 
-/* Head bytes up to dst's cache line stored with a masked store, then whole
- * lines with non-temporal stores, then the tail masked. */
-AVX512 static void stream_avx512(void *dst, const void *src, size_t bytes)
-{
-	uint8_t *d = dst;
-	const uint8_t *s = src;
-	size_t head = (64 - ((uintptr_t)d & 63)) & 63, i;
+/* float32 and float64 with non-temporal stores: the plain kernel up to
+ * dst's cache line boundary, then whole lines streamed, then the plain
+ * kernel for the tail.  S is the intrinsics' suffix (ps, pd), V the vector
+ * type's (__m512, __m512d). */
+#define V_PICK_S(S, x, y, CMP) \
+	_mm512_mask_blend_##S(_mm512_cmp_##S##_mask((x), (y), CMP) | _mm512_cmp_##S##_mask((x), (x), _CMP_UNORD_Q), (y), (x))
 
-	head = head < bytes ? head : bytes;
-	__mmask64 m = _cvtu64_mask64((UINT64_C(1) << head) - 1); /* head < 64 */
-	_mm512_mask_storeu_epi8(d, m, _mm512_maskz_loadu_epi8(m, s));
-	for (i = head; i + 64 <= bytes; i += 64)
-		_mm512_stream_si512((__m512i *)(d + i), _mm512_loadu_si512(s + i));
-	m = _cvtu64_mask64((UINT64_C(1) << (bytes - i)) - 1); /* bytes - i < 64 */
-	_mm512_mask_storeu_epi8(d + i, m, _mm512_maskz_loadu_epi8(m, s + i));
-}
+#define STREAM_LOOP(tn, T, S, V, OP, VEXPR)                                                         \
+	AVX512 static void tn##_##OP##_stream_avx512(void *dst, const void *pa, const void *pb, size_t n) \
+	{                                                                                           \
+		T *d = dst;                                                                         \
+		const T __attribute__((aligned(1))) *a = pa, *b = pb;                               \
+		size_t i = ((64 - ((uintptr_t)d & 63)) & 63) / sizeof(T);                           \
+		i = i < n ? i : n;                                                                  \
+		tn##_##OP##_avx512(d, a, b, i);                                                     \
+		for (; i + 64 / sizeof(T) <= n; i += 64 / sizeof(T)) {                               \
+			__m512##V x = _mm512_loadu_##S(a + i), y = _mm512_loadu_##S(b + i);        \
+			_mm512_stream_##S(d + i, (VEXPR));                                          \
+		}                                                                                   \
+		tn##_##OP##_avx512(d + i, a + i, b + i, n - i);                                     \
+	}
 
-const sl_stream_fn sl_stream_avx512 = stream_avx512;
+#define STREAM_FNS(tn, T, S, V)                                           \
+	STREAM_LOOP(tn, T, S, V, sum, _mm512_add_##S(x, y))                \
+	STREAM_LOOP(tn, T, S, V, prod, _mm512_mul_##S(x, y))               \
+	STREAM_LOOP(tn, T, S, V, max, V_PICK_S(S, x, y, _CMP_GT_OQ))       \
+	STREAM_LOOP(tn, T, S, V, min, V_PICK_S(S, x, y, _CMP_LT_OQ))
+
+STREAM_FNS(f32, float, ps, )
+STREAM_FNS(f64, double, pd, d)
+
+#define STREAM_ROW(tn) { tn##_sum_stream_avx512, tn##_prod_stream_avx512, tn##_max_stream_avx512, \
+			 tn##_min_stream_avx512, tn##_sum_stream_avx512 }
+
+const sl_kernel_table sl_streaming_avx512 = {
+	[SL_FLOAT32] = STREAM_ROW(f32),
+	[SL_FLOAT64] = STREAM_ROW(f64),
+};
 
 #else
 const sl_kernel_table sl_kernels_avx512 = { { NULL } };
-const sl_stream_fn sl_stream_avx512 = NULL;
+const sl_kernel_table sl_streaming_avx512 = { { NULL } };
 #endif

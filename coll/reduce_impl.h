@@ -22,11 +22,11 @@ typedef sl_reduce_fn sl_kernel_table[SL_DTYPE_COUNT][SL_REDOP_COUNT];
 /* One family's kernels; an empty entry falls back to the family below. */
 extern const sl_kernel_table sl_kernels_scalar, sl_kernels_avx2, sl_kernels_avx512;
 
-/* Copies bytes to dst with non-temporal stores (dst's cache lines are not
- * read first), for results too large to stay in cache; NULL where the
- * family has none.  Callers fence (sl_stream_fence) before others read. */
-typedef void (*sl_stream_fn)(void *dst, const void *src, size_t bytes);
-extern const sl_stream_fn sl_stream_avx2, sl_stream_avx512;
+/* The same with non-temporal stores (dst's cache lines are neither read
+ * first nor kept), for results too large to stay in cache: dst must be
+ * aligned to the element size, and callers fence (sl_stream_fence) before
+ * anyone else reads dst.  Empty where a family has none. */
+extern const sl_kernel_table sl_streaming_avx2, sl_streaming_avx512;
 
 /* Orders the non-temporal stores before whatever the caller stores next
  * (the engine's completion), which plain release stores do not. */
@@ -40,7 +40,7 @@ static inline void sl_stream_fence(void)
 /* The family sl_reduce runs (simd.c): every (type, op) resolved. */
 struct sl_dispatch {
 	sl_kernel_table fn;
-	sl_stream_fn stream; /* NULL: no non-temporal stores */
+	sl_kernel_table streaming; /* NULL entries: plain stores only */
 	enum sl_simd simd;
 };
 

@@ -58,17 +58,16 @@ static _Atomic(const struct sl_dispatch *) active;
 __attribute__((constructor)) static void simd_init(void)
 {
 	const sl_kernel_table *own[SL_SIMD_COUNT] = { &sl_kernels_scalar, &sl_kernels_avx2, &sl_kernels_avx512 };
-	const sl_stream_fn streams[SL_SIMD_COUNT] = { NULL, sl_stream_avx2, sl_stream_avx512 };
+	const sl_kernel_table *streaming[SL_SIMD_COUNT] = { NULL, &sl_streaming_avx2, &sl_streaming_avx512 };
 
 	best = detect();
 	for (int s = 0; s < SL_SIMD_COUNT; s++) {
 		families[s].simd = (enum sl_simd)s;
-		families[s].stream = streams[s];
 		for (int t = 0; t < SL_DTYPE_COUNT; t++)
-			for (int op = 0; op < SL_REDOP_COUNT; op++)
-			{
-				sl_reduce_fn f = (*own[s])[t][op];
+			for (int op = 0; op < SL_REDOP_COUNT; op++) {
+				sl_reduce_fn f = (*own[s])[t][op], st = s ? (*streaming[s])[t][op] : NULL;
 				families[s].fn[t][op] = f || s == 0 ? f : families[s - 1].fn[t][op];
+				families[s].streaming[t][op] = st || s == 0 ? st : families[s - 1].streaming[t][op];
 			}
 	}
 	atomic_store_explicit(&active, &families[best], memory_order_release);
