@@ -13,6 +13,7 @@
 #define AVX2 __attribute__((target("avx2,f16c")))
 
 SL_GENERIC_FNS(avx2, AVX2)
+SL_FP8_FNS(avx2, AVX2)
 
 /* FMAX and FMIN's NaN rule: pick x where x wins or is a NaN, else y. */
 #define V_PICK(x, y, CMP) \
@@ -77,6 +78,7 @@ NARROW_FNS(bf16, SL_BFLOAT16)
 
 const sl_kernel_table sl_kernels_avx2 = {
 	SL_GENERIC_ROWS(avx2),
+	SL_FP8_ROWS(avx2),
 	[SL_FLOAT16] = NARROW_ROW(f16),
 	[SL_BFLOAT16] = NARROW_ROW(bf16),
 };

@@ -49,28 +49,99 @@ AVX512 static inline __m256i bf16_narrow(__m512 f)
 	return _mm512_cvtepi32_epi16(r); /* keeps each lane's low 16 bits */
 }
 
-/* Sixteen 16-bit elements a step; the last step masked to what is left. */
-#define NARROW_LOOP(tn, OP, VEXPR)                                                             \
+/* fp8 through the same float32 arithmetic.  e5m2 is binary16's top byte,
+ * so the hardware's half conversion widens it; e4m3's bits shifted into a
+ * half's fields are its value times 2^-8, subnormals included, and the
+ * all-ones pattern is its NaN. */
+AVX512 static inline __m512 e5m2_widen(__m128i v)
+{
+	return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(v), 8));
+}
+
+AVX512 static inline __m512 e4m3_widen(__m128i v)
+{
+	__m256i w = _mm256_cvtepu8_epi16(v), em = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
+	__m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_xor_si256(w, em), 8), _mm256_slli_epi16(em, 7));
+	__m512i f = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f)));
+	__mmask16 nan = _mm256_cmpeq_epi16_mask(em, _mm256_set1_epi16(0x7f));
+	return _mm512_castsi512_ps(_mm512_mask_or_epi32(f, nan, f, _mm512_set1_epi32(0x7fc00000)));
+}
+
+/* sl_e4m3_narrow and sl_e5m2_narrow lane by lane, for a format with m
+ * mantissa bits and exponent bias `bias`: round to nearest even (the
+ * integer trick for normals, an add of `magic`, whose ulp is the subnormal
+ * step, below `min_normal`), saturate above `max_bits` to `max_code`, then
+ * Inf and NaN.  inf_code 0: the format has none. */
+AVX512 static inline __m128i fp8_narrow(__m512 f, int m, int bias, float magic, int min_normal, int max_bits,
+					int max_code, int inf_code, int nan_code)
+{
+	__m512i u = _mm512_castps_si512(f), abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+	__m512i v = _mm512_sub_epi32(abs, _mm512_set1_epi32((127 - bias) << 23));
+	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 23 - m), _mm512_set1_epi32(1));
+	__m512i half_ulp = _mm512_set1_epi32((1 << (22 - m)) - 1);
+	__m512i normal = _mm512_srli_epi32(_mm512_add_epi32(v, _mm512_add_epi32(half_ulp, lsb)), 23 - m);
+	__m512 shifted = _mm512_add_ps(_mm512_castsi512_ps(abs), _mm512_set1_ps(magic));
+	__m512i sub = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(_mm512_set1_ps(magic)));
+	__m512i r = _mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(min_normal)), sub, normal);
+	r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(max_bits)), _mm512_set1_epi32(max_code));
+	if (inf_code)
+		r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)),
+					  _mm512_set1_epi32(inf_code));
+	r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)),
+				  _mm512_set1_epi32(nan_code));
+	__m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
+	return _mm512_cvtepi32_epi8(_mm512_or_si512(r, sign));
+}
+
+AVX512 static inline __m128i e4m3_narrow(__m512 f)
+{
+	return fp8_narrow(f, 3, 7, 16384.0f, 0x3c800000, 0x43e00000, 0x7e, 0, 0x7f);
+}
+
+AVX512 static inline __m128i e5m2_narrow(__m512 f)
+{
+	return fp8_narrow(f, 2, 15, 128.0f, 0x38800000, 0x47600000, 0x7b, 0x7c, 0x7e);
+}
+
+/* Sixteen elements a step (ES bytes each), plain loads and stores; the last
+ * step masked to what is left (masked stores are slow on some CPUs: once). */
+#define NARROW_STEP(tn, VEXPR, ES, LOAD, STORE)                                           \
+	do {                                                                              \
+		__m512 x = tn##_widen(LOAD(a + ES * i)), y = tn##_widen(LOAD(b + ES * i)); \
+		STORE(d + ES * i, tn##_narrow(VEXPR));                                    \
+	} while (0)
+#define LOAD2(p) _mm256_loadu_si256((const __m256i *)(p))
+#define STORE2(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
+#define MLOAD2(p) _mm256_maskz_loadu_epi16(m, (p))
+#define MSTORE2(p, v) _mm256_mask_storeu_epi16((p), m, (v))
+#define LOAD1(p) _mm_loadu_si128((const __m128i *)(p))
+#define STORE1(p, v) _mm_storeu_si128((__m128i *)(p), (v))
+#define MLOAD1(p) _mm_maskz_loadu_epi8(m, (p))
+#define MSTORE1(p, v) _mm_mask_storeu_epi8((p), m, (v))
+
+#define NARROW_LOOP(tn, ES, OP, VEXPR)                                                         \
 	AVX512 static void tn##_##OP##_avx512(void *dst, const void *pa, const void *pb, size_t n) \
 	{                                                                                      \
 		uint8_t *d = dst;                                                              \
 		const uint8_t *a = pa, *b = pb;                                                \
-		for (size_t i = 0; i < n; i += 16) {                                           \
-			__mmask16 m = (__mmask16)(n - i >= 16 ? 0xffffu : (1u << (n - i)) - 1);  \
-			__m512 x = tn##_widen(_mm256_maskz_loadu_epi16(m, a + 2 * i));         \
-			__m512 y = tn##_widen(_mm256_maskz_loadu_epi16(m, b + 2 * i));         \
-			_mm256_mask_storeu_epi16(d + 2 * i, m, tn##_narrow(VEXPR));            \
-		}                                                                              \
+		size_t i = 0;                                                                  \
+		for (; i + 16 <= n; i += 16)                                                   \
+			NARROW_STEP(tn, VEXPR, ES, LOAD##ES, STORE##ES);                       \
+		__mmask16 m = (__mmask16)((1u << (n - i)) - 1);                                \
+		if (m)                                                                         \
+			NARROW_STEP(tn, VEXPR, ES, MLOAD##ES, MSTORE##ES);                     \
 	}
 
-#define NARROW_FNS(tn)                                           \
-	NARROW_LOOP(tn, SUM, _mm512_add_ps(x, y))                 \
-	NARROW_LOOP(tn, PROD, _mm512_mul_ps(x, y))                \
-	NARROW_LOOP(tn, MAX, V_PICK(x, y, _CMP_GT_OQ))            \
-	NARROW_LOOP(tn, MIN, V_PICK(x, y, _CMP_LT_OQ))
+#define NARROW_FNS(tn, ES)                                           \
+	NARROW_LOOP(tn, ES, SUM, _mm512_add_ps(x, y))                 \
+	NARROW_LOOP(tn, ES, PROD, _mm512_mul_ps(x, y))                \
+	NARROW_LOOP(tn, ES, MAX, V_PICK(x, y, _CMP_GT_OQ))            \
+	NARROW_LOOP(tn, ES, MIN, V_PICK(x, y, _CMP_LT_OQ))
 
-NARROW_FNS(f16)
-NARROW_FNS(bf16)
+NARROW_FNS(f16, 2)
+NARROW_FNS(bf16, 2)
+NARROW_FNS(e4m3, 1)
+NARROW_FNS(e5m2, 1)
 
 #define NARROW_ROW(tn) { tn##_SUM_avx512, tn##_PROD_avx512, tn##_MAX_avx512, tn##_MIN_avx512, tn##_SUM_avx512 }
 
@@ -78,6 +149,8 @@ const sl_kernel_table sl_kernels_avx512 = {
 	SL_GENERIC_ROWS(avx512),
 	[SL_FLOAT16] = NARROW_ROW(f16),
 	[SL_BFLOAT16] = NARROW_ROW(bf16),
+	[SL_FLOAT8_E4M3] = NARROW_ROW(e4m3),
+	[SL_FLOAT8_E5M2] = NARROW_ROW(e5m2),
 };
 
 /* float32 and float64 with non-temporal stores: the plain kernel up to

@@ -6,7 +6,7 @@
  * reduce_avx2.c, reduce_avx512.c) instantiates the same generic loops under
  * its own target attribute, so that the compiler vectorizes one source for
  * each instruction set; the families add hand-written loops only where the
- * compiler's code is poor (float16, bfloat16).
+ * compiler's code is poor (float16, bfloat16, and fp8 in AVX-512).
  */
 #ifndef SLUICE_REDUCE_IMPL_H
 #define SLUICE_REDUCE_IMPL_H
@@ -224,7 +224,10 @@ static inline float sl_wide_min(float x, float y) { return SL_FMIN(x, y); }
 	SL_INT_FNS(i64, F, ATTR, int64_t, uint64_t)                          \
 	SL_INT_FNS(u64, F, ATTR, uint64_t, uint64_t)                         \
 	SL_FLOAT_FNS(f32, F, ATTR, float)                                    \
-	SL_FLOAT_FNS(f64, F, ATTR, double)                                   \
+	SL_FLOAT_FNS(f64, F, ATTR, double)
+
+/* fp8 as generic loops (the compiler's vector code for these is long). */
+#define SL_FP8_FNS(F, ATTR)                                                   \
 	SL_WIDENED_FNS(e4m3, F, ATTR, uint8_t, sl_e4m3_widen, sl_e4m3_narrow) \
 	SL_WIDENED_FNS(e5m2, F, ATTR, uint8_t, sl_e5m2_widen, sl_e5m2_narrow)
 
@@ -235,7 +238,8 @@ static inline float sl_wide_min(float x, float y) { return SL_FMIN(x, y); }
 	[SL_INT8] = SL_ROW(i8, F), [SL_UINT8] = SL_ROW(u8, F),                 \
 	[SL_INT32] = SL_ROW(i32, F), [SL_UINT32] = SL_ROW(u32, F),             \
 	[SL_INT64] = SL_ROW(i64, F), [SL_UINT64] = SL_ROW(u64, F),             \
-	[SL_FLOAT32] = SL_ROW(f32, F), [SL_FLOAT64] = SL_ROW(f64, F),          \
-	[SL_FLOAT8_E4M3] = SL_ROW(e4m3, F), [SL_FLOAT8_E5M2] = SL_ROW(e5m2, F)
+	[SL_FLOAT32] = SL_ROW(f32, F), [SL_FLOAT64] = SL_ROW(f64, F)
+
+#define SL_FP8_ROWS(F) [SL_FLOAT8_E4M3] = SL_ROW(e4m3, F), [SL_FLOAT8_E5M2] = SL_ROW(e5m2, F)
 
 #endif
