@@ -26,6 +26,7 @@
 #include "eal.h"
 #include "fault_port.h"
 #include "port_dpdk.h"
+#include "reduce.h"
 #include "trace_tap.h"
 
 #define DEFAULT_SOCKET "/run/sluice/sluiced.sock"
@@ -94,6 +95,8 @@ static void usage(FILE *f)
 		"  --no-crc              no CRC32C trailer (default: on, as these links have no FCS)\n"
 		"  --cc none|swift       congestion control (default none: the fixed --window)\n"
 		"  --cc-target US        swift's target delay in microseconds (default %u)\n"
+		"  --simd scalar|avx2|avx512\n"
+		"                        reduction kernels (env SLUICE_SIMD; default: the best this CPU has)\n"
 		"  --no-huge             do not use hugepages even when reserved\n"
 		"  --allow-any-user      serve applications of any uid (default: only this uid)\n"
 		"  --gate-host           run host collectives through the GPU path (a reducer that applies\n"
@@ -145,6 +148,26 @@ static int parse_cc(const char *s, const struct sl_cc_ops **out)
 	}
 	fprintf(stderr, "sluiced: --cc wants none or swift, not '%s'\n", s);
 	return -1;
+}
+
+/* Switches the reduction kernels to the family named (process-wide: the
+ * engine's, embedded or not); refuses one this CPU or OS cannot run. */
+static int parse_simd(const char *s, const char *what)
+{
+	enum sl_simd want;
+	const char *best = sl_simd_name(sl_simd_best());
+
+	if (!sl_simd_parse(s, &want)) {
+		fprintf(stderr, "sluiced: %s wants scalar, avx2 or avx512, not '%s' (best here: %s)\n", what, s, best);
+		return -1;
+	}
+	if (!sl_simd_select(want)) {
+		fprintf(stderr, "sluiced: %s=%s: this CPU or its OS cannot run %s kernels (avx2 needs AVX2+F16C, "
+			"avx512 needs AVX-512 F/BW/VL/DQ with zmm state saved by the OS): use %s or lower\n", what, s,
+			s, best);
+		return -1;
+	}
+	return 0;
 }
 
 static int parse_link(struct opts *o, const char *arg)
@@ -210,8 +233,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "window", required_argument, NULL, 'w' },    { "rto-min", required_argument, NULL, 'r' },
 		{ "fault", required_argument, NULL, 'F' },     { "no-crc", no_argument, NULL, 'C' },
 		{ "cc", required_argument, NULL, 'G' },        { "cc-target", required_argument, NULL, 'T' },
-		{ "gate-host", no_argument, NULL, 'g' },       { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "gate-host", no_argument, NULL, 'g' },       { "simd", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
 	const char *env;
@@ -228,6 +251,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if ((env = getenv("SLUICE_FAULT")) && parse_fault(env, "SLUICE_FAULT", &o->fault))
 		return -1;
 	o->gate_host = (env = getenv("SLUICE_GATE_HOST")) && strcmp(env, "1") == 0;
+	if ((env = getenv("SLUICE_SIMD")) && parse_simd(env, "SLUICE_SIMD"))
+		return -1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (c) {
@@ -246,6 +271,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'C': o->no_crc = true; break;
 		case 'g': o->gate_host = true; break;
 		case 'G': if (parse_cc(optarg, &o->cc)) return -1; break;
+		case 'S': if (parse_simd(optarg, "--simd")) return -1; break;
 		case 'T': if (parse_uint(optarg, "--cc-target", 1000000, &v) || v == 0) return -1; o->cc_target_us = (unsigned)v; break;
 		case 'H': o->no_huge = true; break;
 		case 'A': o->allow_any_user = true; break;
@@ -467,8 +493,8 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		goto out;
 	}
 	if (!o->quiet)
-		fprintf(stderr, "sluiced node %u: %u link(s) up, payload %u B, serving %s\n", o->node,
-			o->nlinks, engine.payload, o->socket_path);
+		fprintf(stderr, "sluiced node %u: %u link(s) up, payload %u B, %s reductions, serving %s\n",
+			o->node, o->nlinks, engine.payload, sl_simd_name(sl_simd_active()), o->socket_path);
 	atomic_store(&dp_running_engine, &engine);
 	rc = dp_server_run(&engine, &sc, ready, err, len);
 	atomic_store(&dp_running_engine, NULL);
