@@ -49,8 +49,8 @@ bool sl_simd_parse(const char *name, enum sl_simd *out);
 enum sl_simd sl_simd_best(void);
 /* The family sl_reduce uses now. */
 enum sl_simd sl_simd_active(void);
-/* Use s from now on; false (and nothing changes) when the CPU or OS lacks
- * it.  Call it before reductions start on other threads. */
+/* Use s for every reduction that starts from now on, on any thread; false
+ * (and nothing changes) when the CPU or OS lacks it. */
 bool sl_simd_select(enum sl_simd s);
 
 /* ---- 16- and 8-bit floats to and from float32 ----

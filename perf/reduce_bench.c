@@ -125,12 +125,14 @@ int main(int argc, char **argv)
 	printf("\n");
 	for (int t = only < 0 ? 0 : only; t < (only < 0 ? SL_DTYPE_COUNT : only + 1); t++) {
 		double copy[RUNS_MAX], red[SL_SIMD_COUNT][RUNS_MAX], ratio[SL_SIMD_COUNT][RUNS_MAX];
-		for (int r = 0; r < runs; r++) {
-			copy[r] = rate(-1, op, dst, a, b, bytes, passes);
+		/* run -1 warms up (page tables, frequency) and is not kept */
+		for (int r = -1; r < runs; r++) {
+			int k = r < 0 ? 0 : r;
+			copy[k] = rate(-1, op, dst, a, b, bytes, passes);
 			for (int s = 0; s <= (int)best; s++) {
 				sl_simd_select((enum sl_simd)s);
-				red[s][r] = rate(t, op, dst, a, b, bytes, passes);
-				ratio[s][r] = red[s][r] / copy[r];
+				red[s][k] = rate(t, op, dst, a, b, bytes, passes);
+				ratio[s][k] = red[s][k] / copy[k];
 			}
 		}
 		qsort(copy, (size_t)runs, sizeof(double), cmp_double);
