@@ -51,12 +51,6 @@ const char *sl_redop_name(enum sl_redop op)
 	return (unsigned)op < SL_REDOP_COUNT ? redop_names[op] : "unknown";
 }
 
-bool sl_dtype_is_float(enum sl_dtype t)
-{
-	return t == SL_FLOAT16 || t == SL_FLOAT32 || t == SL_FLOAT64 || t == SL_BFLOAT16 ||
-	       t == SL_FLOAT8_E4M3 || t == SL_FLOAT8_E5M2;
-}
-
 /* Every valid pair is reduced here (AVG on integers too: truncating
  * division); refusing AVG on integers is the API layer's policy. */
 bool sl_reduce_supported(enum sl_dtype t, enum sl_redop op)

@@ -26,7 +26,6 @@ enum sl_simd { SL_SIMD_SCALAR, SL_SIMD_AVX2, SL_SIMD_AVX512, SL_SIMD_COUNT };
 size_t sl_dtype_size(enum sl_dtype t);
 const char *sl_dtype_name(enum sl_dtype t);
 const char *sl_redop_name(enum sl_redop op);
-bool sl_dtype_is_float(enum sl_dtype t);
 
 /* Whether this build can reduce (t, op); AVG is applied as SUM here and
  * divided once at the end by sl_scale_avg. */
