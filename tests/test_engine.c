@@ -76,7 +76,8 @@ static void add_client(struct node *n)
 	 * regions it drops, so they are mapped memory here too. */
 	n->send = malloc(buf_bytes);
 	n->recv = malloc(buf_bytes);
-	struct dp_region rs = { .base = n->send, .size = buf_bytes }, rr = { .base = n->recv, .size = buf_bytes };
+	struct dp_region rs = { .base = n->send, .size = buf_bytes, .gpu = -1 },
+			 rr = { .base = n->recv, .size = buf_bytes, .gpu = -1 };
 	ctl(n, DP_CTL_ADD_REGION, 0, &rs);
 	ctl(n, DP_CTL_ADD_REGION, 1, &rr);
 }
