@@ -411,8 +411,6 @@ static void test_frontend_refusals(void **state)
 	expect_refusal(g, w, "unknown datatype");
 	w = ok, w.op = SL_REDOP_COUNT;
 	expect_refusal(g, w, "unknown datatype");
-	w = ok, w.dtype = SL_FLOAT8_E5M2;
-	expect_refusal(g, w, "f8e5m2 has no GPU kernel");
 	w = ok, w.kind = (enum sl_gdma_kind)7;
 	expect_refusal(g, w, "unknown work kind");
 	w = ok, w.count = 0;
