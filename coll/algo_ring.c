@@ -17,15 +17,6 @@
  */
 #include "schedule.h"
 
-/* Element-balanced segment k of count elements over n: byte range. */
-static void segment(const struct sl_sched_plan *p, uint32_t k, uint64_t *off, uint64_t *len)
-{
-	uint64_t base = p->count / p->nranks, extra = p->count % p->nranks;
-
-	*off = (k * base + (k < extra ? k : extra)) * p->esize;
-	*len = (base + (k < extra)) * p->esize;
-}
-
 static uint32_t ring_mod(const struct sl_sched_plan *p, int64_t x)
 {
 	int64_t n = p->nranks;
@@ -53,16 +44,6 @@ static int32_t add_recv(struct sl_sched *s, uint32_t step, uint8_t apply, uint8_
 	return sl_sched_add(s, &x);
 }
 
-/* A local copy of len bytes from the send buffer's start to recv at dst: a
- * transfer to itself, which the engine applies without the network. */
-static int local_copy(struct sl_sched *s, uint64_t dst, uint64_t len)
-{
-	struct sl_xfer tx = { .peer = s->p.rank, .is_send = true, .buf = SL_BUF_SEND, .len = len, .after = -1 };
-	struct sl_xfer rx = { .peer = s->p.rank, .buf = SL_BUF_RECV, .off = dst, .len = len, .after = -1 };
-
-	return sl_sched_add(s, &tx) < 0 || sl_sched_add(s, &rx) < 0 ? -1 : 0;
-}
-
 /* 2(n-1) steps: at step t send segment (r - t), receive (r - t - 1); the
  * first n-1 reduce into recv, the rest copy the finished segments. */
 static int ring_allreduce(struct sl_sched *s)
@@ -73,10 +54,10 @@ static int ring_allreduce(struct sl_sched *s)
 
 	for (uint32_t t = 0; t < 2 * (n - 1); t++) {
 		uint64_t off, len;
-		segment(p, ring_mod(p, (int64_t)r - t), &off, &len);
+		sl_segment(p, p->nranks, ring_mod(p, (int64_t)r - t), &off, &len);
 		if (add_send(s, t, t == 0 ? SL_BUF_SEND : SL_BUF_RECV, off, len, prev) < 0)
 			return -1;
-		segment(p, ring_mod(p, (int64_t)r - t - 1), &off, &len);
+		sl_segment(p, p->nranks, ring_mod(p, (int64_t)r - t - 1), &off, &len);
 		prev = t < n - 1 ? add_recv(s, t, SL_APPLY_REDUCE, SL_BUF_RECV, off, len, SL_BUF_SEND, off, t == n - 2)
 				 : add_recv(s, t, SL_APPLY_COPY, SL_BUF_RECV, off, len, 0, 0, false);
 		if (prev < 0)
@@ -101,7 +82,7 @@ static int ring_allgather(struct sl_sched *s)
 		if ((prev = add_recv(s, t, SL_APPLY_COPY, SL_BUF_RECV, blk * b, b, 0, 0, false)) < 0)
 			return -1;
 	}
-	return local_copy(s, r * b, b);
+	return sl_sched_local_copy(s, 0, r * b, b);
 }
 
 /* n-1 steps: send block (r - t - 1), receive block (r - t - 2) and add the
@@ -138,7 +119,7 @@ static int ring_broadcast(struct sl_sched *s)
 	int32_t got = -1;
 
 	if (pos == 0)
-		return add_send(s, 0, SL_BUF_SEND, 0, b, -1) < 0 ? -1 : local_copy(s, 0, b);
+		return add_send(s, 0, SL_BUF_SEND, 0, b, -1) < 0 ? -1 : sl_sched_local_copy(s, 0, 0, b);
 	if ((got = add_recv(s, 0, SL_APPLY_COPY, SL_BUF_RECV, 0, b, 0, 0, false)) < 0)
 		return -1;
 	return pos + 1 < p->nranks && add_send(s, 0, SL_BUF_RECV, 0, b, got) < 0 ? -1 : 0;

@@ -58,7 +58,12 @@ const char *sl_coll_name(enum sl_coll c)
 
 const char *sl_algo_name(enum sl_algo a)
 {
-	return a == SL_ALGO_RING ? "ring" : a == SL_ALGO_DIRECT ? "direct" : "unknown algorithm";
+	static const char *const names[SL_ALGO_COUNT] = {
+		[SL_ALGO_RING] = "ring", [SL_ALGO_DIRECT] = "direct", [SL_ALGO_RD] = "rd",
+		[SL_ALGO_RHD] = "rhd", [SL_ALGO_TREE] = "tree", [SL_ALGO_PAIRWISE] = "pairwise",
+	};
+
+	return (unsigned)a < SL_ALGO_COUNT && names[a] ? names[a] : "unknown algorithm";
 }
 
 bool sl_coll_reduces(enum sl_coll c)
@@ -66,16 +71,23 @@ bool sl_coll_reduces(enum sl_coll c)
 	return c == SL_COLL_ALLREDUCE || c == SL_COLL_REDUCE_SCATTER || c == SL_COLL_REDUCE;
 }
 
-/* Direct serves every collective; the ring, those with a neighbour pipeline. */
+/* Direct serves every collective; each other algorithm, the collectives
+ * its pattern fits (the planner in ctl/plan.c knows the same table). */
 bool sl_algo_supported(enum sl_coll c, enum sl_algo a)
 {
 	if ((unsigned)c == 0 || (unsigned)c >= SL_COLL_COUNT)
 		return false;
-	if (a == SL_ALGO_DIRECT)
-		return true;
-	return a == SL_ALGO_RING && (c == SL_COLL_ALLREDUCE || c == SL_COLL_ALLGATHER ||
-				     c == SL_COLL_REDUCE_SCATTER || c == SL_COLL_BROADCAST ||
-				     c == SL_COLL_REDUCE);
+	switch (a) {
+	case SL_ALGO_DIRECT: return true;
+	case SL_ALGO_RING:
+		return c == SL_COLL_ALLREDUCE || c == SL_COLL_ALLGATHER || c == SL_COLL_REDUCE_SCATTER ||
+		       c == SL_COLL_BROADCAST || c == SL_COLL_REDUCE;
+	case SL_ALGO_RD: return c == SL_COLL_ALLREDUCE;
+	case SL_ALGO_RHD: return c == SL_COLL_ALLREDUCE || c == SL_COLL_REDUCE_SCATTER || c == SL_COLL_ALLGATHER;
+	case SL_ALGO_TREE: return c == SL_COLL_BROADCAST || c == SL_COLL_REDUCE;
+	case SL_ALGO_PAIRWISE: return c == SL_COLL_ALLTOALL;
+	default: return false;
+	}
 }
 
 const char *sl_sched_plan_check(const struct sl_sched_plan *p)
@@ -84,6 +96,11 @@ const char *sl_sched_plan_check(const struct sl_sched_plan *p)
 		return "the algorithm does not implement this collective";
 	if (p->nranks == 0 || p->nranks > 65536)
 		return "nranks is not in 1..65536";
+	if (p->algo == SL_ALGO_RHD && p->nranks > 32767)
+		return "recursive halving/doubling names its transfers in 16 bits: at most 32767 ranks";
+	if (p->algo == SL_ALGO_RHD && p->coll != SL_COLL_ALLREDUCE && (p->nranks & (p->nranks - 1)))
+		return "recursive halving/doubling runs reduce-scatter and all-gather only on a power-of-two "
+		       "number of ranks";
 	if (p->rank >= p->nranks)
 		return "rank is not below nranks";
 	if (p->root >= p->nranks)
@@ -119,6 +136,23 @@ int32_t sl_sched_add(struct sl_sched *s, const struct sl_xfer *x)
 	}
 	s->x[s->nx] = *x;
 	return (int32_t)s->nx++;
+}
+
+int sl_sched_local_copy(struct sl_sched *s, uint64_t src, uint64_t dst, uint64_t len)
+{
+	struct sl_xfer tx = { .peer = s->p.rank, .is_send = true, .buf = SL_BUF_SEND, .off = src, .len = len,
+			      .after = -1 };
+	struct sl_xfer rx = { .peer = s->p.rank, .buf = SL_BUF_RECV, .off = dst, .len = len, .after = -1 };
+
+	return sl_sched_add(s, &tx) < 0 || sl_sched_add(s, &rx) < 0 ? -1 : 0;
+}
+
+void sl_segment(const struct sl_sched_plan *p, uint32_t parts, uint32_t k, uint64_t *off, uint64_t *len)
+{
+	uint64_t base = p->count / parts, extra = p->count % parts;
+
+	*off = (k * base + (k < extra ? k : extra)) * p->esize;
+	*len = (base + (k < extra)) * p->esize;
 }
 
 static bool in_buf(const struct sl_sched *s, uint8_t buf, uint64_t off, uint64_t len)
@@ -255,6 +289,11 @@ static int add_call_check(struct sl_sched *s)
 	return 0;
 }
 
+static int (*const builders[SL_ALGO_COUNT])(struct sl_sched *) = {
+	[SL_ALGO_RING] = sl_build_ring, [SL_ALGO_DIRECT] = sl_build_direct, [SL_ALGO_RD] = sl_build_rd,
+	[SL_ALGO_RHD] = sl_build_rhd, [SL_ALGO_TREE] = sl_build_tree, [SL_ALGO_PAIRWISE] = sl_build_pairwise,
+};
+
 int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)
 {
 	int rc;
@@ -267,7 +306,7 @@ int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)
 	s->bytes[SL_BUF_SEND] = p->send_bytes;
 	s->bytes[SL_BUF_RECV] = p->recv_bytes;
 	/* one rank: every algorithm is a local copy, which direct does */
-	rc = p->algo == SL_ALGO_RING && p->nranks > 1 ? sl_build_ring(s) : sl_build_direct(s);
+	rc = p->nranks > 1 ? builders[p->algo](s) : sl_build_direct(s);
 	if (rc == 0)
 		rc = add_call_check(s);
 	if (rc == 0)

@@ -1,7 +1,7 @@
 /*
  * schedule.h: a collective as a schedule of transfers, the one interface
- * between the algorithms (algo_ring.c, algo_direct.c) and the engine that
- * runs them (dataplane/coll_run.c).
+ * between the algorithms (algo_*.c) and the engine that runs them
+ * (dataplane/coll_run.c).
  *
  * A builder lists, for one rank, every transfer it takes part in: sends
  * (to a peer: a byte range of one of its buffers) and receptions (from a
@@ -60,6 +60,10 @@ enum sl_coll {
 enum sl_algo {
 	SL_ALGO_RING = 1,   /* bandwidth: n-1 or 2(n-1) pipelined neighbour steps */
 	SL_ALGO_DIRECT = 2, /* latency: every rank sends straight to its destination, one step */
+	SL_ALGO_RD = 3,     /* recursive doubling: log2 steps of whole vectors, for small all-reduce */
+	SL_ALGO_RHD = 4,    /* recursive halving/doubling (Rabenseifner), for medium sizes */
+	SL_ALGO_TREE = 5,   /* binomial tree from or to the root, pipelined in chunks */
+	SL_ALGO_PAIRWISE = 6, /* all-to-all in n-1 paced steps: one peer to send to and one to hear from */
 	SL_ALGO_COUNT
 };
 
@@ -192,7 +196,17 @@ const char *sl_algo_name(enum sl_algo a);
 
 /* Append a transfer; its index, or -1 (ENOMEM). */
 int32_t sl_sched_add(struct sl_sched *s, const struct sl_xfer *x);
+/* Copy len bytes from the send buffer at src to recv at dst: a transfer
+ * to the rank itself, applied by the engine without the network. */
+int sl_sched_local_copy(struct sl_sched *s, uint64_t src, uint64_t dst, uint64_t len);
+/* Element-balanced part k of count elements cut into parts: byte range. */
+void sl_segment(const struct sl_sched_plan *p, uint32_t parts, uint32_t k, uint64_t *off, uint64_t *len);
+
 int sl_build_ring(struct sl_sched *s);
 int sl_build_direct(struct sl_sched *s);
+int sl_build_rd(struct sl_sched *s);
+int sl_build_rhd(struct sl_sched *s);
+int sl_build_tree(struct sl_sched *s);
+int sl_build_pairwise(struct sl_sched *s);
 
 #endif

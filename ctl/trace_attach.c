@@ -280,7 +280,7 @@ const char *tr_kind_name(uint8_t kind)
 		[SL_OP_REDUCE] = "reduce", [SL_OP_ALLTOALL] = "alltoall", [SL_OP_BARRIER] = "barrier",
 		[SL_OP_SEND] = "send", [SL_OP_RECV] = "recv", [SL_OP_GATHER] = "gather", [SL_OP_SCATTER] = "scatter",
 	};
-	static const char *const algos[] = { "", "/ring", "/direct" };
+	static const char *const algos[] = { "", "/ring", "/direct", "/rd", "/rhd", "/tree", "/pairwise" };
 	static char buf[8][40]; /* a few calls may share one printf */
 	static unsigned next;
 	unsigned op = kind & ((1u << SL_TRACE_KIND_ALGO_SHIFT) - 1), algo = kind >> SL_TRACE_KIND_ALGO_SHIFT;

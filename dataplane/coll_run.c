@@ -42,8 +42,11 @@ _Static_assert(SL_OP_ALLREDUCE == (int)SL_COLL_ALLREDUCE && SL_OP_SCATTER == (in
 _Static_assert(SL_DTYPE_COUNT == (int)SLUICE_DATATYPE_COUNT && SL_FLOAT8_E5M2 == (int)SLUICE_FLOAT8_E5M2 &&
 		       SL_REDOP_COUNT == (int)SLUICE_REDOP_COUNT,
 	       "enum sl_dtype and sl_redop must mirror sluice_datatype_t and sluice_redop_t");
-_Static_assert(SL_ALGO_ID_RING == (int)SL_ALGO_RING && SL_ALGO_ID_DIRECT == (int)SL_ALGO_DIRECT,
-	       "enum sl_algo must mirror enum sl_algo_id");
+_Static_assert(SL_ALGO_ID_RING == (int)SL_ALGO_RING && SL_ALGO_ID_DIRECT == (int)SL_ALGO_DIRECT &&
+		       SL_ALGO_ID_RD == (int)SL_ALGO_RD && SL_ALGO_ID_RHD == (int)SL_ALGO_RHD &&
+		       SL_ALGO_ID_TREE == (int)SL_ALGO_TREE && SL_ALGO_ID_PAIRWISE == (int)SL_ALGO_PAIRWISE &&
+		       SL_ALGO_ID_COUNT == (int)SL_ALGO_COUNT && SL_ALGO_COUNT <= 1 << (8 - KIND_ALGO_SHIFT),
+	       "enum sl_algo must mirror enum sl_algo_id, and fit the wire kind's top bits");
 
 static bool is_rooted(uint32_t opcode)
 {

@@ -12,7 +12,7 @@ local types = { [1] = "DATA", [2] = "ACK" }
 local kinds = { [1] = "allreduce", [2] = "allgather", [3] = "reduce_scatter", [4] = "broadcast",
                 [5] = "reduce", [6] = "alltoall", [7] = "barrier", [8] = "send", [9] = "recv",
                 [10] = "gather", [11] = "scatter", [12] = "alltoallv" }
-local algos = { [0] = "default", [1] = "ring", [2] = "direct" }
+local algos = { [0] = "default", [1] = "ring", [2] = "direct", [3] = "rd", [4] = "rhd", [5] = "tree", [6] = "pairwise" }
 
 local f = sluice.fields
 f.version = ProtoField.uint8("sluice.version", "Version")

@@ -59,6 +59,10 @@ enum sl_opcode {
 enum sl_algo_id {
 	SL_ALGO_ID_RING = 1,   /* bandwidth: pipelined neighbour steps */
 	SL_ALGO_ID_DIRECT = 2, /* latency: one step, straight to the destination */
+	SL_ALGO_ID_RD = 3,     /* recursive doubling (all-reduce) */
+	SL_ALGO_ID_RHD = 4,    /* recursive halving/doubling (all-reduce, reduce-scatter, all-gather) */
+	SL_ALGO_ID_TREE = 5,   /* binomial tree (broadcast, reduce) */
+	SL_ALGO_ID_PAIRWISE = 6, /* pairwise exchange (all-to-all) */
 	SL_ALGO_ID_COUNT
 };
 
