@@ -149,6 +149,7 @@ struct sluice_comm {
 	int rank, nranks;
 	uint64_t key;
 	unsigned inflight; /* requests posted and not yet completed */
+	double link_latency_us, link_gbps; /* agreed by link_probe.c; 0: not measured */
 };
 
 /* One request over the attach socket: msg (and fd, or -1) out, *reply back. */
@@ -181,6 +182,7 @@ struct sl_call {
 	int root;                /* root, or the peer of a send or recv; 0 where unused */
 	uint64_t send_bytes, recv_bytes; /* this rank's buffers, from sl_cmd_bytes */
 	const size_t *v[4];      /* all-to-allv: send counts, send displs, recv counts, recv displs */
+	uint32_t algo;           /* enum sl_algo_id for sluice's own calls; 0: the planner's choice */
 };
 
 /* Plan, describe and submit a checked call (held until sluice_group_end inside a group). */
@@ -193,6 +195,10 @@ struct sl_plan {
 /* Pick the algorithm and chunk size for call on comm (SLUICE_ALGO and
  * SLUICE_CHUNK_SIZE override the cost model); logs under TUNING. */
 sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_call *call, struct sl_plan *out);
+/* The planner's configuration is valid (else the error, naming fn). */
+sluice_result_t sl_plan_config(const char *fn);
+/* Whether communicators should measure their links (link_probe.c). */
+bool sl_plan_wants_probe(void);
 
 /* ---- bootstrap.c: TCP rendezvous among the ranks of one communicator ---- */
 

@@ -1,17 +1,22 @@
 /*
- * plan.c: the planner.  For each call it picks the algorithm (ring or
- * direct) and the pipeline chunk from an alpha-beta-gamma cost model: alpha
- * is one message's latency, beta the time per byte on a link, gamma the
- * time per byte reduced on a core.  Every rank computes the same choice
- * from the same inputs (collective, size, rank count, configuration); a
- * rank configured differently is caught by the dataplane as a mismatch,
- * since packets carry their algorithm.
+ * plan.c: the planner.  For each call it picks the algorithm and the
+ * pipeline chunk from an alpha-beta-gamma cost model: alpha is one
+ * message's latency, beta the time per byte on a link, gamma the time per
+ * byte reduced on a core.  Every algorithm has a cost formula, infinite
+ * where it cannot run the call (coll/schedule.c's sl_algo_supported and
+ * sl_sched_plan_check say the same); the cheapest wins.  Every rank
+ * computes the same choice from the same inputs (collective, size, rank
+ * count, configuration, and the link figures the communicator's ranks
+ * agreed on, link_probe.c); a rank configured differently is caught by the
+ * dataplane as a mismatch, since packets carry their algorithm.
  *
  * Configuration (read once per process, checked with a clear error):
- *   SLUICE_ALGO=ring|direct     force an algorithm where it applies
+ *   SLUICE_ALGO=A[,B...]        the first listed algorithm that runs the call
+ *                               (ring, direct, rd, rhd, tree, pairwise)
  *   SLUICE_CHUNK_SIZE=SIZE      force the pipeline chunk (e.g. 64K)
- *   SLUICE_LINK_LATENCY_US=X    alpha, in microseconds
- *   SLUICE_LINK_GBPS=X          1/beta, in GB/s per link
+ *   SLUICE_LINK_LATENCY_US=X    alpha, in microseconds   } either one given
+ *   SLUICE_LINK_GBPS=X          1/beta, in GB/s per link } skips the probe
+ *   SLUICE_LINK_PROBE=0|1       measure the links at communicator creation
  * SLUICE_DEBUG=INFO SLUICE_DEBUG_SUBSYS=TUNING logs each choice with the
  * predicted cost of every candidate.
  */
@@ -33,17 +38,30 @@
 #define CHUNK_MIN 4096.0
 #define CHUNK_MAX (256.0 * 1024)
 #define CHUNK_LIMIT (16u << 20)  /* SLUICE_CHUNK_SIZE's ceiling */
-#define CHUNK_OVERHEAD 0.05      /* a chunk's cost beyond its bytes, in alphas (pipelined) */
+#define CHUNK_OVERHEAD 0.05      /* a chunk's (or transfer's) cost beyond its bytes, in alphas */
 
 static struct {
 	pthread_once_t once;
 	sluice_result_t status; /* SLUICE_OK, or the configuration error */
 	char why[256];
-	uint32_t algo;          /* forced, or 0 */
+	uint32_t algos[SL_ALGO_ID_COUNT]; /* SLUICE_ALGO, in order of preference */
+	unsigned nalgos;        /* 0: the cost model decides */
 	uint32_t chunk;         /* forced, or 0 */
-	double alpha, beta, gamma; /* us, us per byte, us per byte */
-	double delta;           /* us per byte copied aside */
+	double latency_us, gbps; /* given, or 0 */
+	bool probe;             /* SLUICE_LINK_PROBE */
+	double gamma, delta;    /* us per byte reduced, us per byte copied aside */
 } cfg = { .once = PTHREAD_ONCE_INIT };
+
+/* The model's inputs for one call. */
+struct model {
+	double alpha, beta, gamma, delta;
+	double n, p, log2p;     /* ranks; the largest power of two up to n, and its log */
+};
+
+static const char *const algo_names[SL_ALGO_ID_COUNT] = {
+	[SL_ALGO_ID_RING] = "ring", [SL_ALGO_ID_DIRECT] = "direct", [SL_ALGO_ID_RD] = "rd",
+	[SL_ALGO_ID_RHD] = "rhd", [SL_ALGO_ID_TREE] = "tree", [SL_ALGO_ID_PAIRWISE] = "pairwise",
+};
 
 static bool bad(const char *fmt, const char *name, const char *value)
 {
@@ -67,20 +85,35 @@ static bool parse_positive(const char *name, double *out)
 	return true;
 }
 
+static uint32_t algo_by_name(const char *s, size_t len)
+{
+	for (uint32_t a = 1; a < SL_ALGO_ID_COUNT; a++)
+		if (strlen(algo_names[a]) == len && !strncasecmp(s, algo_names[a], len))
+			return a;
+	return 0;
+}
+
+/* "rd,tree,direct": a list of names, each at most once. */
 static bool parse_algo(void)
 {
 	const char *s = getenv("SLUICE_ALGO");
 
 	if (!s || !*s)
 		return true;
-	if (!strcasecmp(s, "ring"))
-		cfg.algo = SL_ALGO_ID_RING;
-	else if (!strcasecmp(s, "direct"))
-		cfg.algo = SL_ALGO_ID_DIRECT;
-	else
-		return bad("%s=\"%s\" is not valid: expected ring or direct (or unset, for the cost model)",
-			   "SLUICE_ALGO", s);
-	return true;
+	for (const char *p = s;; p++) {
+		size_t len = strcspn(p, ",");
+		uint32_t a = algo_by_name(p, len);
+		for (unsigned i = 0; a && i < cfg.nalgos; i++)
+			a = cfg.algos[i] == a ? 0 : a;
+		if (!a)
+			return bad("%s=\"%s\" is not valid: expected a comma-separated list of distinct "
+				   "algorithms from ring, direct, rd, rhd, tree, pairwise (or unset, for the "
+				   "cost model)", "SLUICE_ALGO", s);
+		cfg.algos[cfg.nalgos++] = a;
+		p += len;
+		if (!*p)
+			return true;
+	}
 }
 
 /* "64K" -> 65536, powers of 1024. */
@@ -102,17 +135,37 @@ static bool parse_chunk(void)
 	return true;
 }
 
+static bool parse_probe(void)
+{
+	const char *s = getenv("SLUICE_LINK_PROBE");
+
+	cfg.probe = !s || !*s || !strcmp(s, "1");
+	if (s && *s && strcmp(s, "0") && strcmp(s, "1"))
+		return bad("%s=\"%s\" is not valid: expected 0 (use SLUICE_LINK_LATENCY_US, SLUICE_LINK_GBPS or "
+			   "the defaults) or 1 (measure the links when a communicator is created)",
+			   "SLUICE_LINK_PROBE", s);
+	return true;
+}
+
 static void load(void)
 {
-	double lat = DEFAULT_LATENCY_US, gbps = DEFAULT_LINK_GBPS;
-
 	cfg.status = SLUICE_OK;
-	if (parse_algo() && parse_chunk() && parse_positive("SLUICE_LINK_LATENCY_US", &lat))
-		parse_positive("SLUICE_LINK_GBPS", &gbps);
-	cfg.alpha = lat;
-	cfg.beta = 1e-3 / gbps; /* GB/s = bytes per ns: us per byte is 1e-3 / that */
+	if (parse_algo() && parse_chunk() && parse_probe() && parse_positive("SLUICE_LINK_LATENCY_US", &cfg.latency_us))
+		parse_positive("SLUICE_LINK_GBPS", &cfg.gbps);
 	cfg.gamma = 1e-3 / REDUCE_GBPS;
 	cfg.delta = 1e-3 / COPY_GBPS;
+}
+
+sluice_result_t sl_plan_config(const char *fn)
+{
+	pthread_once(&cfg.once, load);
+	return cfg.status == SLUICE_OK ? SLUICE_OK : sl_fail(cfg.status, "%s: %s", fn, cfg.why);
+}
+
+bool sl_plan_wants_probe(void)
+{
+	pthread_once(&cfg.once, load);
+	return cfg.status == SLUICE_OK && cfg.probe && !(cfg.latency_us > 0 && cfg.gbps > 0);
 }
 
 static bool is_chain(uint32_t op)
@@ -125,88 +178,203 @@ static bool reduces(uint32_t op)
 	return op == SL_OP_ALLREDUCE || op == SL_OP_REDUCE_SCATTER || op == SL_OP_REDUCE;
 }
 
-/* Predicted microseconds for op done directly over n ranks, b bytes per block. */
-static double direct_cost(uint32_t op, double n, double b)
-{
-	double k = n - 1;
+/* ---- cost formulas: predicted microseconds for op over m->n ranks, b bytes per block ---- */
 
+/* One step; each rank's link carries n-1 blocks.  A reduction takes
+ * contributions in rank order: on average half of those not next in line
+ * arrive early and are copied aside until their turn. */
+static double direct_cost(const struct model *m, uint32_t op, double b, double *chunk)
+{
+	double k = m->n - 1;
+
+	*chunk = 0;
 	if (op == SL_OP_BARRIER)
-		return cfg.alpha;
+		return m->alpha;
 	if (op == SL_OP_SEND || op == SL_OP_RECV)
-		return cfg.alpha + b * cfg.beta;
-	/* One step; each rank's link carries n-1 blocks.  A reduction takes
-	 * contributions in rank order: on average half of those not next in
-	 * line arrive early and are copied aside until their turn. */
-	return cfg.alpha + k * b * cfg.beta + (reduces(op) ? k * b * cfg.gamma + (k - 1) / 2 * b * cfg.delta : 0);
+		return m->alpha + b * m->beta;
+	return m->alpha + k * b * m->beta + (reduces(op) ? k * b * m->gamma + (k - 1) / 2 * b * m->delta : 0);
 }
 
-/* Predicted microseconds for op by ring (or chain) with chunk c.  Every
- * step costs a latency; each link carries its bytes once, plus the
- * pipeline's fill (a chunk crossing steps - 1 links before the last step
- * starts) and a small cost per chunk. */
-static double ring_cost(uint32_t op, double n, double b, double c)
+/* Ring (or chain) with chunk c: every step costs a latency; each link
+ * carries its bytes once, plus the pipeline's fill (a chunk crossing
+ * steps - 1 links before the last step starts) and a small cost per chunk. */
+static double ring_at(const struct model *m, uint32_t op, double b, double c)
 {
-	double k = n - 1, steps = op == SL_OP_ALLREDUCE ? 2 * k : k;
+	double n = m->n, k = n - 1, steps = op == SL_OP_ALLREDUCE ? 2 * k : k;
 	double link = is_chain(op) ? b : op == SL_OP_ALLREDUCE ? 2 * k / n * b : k * b;
 	double reduced = op == SL_OP_ALLREDUCE ? k / n * b : op == SL_OP_REDUCE_SCATTER ? k * b : b;
 	double chunks = link > c ? link / c : 1;
 
-	return steps * cfg.alpha + link * cfg.beta + (steps - 1) * c * cfg.beta + chunks * cfg.alpha * CHUNK_OVERHEAD +
-	       (reduces(op) ? reduced * cfg.gamma : 0);
+	return steps * m->alpha + link * m->beta + (steps - 1) * c * m->beta + chunks * m->alpha * CHUNK_OVERHEAD +
+	       (reduces(op) ? reduced * m->gamma : 0);
 }
 
-/* The ring's chunk: the power of two the model predicts fastest. */
-static double ring_chunk(uint32_t op, double n, double b)
+/* Binomial tree with chunk c: depth floor(log2 n) hops, the root's link
+ * carries the message once per child (ceil(log2 n) of them), and reduce's
+ * root adds that many contributions. */
+static double tree_at(const struct model *m, uint32_t op, double b, double c)
 {
-	double best = CHUNK_MIN, best_cost = INFINITY;
+	double depth = m->log2p, fanout = m->log2p + (m->n != m->p), chunks = b > c ? b / c : 1;
+
+	return depth * m->alpha + fanout * b * m->beta + (depth - 1) * c * m->beta +
+	       fanout * chunks * m->alpha * CHUNK_OVERHEAD + (op == SL_OP_REDUCE ? fanout * b * m->gamma : 0);
+}
+
+/* The chunk (a power of two) the pipelined formula at() predicts fastest. */
+static double pipelined(const struct model *m, uint32_t op, double b, double *chunk,
+			double (*at)(const struct model *, uint32_t, double, double))
+{
+	double best = INFINITY;
 
 	for (double c = CHUNK_MIN; c <= CHUNK_MAX; c *= 2) {
-		double t = ring_cost(op, n, b, c);
-		if (t < best_cost) {
-			best = c;
-			best_cost = t;
+		double t = at(m, op, b, c);
+		if (t < best) {
+			best = t;
+			*chunk = c;
 		}
 	}
 	return best;
 }
 
-static const char *algo_name(uint32_t algo)
+static double ring_cost(const struct model *m, uint32_t op, double b, double *chunk)
 {
-	return algo == SL_ALGO_ID_RING ? "ring" : "direct";
+	bool runs = op == SL_OP_ALLREDUCE || op == SL_OP_ALLGATHER || op == SL_OP_REDUCE_SCATTER || is_chain(op);
+
+	return runs ? pipelined(m, op, b, chunk, ring_at) : INFINITY;
 }
 
-/* The ring exists for the collectives with a neighbour pipeline (coll/). */
-static bool ring_applies(uint32_t op)
+static double tree_cost(const struct model *m, uint32_t op, double b, double *chunk)
 {
-	return op == SL_OP_ALLREDUCE || op == SL_OP_ALLGATHER || op == SL_OP_REDUCE_SCATTER || is_chain(op);
+	return is_chain(op) ? pipelined(m, op, b, chunk, tree_at) : INFINITY;
+}
+
+/* The fold and unfold of a rank count that is not a power of two: two more
+ * hops of the whole vector, and one more reduction of it. */
+static double fold_cost(const struct model *m, double b)
+{
+	return m->n == m->p ? 0 : 2 * (m->alpha + b * m->beta) + b * m->gamma;
+}
+
+/* log2(p) steps of the whole vector. */
+static double rd_cost(const struct model *m, uint32_t op, double b, double *chunk)
+{
+	*chunk = 0;
+	if (op != SL_OP_ALLREDUCE)
+		return INFINITY;
+	return m->log2p * (m->alpha + b * m->beta + b * m->gamma) + fold_cost(m, b);
+}
+
+/* Halving then doubling over p segments with chunk c: the ring's bytes in
+ * 2 log2(p) steps, pipelined chunk by chunk as the ring is, with a
+ * transfer per segment; reduce-scatter and all-gather are one half each
+ * (p = n, the vector is n blocks). */
+static double rhd_at(const struct model *m, uint32_t op, double b, double c)
+{
+	double p = m->p, whole = op == SL_OP_ALLREDUCE ? b : p * b, part = (p - 1) / p * whole;
+	double steps = op == SL_OP_ALLREDUCE ? 2 * m->log2p : m->log2p, halves = op == SL_OP_ALLREDUCE ? 2 : 1;
+	double chunks = part / c + halves * (p - 1);
+
+	return steps * m->alpha + halves * part * m->beta + (steps - 1) * c * m->beta +
+	       chunks * m->alpha * CHUNK_OVERHEAD + (op == SL_OP_ALLGATHER ? 0 : part * m->gamma) +
+	       (op == SL_OP_ALLREDUCE ? fold_cost(m, b) : 0);
+}
+
+/* All-reduce on any rank count; reduce-scatter and all-gather on powers of two. */
+static double rhd_cost(const struct model *m, uint32_t op, double b, double *chunk)
+{
+	bool runs = op == SL_OP_ALLREDUCE || ((op == SL_OP_REDUCE_SCATTER || op == SL_OP_ALLGATHER) && m->n == m->p);
+
+	return runs ? pipelined(m, op, b, chunk, rhd_at) : INFINITY;
+}
+
+/* n-1 paced steps of one block each. */
+static double pairwise_cost(const struct model *m, uint32_t op, double b, double *chunk)
+{
+	*chunk = 0;
+	return op == SL_OP_ALLTOALL ? (m->n - 1) * (m->alpha + b * m->beta) : INFINITY;
+}
+
+static double (*const costs[SL_ALGO_ID_COUNT])(const struct model *, uint32_t, double, double *) = {
+	[SL_ALGO_ID_RING] = ring_cost, [SL_ALGO_ID_DIRECT] = direct_cost, [SL_ALGO_ID_RD] = rd_cost,
+	[SL_ALGO_ID_RHD] = rhd_cost, [SL_ALGO_ID_TREE] = tree_cost, [SL_ALGO_ID_PAIRWISE] = pairwise_cost,
+};
+
+/* ---- choosing ---- */
+
+static void model_for(const struct sluice_comm *comm, struct model *m)
+{
+	double lat = cfg.latency_us > 0 ? cfg.latency_us : comm->link_latency_us > 0 ? comm->link_latency_us
+									     : DEFAULT_LATENCY_US;
+	double gbps = cfg.gbps > 0 ? cfg.gbps : comm->link_gbps > 0 ? comm->link_gbps : DEFAULT_LINK_GBPS;
+
+	*m = (struct model){ .alpha = lat, .beta = 1e-3 / gbps, /* GB/s is bytes per ns */
+			     .gamma = cfg.gamma, .delta = cfg.delta, .n = comm->nranks, .p = 1 };
+	while (m->p * 2 <= m->n) {
+		m->p *= 2;
+		m->log2p++;
+	}
+}
+
+/* "ring 12.3, direct 4.5, rd 5.6" for the algorithms that run the call. */
+static void log_choice(const struct sluice_comm *comm, const struct sl_call *call, double b,
+		       const double cost[], const struct sl_plan *out, bool forced)
+{
+	char costs_s[256] = "", chunk_s[48] = "the dataplane's default";
+	size_t len = 0;
+
+	for (uint32_t a = 1; a < SL_ALGO_ID_COUNT && len < sizeof(costs_s); a++)
+		if (isfinite(cost[a]))
+			len += (size_t)snprintf(costs_s + len, sizeof(costs_s) - len, "%s%s %.1f", len ? ", " : "",
+						algo_names[a], cost[a]);
+	if (out->chunk_bytes)
+		snprintf(chunk_s, sizeof(chunk_s), "%u bytes%s", out->chunk_bytes, cfg.chunk ? " (SLUICE_CHUNK_SIZE)" : "");
+	sl_log(SL_LOG_INFO, SL_SUB_TUNING, "%s of %.0f bytes per block on %d ranks: %s%s, chunk %s (predicted us: %s)",
+	       call->fn, b, comm->nranks, algo_names[out->algo], forced ? " (SLUICE_ALGO)" : "", chunk_s, costs_s);
+}
+
+/* The error for SLUICE_ALGO listing no algorithm that runs the call. */
+static sluice_result_t none_listed(const struct sluice_comm *comm, const struct sl_call *call, const double cost[])
+{
+	char runs[128] = "";
+	size_t len = 0;
+
+	for (uint32_t a = 1; a < SL_ALGO_ID_COUNT; a++)
+		if (isfinite(cost[a]))
+			len += (size_t)snprintf(runs + len, sizeof(runs) - len, "%s%s", len ? ", " : "", algo_names[a]);
+	return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: SLUICE_ALGO=\"%s\" lists no algorithm that runs this "
+		       "collective on %d ranks: it runs with %s; add one of them to the list (for example "
+		       "\"%s,direct\")", call->fn, getenv("SLUICE_ALGO"), comm->nranks, runs, getenv("SLUICE_ALGO"));
 }
 
 sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_call *call, struct sl_plan *out)
 {
-	double n = comm->nranks, b = (double)call->count * (double)sluice_datatype_size(call->dtype);
-	double chunk = 0, ring = INFINITY, direct;
-	bool forced;
+	double b = (double)call->count * (double)sluice_datatype_size(call->dtype);
+	double cost[SL_ALGO_ID_COUNT], chunk[SL_ALGO_ID_COUNT] = { 0 };
+	struct model m;
+	sluice_result_t res;
 
-	pthread_once(&cfg.once, load);
-	if (cfg.status != SLUICE_OK)
-		return sl_fail(cfg.status, "%s: %s", call->fn, cfg.why);
-	direct = direct_cost(call->opcode, n, b);
-	if (ring_applies(call->opcode) && comm->nranks > 1) {
-		chunk = ring_chunk(call->opcode, n, b);
-		ring = ring_cost(call->opcode, n, b, chunk);
+	if ((res = sl_plan_config(call->fn)) != SLUICE_OK)
+		return res;
+	/* sluice's own calls (link_probe.c) name theirs; one rank copies locally, whatever the algorithm */
+	if (call->algo || comm->nranks == 1) {
+		*out = (struct sl_plan){ .algo = call->algo ? call->algo : SL_ALGO_ID_DIRECT };
+		return SLUICE_OK;
 	}
-	forced = cfg.algo && (cfg.algo == SL_ALGO_ID_DIRECT || ring_applies(call->opcode));
-	out->algo = forced ? cfg.algo : ring < direct ? SL_ALGO_ID_RING : SL_ALGO_ID_DIRECT;
-	/* direct sends whole blocks: its chunk only sizes the arrival masks, the dataplane's default */
-	out->chunk_bytes = cfg.chunk ? cfg.chunk : out->algo == SL_ALGO_ID_RING ? (uint32_t)chunk : 0;
-	if (sl_log_on(SL_LOG_INFO, SL_SUB_TUNING)) {
-		char chunk_s[48] = "the dataplane's default";
-		if (out->chunk_bytes)
-			snprintf(chunk_s, sizeof(chunk_s), "%u bytes%s", out->chunk_bytes,
-				 cfg.chunk ? " (SLUICE_CHUNK_SIZE)" : "");
-		sl_log(SL_LOG_INFO, SL_SUB_TUNING, "%s of %.0f bytes per block on %d ranks: %s%s, chunk %s "
-		       "(predicted us: ring %.1f, direct %.1f)", call->fn, b, comm->nranks, algo_name(out->algo),
-		       forced ? " (SLUICE_ALGO)" : "", chunk_s, ring, direct);
-	}
+	model_for(comm, &m);
+	cost[0] = INFINITY;
+	for (uint32_t a = 1; a < SL_ALGO_ID_COUNT; a++)
+		cost[a] = costs[a](&m, call->opcode, b, &chunk[a]);
+	out->algo = 0;
+	for (unsigned i = 0; i < cfg.nalgos && !out->algo; i++)
+		if (isfinite(cost[cfg.algos[i]]))
+			out->algo = cfg.algos[i];
+	if (cfg.nalgos && !out->algo)
+		return none_listed(comm, call, cost);
+	for (uint32_t a = 1; !cfg.nalgos && a < SL_ALGO_ID_COUNT; a++)
+		if (!out->algo || cost[a] < cost[out->algo])
+			out->algo = a;
+	out->chunk_bytes = cfg.chunk ? cfg.chunk : (uint32_t)chunk[out->algo];
+	if (sl_log_on(SL_LOG_INFO, SL_SUB_TUNING))
+		log_choice(comm, call, b, cost, out, cfg.nalgos > 0);
 	return SLUICE_OK;
 }

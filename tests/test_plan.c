@@ -1,6 +1,7 @@
 /*
  * test_plan.c: libsluice's planner (ctl/plan.c): the cost model's choices,
- * SLUICE_ALGO and SLUICE_CHUNK_SIZE overriding it, and bad values refused
+ * the measured link figures and SLUICE_ALGO and SLUICE_CHUNK_SIZE
+ * overriding it, when to probe the links, and bad values refused
  * with a message.  The planner reads its configuration once per process,
  * so each configuration runs in a child of its own.
  */
@@ -20,99 +21,191 @@ struct want {
 	uint32_t opcode;
 	int nranks;
 	size_t count;     /* float32 elements per block */
-	uint32_t algo;    /* expected algorithm */
+	uint32_t algo;    /* expected algorithm, or 0: the call is refused */
 	uint32_t chunk;   /* expected chunk bytes, or UINT32_MAX: any */
+	double link_us, link_gbps; /* the communicator's measured links, 0: none */
 };
 
-/* In a child: set the variables, plan each call, exit 0 when all match (1 + index of the first miss). */
-static int run_child(const char *algo, const char *chunk, const struct want *w, size_t n)
+/* In a child: set the variables ("NAME=value", NULL-terminated), plan each
+ * call, exit 0 when all match (1 + index of the first miss). */
+static int run_child(char *const env[], const struct want *w, size_t n)
 {
-	if (algo)
-		setenv("SLUICE_ALGO", algo, 1);
-	if (chunk)
-		setenv("SLUICE_CHUNK_SIZE", chunk, 1);
+	for (size_t i = 0; env && env[i]; i++)
+		putenv(env[i]);
 	for (size_t i = 0; i < n; i++) {
-		struct sluice_comm comm = { .nranks = w[i].nranks };
+		struct sluice_comm comm = { .nranks = w[i].nranks, .link_latency_us = w[i].link_us,
+					    .link_gbps = w[i].link_gbps };
 		struct sl_call call = { .fn = "test", .opcode = w[i].opcode, .count = w[i].count,
 					.dtype = SLUICE_FLOAT32 };
 		struct sl_plan plan;
-		if (sl_plan_pick(&comm, &call, &plan) != SLUICE_OK || plan.algo != w[i].algo ||
-		    (w[i].chunk != UINT32_MAX && plan.chunk_bytes != w[i].chunk))
+		sluice_result_t res = sl_plan_pick(&comm, &call, &plan);
+		if (!w[i].algo ? res != SLUICE_ERR_INVALID_ARGUMENT || !strstr(sluice_last_error(), "SLUICE_")
+			       : res != SLUICE_OK || plan.algo != w[i].algo ||
+				 (w[i].chunk != UINT32_MAX && plan.chunk_bytes != w[i].chunk))
 			return 1 + (int)i;
 	}
 	return 0;
 }
 
-static int in_child(const char *algo, const char *chunk, const struct want *w, size_t n)
+static int in_child(char *const env[], const struct want *w, size_t n)
 {
 	int status;
 	pid_t pid = fork();
 
 	assert_true(pid >= 0);
 	if (pid == 0)
-		_exit(run_child(algo, chunk, w, n));
+		_exit(run_child(env, w, n));
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 #define RING SL_ALGO_ID_RING
 #define DIRECT SL_ALGO_ID_DIRECT
+#define RD SL_ALGO_ID_RD
+#define RHD SL_ALGO_ID_RHD
+#define TREE SL_ALGO_ID_TREE
+#define PAIRWISE SL_ALGO_ID_PAIRWISE
+#define REFUSED 0
 #define ANY UINT32_MAX
+#define N(w) (sizeof(w) / sizeof((w)[0]))
 
 static void test_cost_model(void **state)
 {
 	const struct want w[] = {
-		{ SL_OP_ALLREDUCE, 2, 2, DIRECT, 0 },           /* one hop beats two */
-		{ SL_OP_ALLREDUCE, 3, 2, DIRECT, 0 },
-		{ SL_OP_ALLREDUCE, 3, 16 << 20, RING, ANY },    /* 64 MB: bandwidth */
-		{ SL_OP_ALLREDUCE, 1, 1000, DIRECT, 0 },        /* one rank: a local copy */
-		{ SL_OP_REDUCE_SCATTER, 4, 16 << 20, RING, ANY },
-		{ SL_OP_BROADCAST, 4, 16 << 20, RING, ANY },    /* a pipelined chain */
-		{ SL_OP_ALLTOALL, 4, 1 << 20, DIRECT, 0 },      /* no ring all-to-all */
-		{ SL_OP_BARRIER, 4, 0, DIRECT, 0 },
-		{ SL_OP_SEND, 4, 100, DIRECT, 0 },
+		{ SL_OP_ALLREDUCE, 2, 2, DIRECT, 0, 0, 0 },           /* one hop beats two */
+		{ SL_OP_ALLREDUCE, 3, 2, DIRECT, 0, 0, 0 },
+		{ SL_OP_ALLREDUCE, 3, 16 << 20, RING, ANY, 0, 0 },    /* 64 MB: bandwidth */
+		{ SL_OP_ALLREDUCE, 1, 1000, DIRECT, 0, 0, 0 },        /* one rank: a local copy */
+		{ SL_OP_ALLREDUCE, 64, 1024, RD, 0, 0, 0 },           /* 4 KB on 64: 6 hops of 4 KB beat 63 blocks */
+		{ SL_OP_ALLREDUCE, 4, 64 << 10, RHD, ANY, 0, 0 },     /* 256 KB: the ring's bytes in fewer steps */
+		{ SL_OP_ALLREDUCE, 64, 256 << 10, RHD, ANY, 0, 0 },
+		{ SL_OP_REDUCE_SCATTER, 3, 16 << 20, RING, ANY, 0, 0 },
+		{ SL_OP_REDUCE_SCATTER, 64, 256 << 10, RHD, ANY, 0, 0 }, /* direct holds 31 MB aside on average */
+		{ SL_OP_REDUCE_SCATTER, 48, 16 << 10, DIRECT, 0, 0, 0 }, /* halving needs a power of two */
+		{ SL_OP_ALLGATHER, 16, 16 << 10, DIRECT, 0, 0, 0 },   /* doubling: the same bytes in more steps */
+		{ SL_OP_BROADCAST, 4, 16 << 20, RING, ANY, 0, 0 },    /* a pipelined chain */
+		{ SL_OP_BROADCAST, 16, 16 << 10, TREE, ANY, 0, 0 },   /* 4 hops, the root's link 4 times */
+		{ SL_OP_REDUCE, 16, 16 << 10, TREE, ANY, 0, 0 },
+		{ SL_OP_ALLTOALL, 4, 1 << 20, DIRECT, 0, 0, 0 },      /* pairwise costs n-1 latencies more */
+		{ SL_OP_BARRIER, 4, 0, DIRECT, 0, 0, 0 },
+		{ SL_OP_SEND, 4, 100, DIRECT, 0, 0, 0 },
 	};
 	(void)state;
-	assert_int_equal(in_child(NULL, NULL, w, sizeof(w) / sizeof(w[0])), 0);
+	assert_int_equal(in_child(NULL, w, N(w)), 0);
+}
+
+/* The communicator's measured links move the choice; the variables override them. */
+static void test_link_figures(void **state)
+{
+	const struct want measured[] = {
+		{ SL_OP_ALLREDUCE, 4, 64 << 10, RHD, ANY, 0, 0 },
+		{ SL_OP_ALLREDUCE, 4, 64 << 10, DIRECT, 0, 1000, 2 }, /* 1 ms a hop: fewest hops */
+		{ SL_OP_ALLREDUCE, 3, 16 << 10, DIRECT, 0, 0, 0 },
+		{ SL_OP_ALLREDUCE, 3, 16 << 10, RING, ANY, 0.1, 2 },  /* no latency: fewest bytes */
+	};
+	const struct want given[] = { { SL_OP_ALLREDUCE, 3, 16 << 10, DIRECT, 0, 0.1, 2 } };
+	char *env[] = { "SLUICE_LINK_LATENCY_US=15", NULL };
+	(void)state;
+	assert_int_equal(in_child(NULL, measured, N(measured)), 0);
+	assert_int_equal(in_child(env, given, N(given)), 0);
 }
 
 static void test_overrides(void **state)
 {
 	const struct want ring[] = {
-		{ SL_OP_ALLREDUCE, 2, 2, RING, ANY },
-		{ SL_OP_ALLTOALL, 4, 100, DIRECT, 0 },          /* ring does not apply: the model's choice */
+		{ SL_OP_ALLREDUCE, 2, 2, RING, ANY, 0, 0 },
+		{ SL_OP_ALLTOALL, 4, 100, REFUSED, 0, 0, 0 },            /* ring does not run it: said so */
+		{ SL_OP_BARRIER, 4, 0, REFUSED, 0, 0, 0 },
+		{ SL_OP_BROADCAST, 1, 100, DIRECT, 0, 0, 0 },         /* one rank: a local copy, whatever is asked */
 	};
-	const struct want direct[] = { { SL_OP_ALLREDUCE, 3, 16 << 20, DIRECT, 0 } };
+	const struct want direct[] = { { SL_OP_ALLREDUCE, 3, 16 << 20, DIRECT, 0, 0, 0 } };
 	const struct want chunk[] = {
-		{ SL_OP_ALLREDUCE, 3, 16 << 20, RING, 65536 },
-		{ SL_OP_BROADCAST, 3, 16 << 20, RING, 65536 },
+		{ SL_OP_ALLREDUCE, 3, 16 << 20, RING, 65536, 0, 0 },
+		{ SL_OP_BROADCAST, 3, 16 << 20, RING, 65536, 0, 0 },
 	};
+	/* the first listed that runs the call */
+	const struct want list[] = {
+		{ SL_OP_ALLREDUCE, 3, 1 << 20, RD, 0, 0, 0 },
+		{ SL_OP_REDUCE_SCATTER, 4, 100, RHD, ANY, 0, 0 },
+		{ SL_OP_REDUCE_SCATTER, 3, 100, DIRECT, 0, 0, 0 },    /* rhd: not on 3 ranks */
+		{ SL_OP_ALLGATHER, 2, 100, RHD, ANY, 0, 0 },
+		{ SL_OP_BROADCAST, 3, 100, TREE, ANY, 0, 0 },
+		{ SL_OP_REDUCE, 5, 100, TREE, ANY, 0, 0 },
+		{ SL_OP_ALLTOALL, 3, 100, PAIRWISE, 0, 0, 0 },
+		{ SL_OP_GATHER, 3, 100, DIRECT, 0, 0, 0 },
+	};
+	const struct want only_rhd[] = {
+		{ SL_OP_ALLREDUCE, 3, 100, RHD, ANY, 0, 0 },
+		{ SL_OP_REDUCE_SCATTER, 3, 100, REFUSED, 0, 0, 0 },
+		{ SL_OP_BROADCAST, 4, 100, REFUSED, 0, 0, 0 },
+	};
+	char *env_ring[] = { "SLUICE_ALGO=ring", NULL }, *env_direct[] = { "SLUICE_ALGO=DIRECT", NULL };
+	char *env_chunk[] = { "SLUICE_CHUNK_SIZE=64K", NULL };
+	char *env_list[] = { "SLUICE_ALGO=rd,rhd,tree,pairwise,direct", NULL }, *env_rhd[] = { "SLUICE_ALGO=rhd", NULL };
 	(void)state;
-	assert_int_equal(in_child("ring", NULL, ring, 2), 0);
-	assert_int_equal(in_child("DIRECT", NULL, direct, 1), 0);
-	assert_int_equal(in_child(NULL, "64K", chunk, 2), 0);
+	assert_int_equal(in_child(env_ring, ring, N(ring)), 0);
+	assert_int_equal(in_child(env_direct, direct, N(direct)), 0);
+	assert_int_equal(in_child(env_chunk, chunk, N(chunk)), 0);
+	assert_int_equal(in_child(env_list, list, N(list)), 0);
+	assert_int_equal(in_child(env_rhd, only_rhd, N(only_rhd)), 0);
 }
 
 static void test_bad_values(void **state)
 {
-	const struct want any[] = { { SL_OP_ALLREDUCE, 2, 2, DIRECT, 0 } };
+	const struct want any[] = { { SL_OP_ALLREDUCE, 2, 2, DIRECT, 0, 0, 0 } };
+	static char *bad[][2] = {
+		{ "SLUICE_ALGO=trees" }, { "SLUICE_ALGO=rd,rd" }, { "SLUICE_ALGO=rd," }, { "SLUICE_ALGO=,rd" },
+		{ "SLUICE_CHUNK_SIZE=0" }, { "SLUICE_CHUNK_SIZE=17M" }, { "SLUICE_CHUNK_SIZE=64Q" },
+		{ "SLUICE_LINK_PROBE=yes" }, { "SLUICE_LINK_GBPS=-1" },
+	};
 	(void)state;
-	assert_int_equal(in_child("tree", NULL, any, 1), 1);
-	assert_int_equal(in_child(NULL, "0", any, 1), 1);
-	assert_int_equal(in_child(NULL, "17M", any, 1), 1);
-	assert_int_equal(in_child(NULL, "64Q", any, 1), 1);
+	for (size_t i = 0; i < N(bad); i++)
+		if (in_child(bad[i], any, 1) != 1)
+			fail_msg("%s was accepted", bad[i][0]);
+}
+
+/* In a child: exit 0 when sl_plan_wants_probe() says want. */
+static int probe_child(char *const env[], bool want)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		for (size_t i = 0; env[i]; i++)
+			putenv(env[i]);
+		_exit(sl_plan_wants_probe() != want);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_probe_wanted(void **state)
+{
+	char *none[] = { NULL }, *off[] = { "SLUICE_LINK_PROBE=0", NULL }, *on[] = { "SLUICE_LINK_PROBE=1", NULL };
+	char *one[] = { "SLUICE_LINK_GBPS=3", NULL };
+	char *both[] = { "SLUICE_LINK_GBPS=3", "SLUICE_LINK_LATENCY_US=20", NULL };
+	(void)state;
+	assert_int_equal(probe_child(none, true), 0);
+	assert_int_equal(probe_child(on, true), 0);
+	assert_int_equal(probe_child(off, false), 0);
+	assert_int_equal(probe_child(one, true), 0);   /* the other figure is still unknown */
+	assert_int_equal(probe_child(both, false), 0);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cost_model),
+		cmocka_unit_test(test_link_figures),
 		cmocka_unit_test(test_overrides),
 		cmocka_unit_test(test_bad_values),
+		cmocka_unit_test(test_probe_wanted),
 	};
 	unsetenv("SLUICE_ALGO");
 	unsetenv("SLUICE_CHUNK_SIZE");
 	unsetenv("SLUICE_LINK_LATENCY_US");
 	unsetenv("SLUICE_LINK_GBPS");
+	unsetenv("SLUICE_LINK_PROBE");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
