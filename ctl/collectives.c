@@ -121,7 +121,7 @@ static sluice_result_t check_buffers(const struct sluice_comm *comm, struct sl_c
 	return SLUICE_OK;
 }
 
-static sluice_result_t call(sluice_comm_t *comm, struct sl_call c, sluice_req_t **req)
+sluice_result_t sl_coll_call(sluice_comm_t *comm, struct sl_call c, sluice_req_t **req)
 {
 	sluice_result_t res;
 
@@ -145,7 +145,7 @@ sluice_result_t sluice_allreduce(sluice_comm_t *comm, const void *send, void *re
 	struct sl_call c = { .fn = "sluice_allreduce", .opcode = SL_OP_ALLREDUCE, .send = send, .recv = recv,
 			     .count = count, .dtype = dtype, .op = op };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_allgather(sluice_comm_t *comm, const void *send, void *recv, size_t count,
@@ -154,7 +154,7 @@ sluice_result_t sluice_allgather(sluice_comm_t *comm, const void *send, void *re
 	struct sl_call c = { .fn = "sluice_allgather", .opcode = SL_OP_ALLGATHER, .send = send, .recv = recv,
 			     .count = count, .dtype = dtype };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_reduce_scatter(sluice_comm_t *comm, const void *send, void *recv, size_t count,
@@ -163,7 +163,7 @@ sluice_result_t sluice_reduce_scatter(sluice_comm_t *comm, const void *send, voi
 	struct sl_call c = { .fn = "sluice_reduce_scatter", .opcode = SL_OP_REDUCE_SCATTER, .send = send,
 			     .recv = recv, .count = count, .dtype = dtype, .op = op };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_broadcast(sluice_comm_t *comm, const void *send, void *recv, size_t count,
@@ -172,7 +172,7 @@ sluice_result_t sluice_broadcast(sluice_comm_t *comm, const void *send, void *re
 	struct sl_call c = { .fn = "sluice_broadcast", .opcode = SL_OP_BROADCAST, .send = send, .recv = recv,
 			     .count = count, .dtype = dtype, .root = root };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_reduce(sluice_comm_t *comm, const void *send, void *recv, size_t count,
@@ -181,7 +181,7 @@ sluice_result_t sluice_reduce(sluice_comm_t *comm, const void *send, void *recv,
 	struct sl_call c = { .fn = "sluice_reduce", .opcode = SL_OP_REDUCE, .send = send, .recv = recv,
 			     .count = count, .dtype = dtype, .op = op, .root = root };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_alltoall(sluice_comm_t *comm, const void *send, void *recv, size_t count,
@@ -190,7 +190,7 @@ sluice_result_t sluice_alltoall(sluice_comm_t *comm, const void *send, void *rec
 	struct sl_call c = { .fn = "sluice_alltoall", .opcode = SL_OP_ALLTOALL, .send = send, .recv = recv,
 			     .count = count, .dtype = dtype };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_alltoallv(sluice_comm_t *comm, const void *send, const size_t *send_counts,
@@ -200,7 +200,7 @@ sluice_result_t sluice_alltoallv(sluice_comm_t *comm, const void *send, const si
 	struct sl_call c = { .fn = "sluice_alltoallv", .opcode = SL_OP_ALLTOALLV, .send = send, .recv = recv,
 			     .dtype = dtype, .v = { send_counts, send_displs, recv_counts, recv_displs } };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_gather(sluice_comm_t *comm, const void *send, void *recv, size_t count,
@@ -209,7 +209,7 @@ sluice_result_t sluice_gather(sluice_comm_t *comm, const void *send, void *recv,
 	struct sl_call c = { .fn = "sluice_gather", .opcode = SL_OP_GATHER, .send = send, .recv = recv,
 			     .count = count, .dtype = dtype, .root = root };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_scatter(sluice_comm_t *comm, const void *send, void *recv, size_t count,
@@ -218,14 +218,14 @@ sluice_result_t sluice_scatter(sluice_comm_t *comm, const void *send, void *recv
 	struct sl_call c = { .fn = "sluice_scatter", .opcode = SL_OP_SCATTER, .send = send, .recv = recv,
 			     .count = count, .dtype = dtype, .root = root };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_barrier(sluice_comm_t *comm, sluice_req_t **req)
 {
 	struct sl_call c = { .fn = "sluice_barrier", .opcode = SL_OP_BARRIER, .dtype = SLUICE_UINT8 };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_send(sluice_comm_t *comm, const void *send, size_t count, sluice_datatype_t dtype,
@@ -234,7 +234,7 @@ sluice_result_t sluice_send(sluice_comm_t *comm, const void *send, size_t count,
 	struct sl_call c = { .fn = "sluice_send", .opcode = SL_OP_SEND, .send = send, .count = count,
 			     .dtype = dtype, .root = peer };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }
 
 sluice_result_t sluice_recv(sluice_comm_t *comm, void *recv, size_t count, sluice_datatype_t dtype, int peer,
@@ -243,5 +243,5 @@ sluice_result_t sluice_recv(sluice_comm_t *comm, void *recv, size_t count, sluic
 	struct sl_call c = { .fn = "sluice_recv", .opcode = SL_OP_RECV, .recv = recv, .count = count,
 			     .dtype = dtype, .root = peer };
 
-	return call(comm, c, req);
+	return sl_coll_call(comm, c, req);
 }

@@ -3,7 +3,8 @@
  * for its node id, meets the other ranks through the bootstrap to agree on
  * a key and learn every rank's node, has the dataplane create the
  * communicator, and ends with a barrier so that no rank posts data before
- * every dataplane knows the communicator.
+ * every dataplane knows the communicator.  Then, unless configured not to,
+ * the ranks measure their links for the planner (link_probe.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +88,8 @@ static sluice_result_t comm_alone(struct sluice_comm *c, uint32_t node)
 	return comm_create(c, &b);
 }
 
-/* Rendezvous, create, and wait until every rank has created it (or undo it). */
+/* Rendezvous, create, wait until every rank has created it, measure the
+ * links (or undo it). */
 static sluice_result_t comm_join(struct sluice_comm *c, const char *root)
 {
 	char host[SL_HOST_MAX], why[512];
@@ -107,6 +109,10 @@ static sluice_result_t comm_join(struct sluice_comm *c, const char *root)
 	c->key = b.key;
 	created = comm_create(c, &b);
 	res = sl_boot_barrier(&b, created);
+	/* every rank ends the probe before any posts its own calls: a failure
+	 * of those (a mismatch, say) cannot reach a rank still probing */
+	if (res == SLUICE_OK && sl_plan_wants_probe())
+		res = sl_boot_barrier(&b, sl_link_probe(c));
 	sl_boot_close(&b);
 	if (res != SLUICE_OK && created == SLUICE_OK) {
 		snprintf(why, sizeof(why), "%s", sluice_last_error());
@@ -122,7 +128,8 @@ sluice_result_t sluice_comm_init(sluice_ctx_t *ctx, int nranks, int rank, const 
 	struct sluice_comm *c;
 	sluice_result_t res;
 
-	if ((res = comm_check_args(ctx, nranks, rank, comm)) != SLUICE_OK)
+	if ((res = comm_check_args(ctx, nranks, rank, comm)) != SLUICE_OK ||
+	    (res = sl_plan_config("sluice_comm_init")) != SLUICE_OK)
 		return res;
 	*comm = NULL;
 	c = calloc(1, sizeof(*c));

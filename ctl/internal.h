@@ -195,6 +195,10 @@ struct sl_plan {
 /* Pick the algorithm and chunk size for call on comm (SLUICE_ALGO and
  * SLUICE_CHUNK_SIZE override the cost model); logs under TUNING. */
 sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_call *call, struct sl_plan *out);
+/* Check a call's arguments (naming c.fn in errors) and post it: collectives.c. */
+sluice_result_t sl_coll_call(sluice_comm_t *comm, struct sl_call c, sluice_req_t **req);
+/* Measure comm's links and agree on them with its other ranks: link_probe.c. */
+sluice_result_t sl_link_probe(struct sluice_comm *comm);
 /* The planner's configuration is valid (else the error, naming fn). */
 sluice_result_t sl_plan_config(const char *fn);
 /* Whether communicators should measure their links (link_probe.c). */
