@@ -10,10 +10,10 @@
  * recv): a partner may send its next step before this rank's previous send
  * was acknowledged, and that send's bytes must stay as they were.  The
  * two operands of a step are reduced in one fixed order per rank, so
- * results do not depend on arrival order; ranks that combine the same two
- * halves in the other order get the same bits, as sum, prod, min and max
- * are commutative in IEEE arithmetic (the sign of a zero under max/min
- * aside).
+ * results do not depend on arrival order; and both partners of a step put
+ * the lower ranks' partial result on the left, so they compute the same
+ * bits even where an op is not commutative in them (max of +0 and -0, NaN
+ * payloads).
  */
 #include "fold.h"
 #include "schedule.h"
@@ -41,7 +41,7 @@ int sl_build_rd(struct sl_sched *s)
 	}
 	if (f.partner >= 0) {
 		struct sl_xfer rx = { .peer = (uint32_t)f.partner, .buf = SL_BUF_SCRATCH, .apply = SL_APPLY_REDUCE,
-				      .opnd_buf = SL_BUF_SEND, .len = b, .after = -1 };
+				      .opnd_buf = SL_BUF_SEND, .payload_first = true, .len = b, .after = -1 };
 		if ((cur = sl_sched_add(s, &rx)) < 0)
 			return -1;
 		cur_buf = SL_BUF_SCRATCH;
@@ -54,7 +54,7 @@ int sl_build_rd(struct sl_sched *s)
 		struct sl_xfer rx = { .peer = peer, .step = k + 1, .apply = SL_APPLY_REDUCE,
 				      .buf = last ? SL_BUF_RECV : SL_BUF_SCRATCH, .off = last ? 0 : (k + 1) * b,
 				      .opnd_buf = cur_buf, .opnd_off = cur_off, .len = b, .finishes = last,
-				      .after = cur };
+				      .payload_first = ((uint32_t)f.vrank >> k) & 1, .after = cur };
 		if (sl_sched_add(s, &tx) < 0 || (cur = sl_sched_add(s, &rx)) < 0)
 			return -1;
 		cur_buf = rx.buf;

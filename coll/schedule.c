@@ -409,7 +409,8 @@ enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint3
 		return SL_SCHED_DEFER;
 	*mask |= bit;
 	*act = (struct sl_action){
-		.apply = x->apply, .buf = x->buf, .opnd_buf = x->opnd_buf, .finishes = x->finishes,
+		.apply = x->apply, .buf = x->buf, .opnd_buf = x->opnd_buf, .payload_first = x->payload_first,
+		.finishes = x->finishes,
 		.off = x->off + off, .opnd_off = x->opnd_off + off,
 	};
 	if (*mask == full_mask(&s->p, chunk_len(&s->p, x, c))) {

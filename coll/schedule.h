@@ -102,6 +102,8 @@ struct sl_xfer {
 	uint8_t buf;          /* enum sl_buf: send's source, or recv's destination */
 	uint8_t apply;        /* recv: enum sl_apply */
 	uint8_t opnd_buf;     /* recv REDUCE: dst = operand op payload */
+	bool payload_first;   /* recv REDUCE: dst = payload op operand instead (max, min and NaNs
+			       * are not commutative in their bits) */
 	bool finishes;        /* recv REDUCE: its elements are final after it (AVG divides) */
 	uint64_t off, len;    /* byte range in buf */
 	uint64_t opnd_off;    /* recv REDUCE: operand's byte offset in opnd_buf */
@@ -125,6 +127,7 @@ struct sl_send {
 struct sl_action {
 	uint8_t apply;        /* enum sl_apply */
 	uint8_t buf, opnd_buf;
+	bool payload_first;   /* dst = payload op operand, not operand op payload */
 	bool finishes;
 	uint64_t off, opnd_off; /* where the payload's bytes go, and the operand's */
 	bool chunk_done;      /* this packet completed its chunk: deferred packets may now apply */

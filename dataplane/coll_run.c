@@ -317,7 +317,10 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 		memmove(dst, payload, len); /* a local transfer may overlap itself */
 		return;
 	}
-	sl_reduce(dst, k->buf[a->opnd_buf] + a->opnd_off, payload, len / esize, k->cmd.dtype, op);
+	const uint8_t *opnd = k->buf[a->opnd_buf] + a->opnd_off;
+
+	sl_reduce(dst, a->payload_first ? payload : opnd, a->payload_first ? opnd : payload, len / esize,
+		  k->cmd.dtype, op);
 	/* the schedule's last contribution to these elements: average them once */
 	if (k->cmd.redop == SL_AVG && a->finishes)
 		sl_scale_avg(dst, len / esize, k->cmd.dtype, k->comm->nranks);

@@ -95,7 +95,10 @@ static void apply(uint32_t to, const struct sl_action *a, const uint8_t *data, u
 		memmove(dst, data, len);
 		return;
 	}
-	sl_reduce(dst, r->buf[a->opnd_buf] + a->opnd_off, data, n, cl.dtype, cl.op == SL_AVG ? SL_SUM : cl.op);
+	const uint8_t *opnd = r->buf[a->opnd_buf] + a->opnd_off;
+
+	sl_reduce(dst, a->payload_first ? data : opnd, a->payload_first ? opnd : data, n, cl.dtype,
+		  cl.op == SL_AVG ? SL_SUM : cl.op);
 	if (cl.op == SL_AVG && a->finishes)
 		sl_scale_avg(dst, n, cl.dtype, cl.plan.nranks);
 }
@@ -475,6 +478,39 @@ static void test_deterministic(void **state)
 			}
 }
 
+/* Max and min of +0 and -0 (and NaNs with different payloads) are not
+ * commutative in their bits: every rank of an all-reduce must still get
+ * the same bits, so partners must combine in one agreed order. */
+static void test_same_bits_everywhere(void **state)
+{
+	static const uint32_t nan_a = 0x7fc00001, nan_b = 0x7fc00002;
+	(void)state;
+
+	for (uint32_t n = 2; n <= MAX_RANKS; n++)
+		for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++)
+			for (enum sl_redop op = SL_MAX; op <= SL_MIN && serves(SL_COLL_ALLREDUCE, a, n); op++) {
+				cl.plan = (struct sl_sched_plan){ .coll = SL_COLL_ALLREDUCE, .algo = a, .nranks = n,
+								  .count = 24, .esize = 4, .payload = 16,
+								  .chunk_bytes = 32 };
+				cl.dtype = SL_FLOAT32;
+				cl.op = op;
+				for (uint32_t k = 0; k < n; k++) {
+					setup_rank(k, false, false);
+					for (uint32_t i = 0; i < 24; i++) {
+						uint32_t bits = i % 3 == 0 ? (k % 2 ? nan_a : nan_b)
+								: (i + k) % 2 ? 0x80000000u : 0;
+						memcpy(cl.r[k].send + 4 * i, &bits, 4);
+					}
+				}
+				run(n);
+				for (uint32_t k = 1; k < n; k++)
+					if (memcmp(cl.r[k].recv, cl.r[0].recv, 24 * 4) != 0)
+						fail_msg("allreduce %s by %s, n=%u: ranks 0 and %u hold different bits",
+							 sl_redop_name(op), sl_algo_name(a), n, k);
+				teardown();
+			}
+}
+
 /* All-to-allv: rank i sends c[i][j] elements to j (often 0), from a
  * displacement with gaps; j places them at its own displacements. */
 static void test_alltoallv(void **state)
@@ -706,6 +742,7 @@ int main(void)
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_every_type_and_op),
 		cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_same_bits_everywhere),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
