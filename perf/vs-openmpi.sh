@@ -10,6 +10,8 @@ usage() {
 	cat <<EOF
 usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
   -r N     ranks (default 2)
+  -m MODE  sluice-run's dataplane mode: daemons or embedded (default: sluice-run
+           picks, embedded below two cores per rank)
   -C LIST  collectives, comma-separated, or all (default all_reduce): all_reduce
            all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv
   -R ROOT  root of the rooted collectives (default 0)
@@ -23,10 +25,14 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
 EOF
 }
 
-ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0
-while getopts "r:C:R:b:e:n:w:B:kh" opt; do
+ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=()
+while getopts "r:m:C:R:b:e:n:w:B:kh" opt; do
 	case $opt in
 	r) ranks=$OPTARG ;;
+	m) case $OPTARG in
+	   daemons|embedded) mode=("--$OPTARG") ;;
+	   *) echo "vs-openmpi.sh: -m $OPTARG: expected daemons or embedded" >&2; exit 2 ;;
+	   esac ;;
 	C) colls=$OPTARG ;;
 	R) root=$OPTARG ;;
 	b) minb=$OPTARG ;;
@@ -100,8 +106,8 @@ END {
 failed=0
 for coll in ${colls//,/ }; do
 	flags=(-C "$coll" -r "$root" -b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -B "$budget" -c 1 -d float -o sum)
-	echo "### sluice: sluice-run -n $ranks -- sluice-perf ${flags[*]}"
-	"$sluice_run" -n "$ranks" -- "$sluice_perf" "${flags[@]}" -J "$out/sluice-$coll.json"
+	echo "### sluice: sluice-run -n $ranks ${mode[*]} -- sluice-perf ${flags[*]}"
+	"$sluice_run" -n "$ranks" "${mode[@]}" -- "$sluice_perf" "${flags[@]}" -J "$out/sluice-$coll.json"
 	sluice_rc=$?
 	echo
 	echo "### Open MPI: mpirun -np $ranks --mca btl tcp,self (loopback) mpi-allreduce-perf ${flags[*]}"
