@@ -176,6 +176,7 @@ int dp_async_post(struct dp_engine *e, struct dp_coll *k, const struct sl_action
 		.count = len / esize, .dtype = k->cmd.dtype, .op = k->cmd.redop,
 		.kind = a->apply == SL_APPLY_COPY ? SL_GDMA_COPY : SL_GDMA_REDUCE,
 		.avg_div = k->cmd.redop == SL_AVG && a->finishes ? k->comm->nranks : 0,
+		.payload_first = a->payload_first,
 	};
 	char err[256];
 	int rc;

@@ -135,6 +135,7 @@ static struct sl_gdma_item piece(const struct sl_gdma_work *w, uint64_t first, u
 		.dtype = (uint8_t)w->dtype,
 		.op = (uint8_t)(w->op == SL_AVG ? SL_SUM : w->op),
 		.kind = (uint8_t)w->kind,
+		.swap = w->payload_first,
 	};
 }
 

@@ -65,6 +65,7 @@ struct sl_gdma_work {
 	enum sl_redop op;      /* AVG reduces as SUM: set avg_div on the last step */
 	enum sl_gdma_kind kind;
 	uint32_t avg_div;      /* > 0: divide each result by this afterwards */
+	bool payload_first;    /* dst = src op a instead (the order decides max, min and NaNs) */
 };
 
 struct sl_gdma;

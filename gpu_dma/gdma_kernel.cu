@@ -131,7 +131,7 @@ template <typename Tr, int OP> __device__ uint64_t reduce_vec(const sl_gdma_item
 {
 	using S = typename Tr::S;
 	uint4 *d = (uint4 *)it.dst;
-	const uint4 *a = (const uint4 *)it.a, *s = (const uint4 *)it.src;
+	const uint4 *a = (const uint4 *)(it.swap ? it.src : it.a), *s = (const uint4 *)(it.swap ? it.a : it.src);
 	uint64_t nv = it.count * sizeof(S) / 16, step = blockDim.x, v = threadIdx.x;
 
 	for (; v + (UNROLL - 1) * step < nv; v += UNROLL * step) {
@@ -154,7 +154,8 @@ template <typename Tr, int OP> __device__ void reduce_item(const sl_gdma_item &i
 {
 	using S = typename Tr::S;
 	unsigned char *d = (unsigned char *)it.dst;
-	const unsigned char *a = (const unsigned char *)it.a, *s = (const unsigned char *)it.src;
+	const unsigned char *a = (const unsigned char *)(it.swap ? it.src : it.a);
+	const unsigned char *s = (const unsigned char *)(it.swap ? it.a : it.src);
 	uint64_t i = 0;
 
 	if (((it.dst | it.a | it.src) & 15) == 0)

@@ -88,7 +88,9 @@ static void cpu_apply(const struct sl_gdma_item *it)
 		memmove(dst, src, it->count * esize);
 		return;
 	}
-	sl_reduce(dst, (const void *)(uintptr_t)it->a, src, it->count, (enum sl_dtype)it->dtype,
+	const void *a = (const void *)(uintptr_t)it->a;
+
+	sl_reduce(dst, it->swap ? src : a, it->swap ? a : src, it->count, (enum sl_dtype)it->dtype,
 		  (enum sl_redop)it->op);
 	if (it->avg_div)
 		sl_scale_avg(dst, it->count, (enum sl_dtype)it->dtype, it->avg_div);

@@ -48,7 +48,8 @@ struct sl_gdma_item {
 	uint8_t dtype;    /* enum sl_dtype */
 	uint8_t op;       /* enum sl_redop, AVG already turned into SUM */
 	uint8_t kind;     /* enum sl_gdma_kind */
-	uint8_t pad0;
+	uint8_t swap;     /* 1: dst[i] = src[i] op a[i] (the payload on the left: max, min
+			   * and NaNs pick by position, and the schedule fixes which) */
 	uint32_t seq;     /* the ticket; written last by the producer (release) */
 	uint32_t pad1[5];
 };

@@ -455,6 +455,14 @@ static void deterministic(void)
 		first[0] = a;
 		first[1] = b;
 	}
+	/* max of +0 and -0 (equal, different bits) picks by operand order: rank r
+	 * gives -0 where bit r of the index is set, so that every pair of ranks
+	 * meets both ways round, and every rank must end with the same bits */
+	for (size_t i = 0; i < count; i++)
+		in[i] = (i >> rank) & 1 ? -0.0f : 0.0f;
+	CHECK(sluice_allreduce(comm, in, out, count, SLUICE_FLOAT32, SLUICE_MAX, &req));
+	CHECK(sluice_wait(req));
+	first[0] ^= hash_bytes(out, count * 4);
 	/* every rank holds the same all-reduce bits: MAX and MIN of the hash agree */
 	h[0] = first[0];
 	CHECK(sluice_allreduce(comm, h, h + 1, 1, SLUICE_UINT64, SLUICE_MAX, &req));
