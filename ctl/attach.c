@@ -202,6 +202,7 @@ static struct {
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	void (*stop)(void);
 	int32_t (*drive)(void); /* one engine pass from the caller's thread; -1: engine busy */
+	void (*release)(void);  /* the caller stops driving: the engine's thread takes over */
 } embedded = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The dataplane library is never dlclose'd: DPDK is not made to be unloaded. */
@@ -223,9 +224,10 @@ static sluice_result_t embedded_load(const struct sl_config *cfg, embedded_start
 	*start = (embedded_start_fn)dlsym(lib, "sl_dp_embedded_start");
 	embedded.stop = (void (*)(void))dlsym(lib, "sl_dp_embedded_stop");
 	embedded.drive = (int32_t (*)(void))dlsym(lib, "sl_dp_embedded_drive");
-	if (!*start || !embedded.stop || !embedded.drive)
+	embedded.release = (void (*)(void))dlsym(lib, "sl_dp_embedded_release");
+	if (!*start || !embedded.stop || !embedded.drive || !embedded.release)
 		return sl_fail(SLUICE_ERR_UNAVAILABLE,
-			       "%s does not export sl_dp_embedded_start and sl_dp_embedded_stop: it is not a "
+			       "%s does not export the sl_dp_embedded_ entry points sluice needs: it is not a "
 			       "sluice dataplane library, or one from another version; set SLUICE_DP_LIB to a "
 			       "matching libsluice_dp.so",
 			       path);
@@ -251,6 +253,7 @@ static sluice_result_t embedded_start(struct sluice_ctx *ctx)
 		embedded.users++;
 		ctx->embedded = true;
 		ctx->drive = embedded.drive;
+		ctx->release = embedded.release;
 		embedded.socket[sizeof(embedded.socket) - 1] = '\0';
 		strcpy(ctx->cfg.socket, embedded.socket);
 	}

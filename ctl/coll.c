@@ -479,6 +479,8 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 		pthread_mutex_lock(&ctx->lock);
 		reap(ctx);
 	}
+	if (ctx->release)
+		ctx->release();
 	if (res != SLUICE_OK)
 		req_abandon(req);
 	else

@@ -128,6 +128,7 @@ struct sluice_ctx {
 	bool ctl_broken;              /* a request timed out: replies may be out of step */
 	bool embedded;                /* holds a reference on the embedded engine */
 	int32_t (*drive)(void);       /* embedded: one engine pass here (waits spin on it); -1: busy */
+	void (*release)(void);        /* embedded: a wait stops driving, the engine's thread takes over */
 	uint32_t client_id;           /* from HELLO */
 	struct sl_client_page *page;  /* the client page, mapped shared */
 	struct sl_spsc submit;        /* our producer side */

@@ -161,7 +161,9 @@ struct dp_engine {
 	struct dp_counters count;
 	_Atomic bool stop;
 	_Atomic bool busy;        /* a thread is inside dp_engine_poll */
-	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded) */
+	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded); 0: handed back */
+	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */
+	_Atomic bool parked;        /* ... and says so: the hand-back wakes it only then */
 	uint32_t running;         /* collectives posted and not finished */
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
 	struct dp_gdev *cpu_gdev;  /* --gate-host's stand-in */

@@ -9,10 +9,12 @@
  * (sl_dp_embedded_drive), so a waiting rank needs no wake-up.  DPDK
  * cannot start twice in one process, so neither can this.
  */
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "dp.h"
@@ -114,4 +116,27 @@ int32_t sl_dp_embedded_drive(void)
 		return 0;
 	atomic_store_explicit(&e->driven_ns, dp_now_ns(NULL), memory_order_relaxed);
 	return dp_engine_try_poll(e);
+}
+
+/* The application stops driving (its wait returned).  With collectives
+ * still in flight the engine's thread takes over now; without, it may stay
+ * parked for the rest of its holdoff, which spares a wake-up per call. */
+void sl_dp_embedded_release(void)
+{
+	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
+	bool expected = false, running;
+
+	if (!e)
+		return;
+	atomic_store(&e->driven_ns, 0);
+	/* e->running belongs to whoever is in a pass: take a pass's place to read it */
+	if (!atomic_compare_exchange_strong_explicit(&e->busy, &expected, true, memory_order_acquire,
+						     memory_order_relaxed))
+		return; /* a pass is running: the engine's thread is not parked, or another thread drives */
+	running = e->running != 0;
+	atomic_store_explicit(&e->busy, false, memory_order_release);
+	if (running && atomic_load(&e->parked)) {
+		atomic_fetch_add(&e->park_seq, 1);
+		syscall(SYS_futex, &e->park_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
 }

@@ -28,7 +28,10 @@
 #define IDLE_SPINS 2000     /* idle passes spent spinning before yielding */
 #define IDLE_YIELDS 2000       /* then yielding, before napping */
 #define NAP_NS 50000        /* a nap: short enough to keep ports drained */
-#define DRIVEN_HOLDOFF_NS 200000 /* the application drove the engine this recently: stay out */
+/* The application drove the engine this recently: its thread stays off.
+ * Each time it looks costs a wake-up, about 20 us of the core on these VMs,
+ * so it looks once per holdoff; sl_dp_embedded_release calls it back sooner. */
+#define DRIVEN_HOLDOFF_NS 1000000
 
 uint64_t dp_now_ns(void *unused)
 {
@@ -296,16 +299,29 @@ int32_t dp_engine_try_poll(struct dp_engine *e)
 	return (int32_t)(work > INT32_MAX ? INT32_MAX : work);
 }
 
-/* While an embedded application spins in its wait call, it is the engine:
- * this thread naps so that the two do not fight over the core. */
-static bool app_is_driving(struct dp_engine *e)
+/*
+ * While an embedded application spins in its wait call, it is the engine:
+ * this thread parks until the application has not driven for a holdoff, or
+ * hands the engine back (sl_dp_embedded_release).  Parking also when the
+ * application is mid-pass matters: it shares this core, and a thread that
+ * spun here while the application was preempted in a pass kept it off for
+ * whole scheduler ticks (4 ms) at a time.
+ */
+static bool park(struct dp_engine *e, bool app_in_pass)
 {
-	uint64_t driven = atomic_load_explicit(&e->driven_ns, memory_order_relaxed);
-	struct timespec ts = { 0, DRIVEN_HOLDOFF_NS / 2 };
+	uint64_t driven = atomic_load_explicit(&e->driven_ns, memory_order_relaxed), now;
+	struct timespec ts = { 0, app_in_pass ? DRIVEN_HOLDOFF_NS : 0 };
 
-	if (driven == 0 || dp_now_ns(NULL) - driven > DRIVEN_HOLDOFF_NS)
+	if (driven && (now = dp_now_ns(NULL)) - driven < DRIVEN_HOLDOFF_NS)
+		ts.tv_nsec = (long)(driven + DRIVEN_HOLDOFF_NS - now);
+	if (!ts.tv_nsec)
 		return false;
-	nanosleep(&ts, NULL);
+	uint32_t seen = atomic_load(&e->park_seq);
+	/* seq_cst with the hand-back: it clears driven_ns then reads parked */
+	atomic_store(&e->parked, true);
+	if (app_in_pass || atomic_load(&e->driven_ns))
+		syscall(SYS_futex, &e->park_seq, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+	atomic_store(&e->parked, false);
 	return true;
 }
 
@@ -315,11 +331,17 @@ int dp_engine_run(void *engine)
 	uint32_t idle = 0;
 
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-		if (app_is_driving(e)) {
+		if (park(e, false)) {
 			idle = 0;
 			continue;
 		}
-		if (dp_engine_try_poll(e) != 0) { /* work, or the application is in a pass */
+		int32_t work = dp_engine_try_poll(e);
+		if (work < 0) { /* the application is in a pass */
+			park(e, true);
+			idle = 0;
+			continue;
+		}
+		if (work > 0) {
 			idle = 0;
 			continue;
 		}
