@@ -17,6 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <rte_lcore.h>
+
 #include "dp.h"
 #include "dp_main.h"
 
@@ -110,10 +112,18 @@ void sl_dp_embedded_stop(void)
  * engine's own thread is in a pass (the caller should yield to it). */
 int32_t sl_dp_embedded_drive(void)
 {
+	static __thread bool registered;
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
 
 	if (!e)
 		return 0;
+	/* An lcore id gives this thread its own mempool cache: without one every
+	 * buffer the pass allocates or frees goes through the pool's shared ring.
+	 * If EAL has no lcore left, the pass still works, only slower. */
+	if (!registered) {
+		registered = true;
+		(void)rte_thread_register();
+	}
 	atomic_store_explicit(&e->driven_ns, dp_now_ns(NULL), memory_order_relaxed);
 	return dp_engine_try_poll(e);
 }
