@@ -4,6 +4,8 @@
 # mpi-allreduce-perf under mpirun (TCP BTL over loopback) with the same sizes,
 # prints both nccl-tests tables, then a per-size ratio table read from their
 # -J outputs, with medians, since these machines are shared and noisy.
+# With -N N the pair runs N times, interleaved, and the ratios are of
+# per-size medians over the rounds.
 set -u
 
 usage() {
@@ -21,12 +23,14 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
   -w N     warmup iterations per size (default 5)
   -B SIZE  cap on bytes reduced per size and phase, so that large sizes run
            fewer iterations (default 128M)
+  -N N     rounds: run the pair N times, alternating, and compare per-size medians
+           (default 1; the load of a shared machine changes by the second)
   -k       keep the JSON outputs (their directory is printed)
 EOF
 }
 
-ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=()
-while getopts "r:m:C:R:b:e:n:w:B:kh" opt; do
+ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1
+while getopts "r:m:C:R:b:e:n:w:B:N:kh" opt; do
 	case $opt in
 	r) ranks=$OPTARG ;;
 	m) case $OPTARG in
@@ -40,12 +44,14 @@ while getopts "r:m:C:R:b:e:n:w:B:kh" opt; do
 	n) iters=$OPTARG ;;
 	w) warmup=$OPTARG ;;
 	B) budget=$OPTARG ;;
+	N) rounds=$OPTARG ;;
 	k) keep=1 ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "vs-openmpi.sh: -N wants a positive number of rounds" >&2; exit 2; }
 build=${1:-./build}
 
 # A build tree keeps each tool in its folder; an install puts them side by side.
@@ -68,13 +74,16 @@ if [ "$colls" = all ]; then
 	colls=all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,gather,scatter,sendrecv
 fi
 
-# Join the two JSON-lines files on size; plain awk (mawk has no asort).
-compare() { # sluice.json mpi.json collective
-awk -v coll="$3" '
+# Join the two JSON-lines files on size (several lines per size: one per
+# round, reduced to their median); plain awk (mawk has no asort).
+compare() { # sluice.json mpi.json collective rounds
+awk -v coll="$3" -v rounds="$4" '
 BEGIN {
-	print "# sluice / Open MPI, " coll ", per size: time ratio < 1 and busbw ratio > 1 favour sluice"
+	print "# sluice / Open MPI, " coll ", per size" (rounds > 1 ? " (medians of " rounds " rounds)" : "") \
+	      ": time ratio < 1 and busbw ratio > 1 favour sluice"
 	printf "# %10s  %12s  %12s  %12s  %12s\n", "size", "time oop", "time ip", "busbw oop", "busbw ip"
 	printf "# %10s  %12s  %12s  %12s  %12s\n", "(B)", "(s/mpi)", "(s/mpi)", "(s/mpi)", "(s/mpi)"
+	split("oop_time_us ip_time_us oop_busbw ip_busbw", key, " ")
 }
 function get(line, key,    m) {
 	if (!match(line, "\"" key "\":[^,}]*")) return ""
@@ -86,41 +95,53 @@ function median(v, n,    i, j, t) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
 	return n == 0 ? 0 : (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2)
 }
+# median of metric k of size z in file f
+function med(f, z, k,    i, v) {
+	for (i = 1; i <= cnt[f, z]; i++) v[i] = val[f, z, k, i]
+	return median(v, cnt[f, z])
+}
 FNR == 1 { file++ }
-file == 1 { s[get($0, "size")] = $0; next }
 {
 	size = get($0, "size")
-	if (!(size in s)) next
-	n++
-	to[n] = ratio(get(s[size], "oop_time_us"), get($0, "oop_time_us"))
-	ti[n] = ratio(get(s[size], "ip_time_us"), get($0, "ip_time_us"))
-	bo[n] = ratio(get(s[size], "oop_busbw"), get($0, "oop_busbw"))
-	bi[n] = ratio(get(s[size], "ip_busbw"), get($0, "ip_busbw"))
-	printf "  %10s  %12.2f  %12.2f  %12.2f  %12.2f\n", size, to[n], ti[n], bo[n], bi[n]
+	if (file == 2 && !((2, size) in cnt)) order[++nsizes] = size
+	c = ++cnt[file, size]
+	for (k = 1; k <= 4; k++) val[file, size, k, c] = get($0, key[k])
 }
 END {
-	printf "# %10s  %12.2f  %12.2f  %12.2f  %12.2f\n", "median", median(to, n), median(ti, n), median(bo, n), median(bi, n)
+	for (i = 1; i <= nsizes; i++) {
+		size = order[i]
+		if (!((1, size) in cnt)) continue
+		n++
+		for (k = 1; k <= 4; k++) r[k, n] = ratio(med(1, size, k), med(2, size, k))
+		printf "  %10s  %12.2f  %12.2f  %12.2f  %12.2f\n", size, r[1, n], r[2, n], r[3, n], r[4, n]
+	}
+	for (k = 1; k <= 4; k++) { for (i = 1; i <= n; i++) col[i] = r[k, i]; m[k] = median(col, n) }
+	printf "# %10s  %12.2f  %12.2f  %12.2f  %12.2f\n", "median", m[1], m[2], m[3], m[4]
 }' "$1" "$2"
 }
 
 failed=0
 for coll in ${colls//,/ }; do
 	flags=(-C "$coll" -r "$root" -b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -B "$budget" -c 1 -d float -o sum)
-	echo "### sluice: sluice-run -n $ranks ${mode[*]} -- sluice-perf ${flags[*]}"
-	"$sluice_run" -n "$ranks" "${mode[@]}" -- "$sluice_perf" "${flags[@]}" -J "$out/sluice-$coll.json"
-	sluice_rc=$?
-	echo
-	echo "### Open MPI: mpirun -np $ranks --mca btl tcp,self (loopback) mpi-allreduce-perf ${flags[*]}"
-	mpirun --allow-run-as-root --oversubscribe -np "$ranks" --mca btl tcp,self \
-		--mca btl_tcp_if_include lo "$mpi_perf" "${flags[@]}" -J "$out/mpi-$coll.json"
-	mpi_rc=$?
-	echo
+	sluice_rc=0 mpi_rc=0
+	for ((round = 1; round <= rounds; round++)); do
+		[ "$rounds" -gt 1 ] && echo "## round $round of $rounds"
+		echo "### sluice: sluice-run -n $ranks ${mode[*]} -- sluice-perf ${flags[*]}"
+		"$sluice_run" -n "$ranks" "${mode[@]}" -- "$sluice_perf" "${flags[@]}" -J "$out/sluice-$coll.$round.json" || sluice_rc=$?
+		echo
+		echo "### Open MPI: mpirun -np $ranks --mca btl tcp,self (loopback) mpi-allreduce-perf ${flags[*]}"
+		mpirun --allow-run-as-root --oversubscribe -np "$ranks" --mca btl tcp,self \
+			--mca btl_tcp_if_include lo "$mpi_perf" "${flags[@]}" -J "$out/mpi-$coll.$round.json" || mpi_rc=$?
+		echo
+		cat "$out/sluice-$coll.$round.json" >>"$out/sluice-$coll.json" 2>/dev/null
+		cat "$out/mpi-$coll.$round.json" >>"$out/mpi-$coll.json" 2>/dev/null
+	done
 	if [ ! -s "$out/sluice-$coll.json" ] || [ ! -s "$out/mpi-$coll.json" ]; then
 		echo "vs-openmpi.sh: $coll: a run produced no results (sluice rc=$sluice_rc, mpi rc=$mpi_rc)" >&2
 		failed=1
 		continue
 	fi
-	compare "$out/sluice-$coll.json" "$out/mpi-$coll.json" "$coll"
+	compare "$out/sluice-$coll.json" "$out/mpi-$coll.json" "$coll" "$rounds"
 	echo
 	if [ "$sluice_rc" != 0 ] || [ "$mpi_rc" != 0 ]; then
 		echo "vs-openmpi.sh: $coll: sluice-perf exited $sluice_rc, mpi-allreduce-perf exited $mpi_rc" >&2
