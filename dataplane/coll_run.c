@@ -97,6 +97,38 @@ static void free_packets(struct dp_stashed *s)
 	}
 }
 
+/*
+ * A collective's own buffer (scratch, in-place input copy), at least len
+ * bytes: the engine's spare when it is big enough.  One malloc and free per
+ * call made glibc give the heap top back and fault it in again, each trim a
+ * TLB flush: 22% of a 128 KiB in-place direct all-reduce's samples here, and
+ * 10x its time.
+ */
+static uint8_t *owned_get(struct dp_engine *e, uint64_t len, uint64_t *got)
+{
+	uint8_t *p = e->spare;
+
+	if (p && e->spare_len >= len) {
+		*got = e->spare_len;
+		e->spare = NULL;
+		return p;
+	}
+	*got = len;
+	return malloc(len);
+}
+
+/* Keep the larger of p and the spare (up to DP_SPARE_MAX), free the other. */
+static void owned_put(struct dp_engine *e, uint8_t *p, uint64_t len)
+{
+	if (p && len <= DP_SPARE_MAX && (!e->spare || e->spare_len < len)) {
+		free(e->spare);
+		e->spare = p;
+		e->spare_len = len;
+	} else {
+		free(p);
+	}
+}
+
 static void coll_free(struct dp_engine *e, struct dp_coll *k)
 {
 	for (uint32_t i = 0; i < k->msgs_used; i++)
@@ -106,7 +138,7 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 	sl_sched_fini(&k->sched);
 	free_packets(k->deferred);
 	free(k->vmeta);
-	free(k->owned);
+	owned_put(e, k->owned, k->owned_len);
 	free(k->msgs);
 	free(k);
 }
@@ -706,7 +738,7 @@ static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t 
 }
 
 /* Scratch and, in place when the schedule asks, a copy of the input to run on. */
-static int alloc_owned(struct dp_coll *k, char *why)
+static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 {
 	const struct sl_sched *s = &k->sched;
 	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0;
@@ -715,7 +747,7 @@ static int alloc_owned(struct dp_coll *k, char *why)
 		return -1;
 	if (k->gdev && k->gdev->device >= 0)
 		return 0; /* on the GPU */
-	k->owned = malloc(s->bytes[SL_BUF_SCRATCH] + snap + 1);
+	k->owned = owned_get(e, s->bytes[SL_BUF_SCRATCH] + snap + 1, &k->owned_len);
 	if (!k->owned)
 		return -1;
 	k->buf[SL_BUF_SCRATCH] = k->owned;
@@ -779,7 +811,7 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	}
 	k->nmsgs = k->sched.ready_cap;
 	k->msgs = calloc(k->nmsgs ? k->nmsgs : 1, sizeof(*k->msgs));
-	if (!k->msgs || alloc_owned(k, buf) < 0) {
+	if (!k->msgs || alloc_owned(e, k, buf) < 0) {
 		if (k->msgs && k->gdev)
 			*why = buf;
 		coll_free(e, k);

@@ -22,6 +22,7 @@
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
 #define DP_STASH_MAX 4096 /* early packets kept per communicator */
+#define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 #define DP_MAX_GPUS 16
 #define DP_STAGE_BUFS 64  /* device-to-host staging buffers per GPU, one chunk each */
 
@@ -96,6 +97,7 @@ struct dp_coll {
 	uint32_t seq;             /* in the communicator; for SEND and RECV, in the pair */
 	uint8_t *buf[SL_NBUFS];   /* send, recv and scratch, as the schedule names them */
 	uint8_t *owned;           /* scratch and the in-place copy of the input, freed with it */
+	uint64_t owned_len;       /* its size */
 	struct sl_sched sched;
 	struct dp_stashed *deferred; /* packets that came before their turn in the reduction order */
 	struct sl_vmeta *vmeta;   /* ALLTOALLV: the client's counts, copied at post */
@@ -165,6 +167,8 @@ struct dp_engine {
 	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */
 	_Atomic bool parked;        /* ... and says so: the hand-back wakes it only then */
 	uint32_t running;         /* collectives posted and not finished */
+	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */
+	uint64_t spare_len;
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
 	struct dp_gdev *cpu_gdev;  /* --gate-host's stand-in */
 	bool gate_host;            /* run host collectives through the CPU stand-in (tests) */

@@ -122,6 +122,7 @@ void dp_engine_fini(struct dp_engine *e)
 	dp_gdev_close_all(e);
 	sl_tp_destroy(e->tp);
 	free(e->ctl_mem);
+	free(e->spare);
 }
 
 /* ---- control requests (server thread -> engine) ---- */
