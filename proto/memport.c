@@ -5,7 +5,9 @@
  * peer's bounded FIFO, where faults are applied as it crosses: drop,
  * duplicate (a copy), reorder (held back until a few later frames passed)
  * and corrupt (one byte flipped), by the engine in fault.c with one seeded
- * stream per direction, so a run replays exactly from its seed.
+ * stream per direction, so a run replays exactly from its seed.  A
+ * bottleneck behaves as a switch queue: frames wait for the shared rate, are
+ * marked CE above its ECN threshold and lost above its buffer.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "fault.h"
 #include "memport.h"
+#include "wire.h"
 
 #define MP_HOLD_MAX_SKIP 4  /* a held frame is passed by 1..this many later frames */
 #define MP_USER_BUFS 512    /* buffers the two users may hold at once */
@@ -39,6 +42,7 @@ struct mp_pair {
 	uint8_t *slab;             /* every buffer, pool_count * max_frame bytes */
 	uint8_t **pool;            /* free buffers, a stack */
 	uint32_t pool_free, pool_count;
+	bool down;                 /* the cable is cut: sends are lost */
 };
 
 static struct mp_pair *pair_of(const struct sl_port *port)
@@ -61,23 +65,34 @@ static void pool_put(struct mp_pair *mp, uint8_t *buf)
 	mp->pool[mp->pool_free++] = buf;
 }
 
-/* Into the FIFO, or lost when it is full (like a switch queue overflowing). */
+/* When the frame's last bit leaves the bottleneck b, or 0 when b's buffer
+ * has no room for it (tail drop); marks it CE above the ECN threshold. */
+static uint64_t neck_pass(struct sl_memport_bottleneck *b, struct sl_fault_frame *fr)
+{
+	uint64_t now = sl_now(&b->clock);
+	uint64_t wait = b->busy_until_ns > now ? b->busy_until_ns - now : 0;
+
+	if (b->buffer_ns && wait > b->buffer_ns) {
+		b->dropped++;
+		return 0;
+	}
+	if (b->ecn_ns && wait > b->ecn_ns)
+		b->marked += sl_wire_mark_ce(fr->data, fr->len);
+	b->max_wait_ns = wait > b->max_wait_ns ? wait : b->max_wait_ns;
+	b->busy_until_ns = now + wait + (uint64_t)fr->len * 1000000000ull / b->bytes_per_s;
+	return b->busy_until_ns;
+}
+
+/* Into the FIFO, or lost when it is full (like a switch queue overflowing),
+ * when the bottleneck's buffer is, or when the cable is cut. */
 static void link_emit(void *arg, struct sl_fault_frame fr)
 {
 	struct mp_link *l = arg;
-
 	uint64_t due = 0;
 
-	if (l->count == l->depth) {
+	if (l->count == l->depth || l->mp->down || (l->neck && !(due = neck_pass(l->neck, &fr)))) {
 		pool_put(l->mp, fr.data);
 		return;
-	}
-	if (l->neck) {
-		struct sl_memport_bottleneck *b = l->neck;
-		uint64_t now = sl_now(&b->clock);
-		due = (b->busy_until_ns > now ? b->busy_until_ns : now) +
-		      (uint64_t)fr.len * 1000000000ull / b->bytes_per_s;
-		b->busy_until_ns = due;
 	}
 	l->fifo[(l->head + l->count++) % l->depth] = (struct mp_frame){ fr.data, fr.len, due };
 }
@@ -224,6 +239,11 @@ int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, 
 void sl_memport_set_bottleneck(struct sl_port *end, struct sl_memport_bottleneck *b)
 {
 	pair_of(end)->link[side_of(end)].neck = b;
+}
+
+void sl_memport_set_down(struct sl_port *end, bool down)
+{
+	pair_of(end)->down = down;
 }
 
 void sl_memport_pair_free(struct sl_port *a, struct sl_port *b)

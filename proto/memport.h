@@ -23,17 +23,27 @@ struct sl_memport_faults {
 int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, uint32_t depth,
 		    const struct sl_memport_faults *faults);
 /* A rate limit, possibly shared by several links (a switch port several
- * senders go through, as in incast).  The caller owns it. */
+ * senders go through, as in incast), with optionally a buffer that overflows
+ * and an ECN threshold, as a switch queue's.  The caller owns it. */
 struct sl_memport_bottleneck {
 	uint64_t bytes_per_s;
 	struct sl_clock clock;
 	uint64_t busy_until_ns; /* the last frame's departure; start at 0 */
+	uint64_t buffer_ns;     /* a frame that would wait longer than this is lost (0: no limit) */
+	uint64_t ecn_ns;        /* an ECN-capable frame that waits longer than this is marked CE
+				   (0: never) */
+	/* what it did */
+	uint64_t dropped, marked;
+	uint64_t max_wait_ns;   /* the longest wait of a frame it let in */
 };
 
 /* Make the link out of end go through b (NULL: no limit): frames leave one
  * after the other at b's rate and wait in the link's FIFO (depth frames,
  * then tail drop) meanwhile, so senders that outrun it see delay grow. */
 void sl_memport_set_bottleneck(struct sl_port *end, struct sl_memport_bottleneck *b);
+/* Cut (down) or mend the pair's cable: while cut, whatever either end sends
+ * is lost (frames already on the way still arrive). */
+void sl_memport_set_down(struct sl_port *end, bool down);
 /* Frees both ends of a pair.  */
 void sl_memport_pair_free(struct sl_port *a, struct sl_port *b);
 /* Buffers of p's pair that users hold (allocated or received, not yet sent

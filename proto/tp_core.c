@@ -15,6 +15,8 @@
 #define DEFAULT_RTO_MAX_NS 100000000ull    /* 100 ms */
 #define DEFAULT_DEAD_NS 30000000000ull     /* 30 s */
 #define DEFAULT_CC_TARGET_NS 50000ull      /* 50 us */
+#define DEFAULT_RX_CREDIT SL_MAX_WINDOW
+#define DEFAULT_ENTROPIES 4
 #define PAYLOAD_ALIGN 16
 
 void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_t max_frame)
@@ -30,6 +32,9 @@ void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_
 	cfg->rto_max_ns = DEFAULT_RTO_MAX_NS;
 	cfg->dead_ns = DEFAULT_DEAD_NS;
 	cfg->cc_target_ns = DEFAULT_CC_TARGET_NS;
+	cfg->rx_credit = DEFAULT_RX_CREDIT;
+	cfg->init_credit = TP_INITIAL_CREDIT;
+	cfg->entropies = DEFAULT_ENTROPIES;
 }
 
 static bool config_ok(const struct sl_tp_config *cfg)
@@ -37,7 +42,8 @@ static bool config_ok(const struct sl_tp_config *cfg)
 	return cfg->payload > 0 && cfg->payload % PAYLOAD_ALIGN == 0 && cfg->window > 0 &&
 	       cfg->window <= SL_MAX_WINDOW && cfg->rto_min_ns > 0 &&
 	       cfg->rto_min_ns <= cfg->rto_max_ns && cfg->dead_ns > 0 &&
-	       (!cfg->cc || cfg->cc_target_ns > 0);
+	       (!cfg->cc || cfg->cc_target_ns > 0) && cfg->rx_credit > 0 && cfg->init_credit > 0 &&
+	       cfg->entropies > 0 && cfg->entropies <= SL_MAX_PATHS;
 }
 
 struct sl_tp *sl_tp_create(const struct sl_tp_config *cfg, const struct sl_clock *clock,
@@ -55,6 +61,11 @@ struct sl_tp *sl_tp_create(const struct sl_tp_config *cfg, const struct sl_clock
 	tp->slot_mask--;
 	tp->clock = *clock;
 	tp->cb = *cb;
+	tp->rx_active = 1;
+	if (sl_twheel_init(&tp->pacer, TP_WHEEL_SLOTS, TP_WHEEL_TICK_NS, sl_now(clock)) != 0) {
+		free(tp);
+		return NULL;
+	}
 	return tp;
 }
 
@@ -67,6 +78,7 @@ void sl_tp_destroy(struct sl_tp *tp)
 		free(tp->flows[tp->routed[i]]->slots);
 		free(tp->flows[tp->routed[i]]);
 	}
+	sl_twheel_fini(&tp->pacer);
 	free(tp);
 }
 
@@ -102,7 +114,9 @@ static struct tp_flow *flow_new(struct sl_tp *tp, uint16_t node)
 	}
 	f->node = node;
 	f->snd_una = f->snd_nxt = f->rcv_cum = TP_FIRST_PSN;
-	f->credit_end = TP_FIRST_PSN + tp->cfg.window;
+	f->rcv_grant = tp->cfg.init_credit;
+	f->credit_end = TP_FIRST_PSN + (tp->cfg.init_credit < tp->cfg.window ? tp->cfg.init_credit :
+									   tp->cfg.window);
 	tp_flow_init_timers(tp, f);
 	if (tp->cfg.cc) {
 		struct sl_cc_params p;
@@ -121,13 +135,16 @@ int sl_tp_add_route(struct sl_tp *tp, uint16_t node, uint16_t port_idx, const st
 		f = flow_new(tp, node);
 		if (!f)
 			return -1;
+		if (tp_path_add_route(tp, f, port_idx, addr) != 0) {
+			free(f->slots);
+			free(f);
+			return -1;
+		}
 		tp->flows[node] = f;
 		tp->routed[tp->n_routed++] = node;
+		return 0;
 	}
-	/* a second route to the same node just moves the flow */
-	f->port_idx = port_idx;
-	f->addr = *addr;
-	return 0;
+	return tp_path_add_route(tp, f, port_idx, addr);
 }
 
 static struct tp_flow *flow_of(const struct sl_tp *tp, uint16_t node)
@@ -229,6 +246,22 @@ int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_inf
 		return -1;
 	*out = (struct sl_tp_flow_info){ .cwnd = tp->cfg.cc ? f->cc.cwnd : tp->cfg.window,
 					 .pace_ns = f->cc.pace_ns, .srtt_ns = f->srtt_ns,
-					 .rto_ns = f->rto_ns, .in_flight = f->snd_nxt - f->snd_una };
+					 .rto_ns = f->rto_ns, .in_flight = f->snd_nxt - f->snd_una,
+					 .credit = f->credit_end - f->snd_una, .paths = f->n_paths,
+					 .paths_alive = f->n_alive };
+	return 0;
+}
+
+int sl_tp_path_info(const struct sl_tp *tp, uint16_t node, unsigned i, struct sl_tp_path_info *out)
+{
+	const struct tp_flow *f = flow_of(tp, node);
+
+	if (!f || i >= f->n_paths)
+		return -1;
+	const struct tp_path *p = &f->paths[i];
+	*out = (struct sl_tp_path_info){ .port_idx = p->port_idx, .entropy = p->entropy,
+					 .alive = !p->dead, .srtt_ns = p->rtt_valid ? p->srtt_ns : 0,
+					 .in_flight = p->in_flight, .tx = p->tx, .lost = p->lost,
+					 .deaths = p->deaths, .revivals = p->revivals };
 	return 0;
 }

@@ -2,7 +2,10 @@
  * tp_input.c: the receive path.  Frames are parsed and sorted (foreign,
  * malformed, DATA, ACK); DATA is applied exactly once per PSN through the
  * flow's receive bitmap; ACKs retire in-flight packets, feed the RTT
- * estimator and trigger fast retransmission of SACK holes.
+ * estimator, the paths' liveness, congestion control (delay and the CE marks
+ * the receiver echoes) and the receiver's credit, and trigger fast
+ * retransmission of SACK holes.  A probe (an ACK flagged SL_F_PROBE) is
+ * answered on the port it came in on.
  */
 #include "tp_internal.h"
 
@@ -31,9 +34,17 @@ static void rcv_mark(struct tp_flow *f, uint32_t psn)
 	}
 }
 
-static void ack_owed(struct sl_tp *tp, struct tp_flow *f, uint32_t ts)
+/* f owes an ACK echoing h's ts and path, out of the port it came in on; a
+ * probe's echo is kept over later DATA's, or its path would never revive. */
+static void ack_owed(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h, uint16_t port_idx,
+		     bool probe)
 {
-	f->rcv_echo_ts = ts;
+	if (!(f->ack_due && f->probe_due) || probe) {
+		f->rcv_echo_ts = h->ts;
+		f->rcv_echo_path = (uint8_t)((h->flags & SL_F_PATH_MASK) >> SL_F_PATH_SHIFT);
+		f->ack_port = port_idx;
+	}
+	f->probe_due |= probe;
 	if (!f->ack_due) {
 		f->ack_due = true;
 		tp->ack_list[tp->n_ack++] = f->node;
@@ -41,16 +52,22 @@ static void ack_owed(struct sl_tp *tp, struct tp_flow *f, uint32_t ts)
 }
 
 static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
-		    const uint8_t *payload)
+		    const uint8_t *payload, uint16_t port_idx)
 {
 	bool old = psn_before(h->psn, f->rcv_cum);
 
+	f->rcv_last_ns = tp->now_ns;
+	if (h->ip_ecn == SL_ECN_CE) { /* counted even when dropped below: the queue was full all the same */
+		tp->stats.rx_ce++;
+		if (f->rcv_ce < UINT16_MAX)
+			f->rcv_ce++;
+	}
 	if (!old && h->psn - f->rcv_cum >= SL_MAX_WINDOW) {
 		tp->stats.rx_out_of_window++;
 		return;
 	}
 	/* even a duplicate is answered: the ACK that retires it may have been lost */
-	ack_owed(tp, f, h->ts);
+	ack_owed(tp, f, h, port_idx, false);
 	if (old || rcv_test(f, h->psn)) {
 		tp->stats.rx_dup++;
 		return;
@@ -64,6 +81,7 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 		tp->stats.data_rx++;
 		tp->stats.bytes_rx += h->len;
 	}
+	f->rcv_new++;
 	rcv_mark(f, h->psn);
 }
 
@@ -89,6 +107,7 @@ static void ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, struct ac
 	r->clean |= s->retx == 0;
 	if (s->sent_ns > r->sent_ns)
 		r->sent_ns = s->sent_ns;
+	tp_path_acked(tp, f, s);
 	if (m && --m->unacked == 0 && !m->queued)
 		tp->cb.acked(tp->cb.arg, m);
 }
@@ -148,12 +167,17 @@ static bool has_sack(const struct sl_ack *ack)
 	return (ack->sack[0] | ack->sack[1] | ack->sack[2] | ack->sack[3]) != 0;
 }
 
-static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_ack *ack)
+static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
+		   const struct sl_ack *ack, uint16_t port_idx)
 {
 	struct ack_result r = { 0 };
-	uint32_t credit_end = ack->cum_psn + ack->credit;
+	uint32_t una = f->snd_una;
 
 	tp->stats.ack_rx++;
+	if (h->flags & SL_F_PROBE) {
+		ack_owed(tp, f, h, port_idx, false);
+		f->probe_due = true;
+	}
 	/* a dead flow calls nobody back; an ACK beyond snd_nxt is stale or forged */
 	if (f->dead || psn_before(f->snd_nxt, ack->cum_psn))
 		return;
@@ -161,10 +185,14 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_ack *ack
 	if (r.progress)
 		tp_on_progress(tp, f);
 	uint64_t delay_ns = r.clean ? tp_rtt_sample(tp, f, ack->echo_ts) : 0;
-	if (tp->cfg.cc && r.progress)
-		tp->cfg.cc->on_ack(&f->cc, r.acked, delay_ns, false, tp->now_ns);
-	if (psn_before(f->credit_end, credit_end))
-		f->credit_end = credit_end;
+	tp_path_echo(tp, f, ack->echo_path, ack->echo_ts, delay_ns);
+	tp->stats.ack_ce += ack->ce != 0;
+	if (tp->cfg.cc && (r.progress || ack->ce))
+		tp->cfg.cc->on_ack(&f->cc, r.acked, delay_ns, ack->ce != 0, tp->now_ns);
+	/* the grant may shrink (more senders arrived), but an ACK older than
+	 * what we know says nothing */
+	if (!psn_before(ack->cum_psn, una))
+		f->credit_end = ack->cum_psn + (ack->credit < SL_MAX_WINDOW ? ack->credit : SL_MAX_WINDOW);
 	if (has_sack(ack) && fast_retransmit(tp, f, r.sent_ns) && tp->cfg.cc)
 		tp->cfg.cc->on_loss(&f->cc, tp->now_ns);
 }
@@ -176,7 +204,7 @@ static struct tp_flow *rx_flow(const struct sl_tp *tp, const struct sl_hdr *h)
 	return tp->flows[h->src_node];
 }
 
-static void rx_frame(struct sl_tp *tp, const struct sl_pkt *pkt)
+static void rx_frame(struct sl_tp *tp, const struct sl_pkt *pkt, uint16_t port_idx)
 {
 	struct sl_hdr h;
 	struct sl_ack ack;
@@ -195,9 +223,9 @@ static void rx_frame(struct sl_tp *tp, const struct sl_pkt *pkt)
 	if (!f)
 		tp->stats.rx_foreign++;
 	else if (h.type == SL_T_DATA)
-		rx_data(tp, f, &h, payload);
+		rx_data(tp, f, &h, payload, port_idx);
 	else
-		rx_ack(tp, f, &ack);
+		rx_ack(tp, f, &h, &ack, port_idx);
 }
 
 uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx)
@@ -207,7 +235,7 @@ uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx)
 	uint16_t n = port->ops->rx_burst(port, pkts, TP_RX_BURST);
 
 	for (uint16_t i = 0; i < n; i++)
-		rx_frame(tp, &pkts[i]);
+		rx_frame(tp, &pkts[i], port_idx);
 	if (n)
 		port->ops->free(port, pkts, n);
 	return n;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "transport.h"
+#include "twheel.h"
 
 #define TP_RX_BURST 32       /* frames taken from a port per poll */
 #define TP_TXQ_LEN 64        /* frames staged per port before tx_burst */
@@ -18,6 +19,13 @@
 #define TP_DUPTHRESH 3       /* SACKed PSNs above a hole that trigger fast retransmit */
 #define TP_TLP_MIN_NS 20000  /* a tail-loss probe waits at least this (and 2 smoothed RTTs) */
 #define TP_MAP_WORDS (SL_MAX_WINDOW / 64)
+#define TP_INITIAL_CREDIT 64 /* packets a flow sends before the receiver's first ACK grants more */
+#define TP_MIN_CREDIT 2      /* a receiver never grants an active sender less */
+#define TP_RX_ACTIVE_NS 1000000 /* a sender is active at the receiver this long after its last DATA */
+#define TP_PATH_DEAD_RTOS 3  /* consecutive timeouts of packets on a path that kill it */
+#define TP_PATH_DEAD_RTTS 8  /* or smoothed RTTs (at least 2 RTO floors) with packets out and no answer */
+#define TP_WHEEL_SLOTS 1024  /* pacing wheel: 1024 slots of 1 us, a turn per millisecond */
+#define TP_WHEEL_TICK_NS 1000
 /* Both ends start a flow here, just below the wrap, so that every run
  * crosses it and a PSN comparison that forgets the wrap cannot hide. */
 #define TP_FIRST_PSN 0xffffffc0u
@@ -35,13 +43,34 @@ struct tp_slot {
 	uint32_t len;          /* payload bytes */
 	uint64_t sent_ns;      /* last (re)transmission */
 	uint16_t retx;         /* retransmissions so far */
+	uint8_t path;          /* the path it was last sent on */
 	bool acked;
+};
+
+/* One way to the peer: a port (route) and a UDP source port (ECMP entropy). */
+struct tp_path {
+	uint16_t port_idx;       /* route: port and address */
+	struct sl_addr addr;
+	uint16_t entropy;        /* UDP source port */
+	bool dead;               /* stopped delivering: no new data, probed until it answers */
+	uint32_t in_flight;      /* unacknowledged packets last sent on it */
+	uint64_t last_ok_ns;     /* last proof it delivers (an ACK of or for a packet sent on it),
+				    or when it became busy */
+	uint32_t rtos;           /* timeouts of its packets since the last proof */
+	uint32_t dead_us;        /* tp_now_us at death: only echoes of later sends revive it */
+	uint64_t probe_ns;       /* dead: when to probe next */
+	bool rtt_valid;
+	uint64_t srtt_ns;        /* its own smoothed RTT (echo_path of the ACKs) */
+	uint64_t tx, lost;       /* packets sent on it, and of those retransmitted later */
+	uint32_t deaths, revivals;
 };
 
 struct tp_flow {
 	uint16_t node;           /* the peer */
-	uint16_t port_idx;       /* route: port and address */
-	struct sl_addr addr;
+	struct tp_path paths[SL_MAX_PATHS]; /* every route x tp->cfg.entropies */
+	uint8_t n_paths;
+	uint8_t n_alive;         /* paths not dead; never 0 once a route exists */
+	uint8_t path_rr;         /* where the next least-loaded search starts */
 	bool dead;
 
 	/* sender: PSNs [snd_una, snd_nxt) are in flight, slot = psn & slot_mask */
@@ -58,13 +87,21 @@ struct tp_flow {
 	bool tlp_sent;           /* a tail-loss probe is out since the last progress */
 	struct sl_cc cc;         /* congestion control state (cfg.cc) */
 	uint64_t next_send_ns;   /* paced (cc.pace_ns): no new packet before this */
+	struct sl_twheel_node pace_node; /* on tp->pacer while waiting for next_send_ns */
 
 	/* receiver: PSNs before rcv_cum are applied; rcv_map marks those in
 	 * [rcv_cum, rcv_cum + SL_MAX_WINDOW), bit psn % SL_MAX_WINDOW */
 	uint32_t rcv_cum;
 	uint64_t rcv_map[TP_MAP_WORDS];
 	uint32_t rcv_echo_ts;    /* ts of the latest DATA, echoed by the next ACK */
+	uint8_t rcv_echo_path;   /* and its path id */
+	uint16_t ack_port;       /* the port it came in on: the ACK goes back there */
+	uint16_t rcv_ce;         /* CE-marked DATA since the last ACK */
+	uint64_t rcv_last_ns;    /* last DATA: the sender counts as active for a while */
+	uint32_t rcv_grant;      /* credit granted in the last ACK */
+	uint32_t rcv_new;        /* DATA applied since the last ACK: how far the grant may grow */
 	bool ack_due;            /* on tp->ack_list: owes an ACK after this burst */
+	bool probe_due;          /* ... and that ACK answers a probe (echo_path from it) */
 };
 
 /* Frames built but not yet taken by a port's tx_burst. */
@@ -94,6 +131,8 @@ struct sl_tp {
 	uint16_t ack_list[SL_MAX_NODES];      /* flows owing an ACK */
 	uint16_t n_ack;
 	uint64_t next_scan_ns;
+	uint16_t rx_active;                   /* senders active at this receiver (>= 1) */
+	struct sl_twheel pacer;               /* paced flows waiting for their next send */
 };
 
 static inline uint32_t tp_now_us(const struct sl_tp *tp)
@@ -106,12 +145,29 @@ static inline struct tp_slot *tp_slot(const struct sl_tp *tp, const struct tp_fl
 	return &f->slots[psn & tp->slot_mask];
 }
 
+static inline struct tp_path *tp_path_of(struct tp_flow *f, const struct tp_slot *s)
+{
+	return &f->paths[s->path];
+}
+
+/* tp_path.c */
+int tp_path_add_route(struct sl_tp *tp, struct tp_flow *f, uint16_t port_idx,
+		      const struct sl_addr *addr);
+uint8_t tp_path_pick(struct tp_flow *f, int avoid);
+const struct tp_path *tp_path_on_port(const struct tp_flow *f, uint16_t port_idx);
+void tp_path_sent(struct sl_tp *tp, struct tp_flow *f, struct tp_slot *s, uint8_t path, bool retx);
+void tp_path_acked(struct sl_tp *tp, struct tp_flow *f, const struct tp_slot *s);
+void tp_path_echo(struct sl_tp *tp, struct tp_flow *f, uint8_t path, uint32_t echo_ts, uint64_t rtt_ns);
+uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f);
+uint16_t tp_entropy(const struct sl_tp *tp, uint16_t node, uint32_t salt);
+
 /* tp_input.c */
 uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx);
 
 /* tp_output.c */
 uint32_t tp_flow_window(const struct sl_tp *tp, const struct tp_flow *f);
 uint32_t tp_send_acks(struct sl_tp *tp);
+bool tp_send_probe(struct sl_tp *tp, struct tp_flow *f, uint8_t path);
 uint32_t tp_send_data(struct sl_tp *tp);
 bool tp_retransmit(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, uint64_t *cause);
 void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx);

@@ -4,21 +4,13 @@
  * from the message's own bytes when retransmitted (no copy is kept); ACKs
  * are built from the receive bitmap.  Frames are staged per port and handed
  * over in bursts; what a port refuses stays staged for the next poll.
+ * A flow sends while its window (congestion control's, or the fixed one) and
+ * the receiver's credit allow; a flow paced below one packet per RTT waits
+ * on the timing wheel (twheel.h) until its next send is due.
  */
 #include <string.h>
 
 #include "tp_internal.h"
-
-/* UDP source port: 0xC000 plus a hash, so that ECMP spreads a flow's packets. */
-static uint16_t entropy(const struct sl_tp *tp, const struct tp_flow *f, uint32_t salt)
-{
-	uint32_t x = ((uint32_t)tp->cfg.local_node << 16 | f->node) ^ salt * 0x9e3779b1u;
-
-	x ^= x >> 15;
-	x *= 0x2c1b3c6du;
-	x ^= x >> 12;
-	return (uint16_t)(0xc000 | (x & 0x3fff));
-}
 
 void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx)
 {
@@ -62,41 +54,43 @@ static struct sl_pkt *txq_reserve(struct sl_tp *tp, uint16_t port_idx)
 	return p;
 }
 
-/* Build into the reserved buffer; false (buffer returned) if it cannot hold the frame. */
-static bool txq_commit(struct sl_tp *tp, struct tp_flow *f, struct sl_pkt *p,
-		       const struct sl_hdr *h, const void *payload, const struct sl_ack *ack,
-		       uint32_t salt)
+/* Build into the buffer reserved on port_idx, to addr with UDP source port
+ * entropy; false (buffer returned) if it cannot hold the frame. */
+static bool txq_commit(struct sl_tp *tp, uint16_t port_idx, const struct sl_addr *addr,
+		       uint16_t entropy, struct sl_pkt *p, const struct sl_hdr *h, const void *payload,
+		       const struct sl_ack *ack)
 {
-	struct sl_port *port = tp->ports[f->port_idx];
+	struct sl_port *port = tp->ports[port_idx];
 	struct sl_addr src;
 
 	sl_addr_for_node(tp->cfg.local_node, &src);
 	memcpy(src.mac, port->mac, sizeof(src.mac));
-	p->len = sl_wire_build(p->data, p->cap, &src, &f->addr, entropy(tp, f, salt), h, payload, ack);
+	p->len = sl_wire_build(p->data, p->cap, &src, addr, entropy, h, payload, ack);
 	if (!p->len) {
 		port->ops->free(port, p, 1);
 		return false;
 	}
-	tp->txq[f->port_idx].n++;
+	tp->txq[port_idx].n++;
 	return true;
 }
 
-static void hdr_common(const struct sl_tp *tp, const struct tp_flow *f, struct sl_hdr *h,
-		       uint8_t type)
+static void hdr_common(const struct sl_tp *tp, const struct tp_flow *f, uint16_t port_idx,
+		       struct sl_hdr *h, uint8_t type)
 {
 	h->version = SL_WIRE_VERSION;
 	h->type = type;
 	h->src_node = tp->cfg.local_node;
 	h->dst_node = f->node;
 	h->ts = tp_now_us(tp);
-	if (tp->cfg.crc || tp->ports[f->port_idx]->crc)
+	if (tp->cfg.crc || tp->ports[port_idx]->crc)
 		h->flags |= SL_F_CRC;
 }
 
-/* The DATA header of slot s: the message's template at the slot's offset,
- * or an empty VOID packet when its message was cancelled. */
+/* The DATA header of slot s on path: the message's template at the slot's
+ * offset, or an empty VOID packet when its message was cancelled.  ECN-capable,
+ * so that a queue on the way marks it rather than dropping it. */
 static void data_hdr(const struct sl_tp *tp, const struct tp_flow *f, const struct tp_slot *s,
-		     uint32_t psn, bool retx, struct sl_hdr *h)
+		     uint32_t psn, bool retx, uint8_t path, struct sl_hdr *h)
 {
 	if (s->msg) {
 		*h = s->msg->hdr;
@@ -109,22 +103,29 @@ static void data_hdr(const struct sl_tp *tp, const struct tp_flow *f, const stru
 	}
 	if (retx)
 		h->flags |= SL_F_RETX;
+	h->flags |= (uint16_t)(path << SL_F_PATH_SHIFT);
 	h->psn = psn;
-	hdr_common(tp, f, h, SL_T_DATA);
+	h->ip_ecn = SL_ECN_ECT0;
+	hdr_common(tp, f, f->paths[path].port_idx, h, SL_T_DATA);
 }
 
-/* (Re)send the packet in psn's slot. */
+/* (Re)send the packet in psn's slot, on the least loaded live path (a
+ * retransmission on another than the one it went on, when there is one). */
 static bool emit_data(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, bool retx)
 {
 	struct tp_slot *s = tp_slot(tp, f, psn);
-	struct sl_pkt *p = txq_reserve(tp, f->port_idx);
+	uint8_t path = tp_path_pick(f, retx ? s->path : -1);
+	const struct tp_path *pp = &f->paths[path];
+	struct sl_pkt *p = txq_reserve(tp, pp->port_idx);
 	struct sl_hdr h;
 
 	if (!p)
 		return false;
-	data_hdr(tp, f, s, psn, retx, &h);
-	if (!txq_commit(tp, f, p, &h, s->msg ? s->msg->src + s->off : NULL, NULL, psn))
+	data_hdr(tp, f, s, psn, retx, path, &h);
+	if (!txq_commit(tp, pp->port_idx, &pp->addr, pp->entropy, p, &h,
+			s->msg ? s->msg->src + s->off : NULL, NULL))
 		return false;
+	tp_path_sent(tp, f, s, path, retx);
 	s->sent_ns = f->last_tx_ns = tp->now_ns;
 	tp->stats.data_tx++;
 	tp->stats.bytes_tx += h.len;
@@ -149,11 +150,22 @@ uint32_t tp_flow_window(const struct sl_tp *tp, const struct tp_flow *f)
 	return f->cc.cwnd < 1 ? 1 : (uint32_t)f->cc.cwnd;
 }
 
-static bool can_send(const struct sl_tp *tp, const struct tp_flow *f)
+/* May f cut a new packet now?  A paced flow whose time has not come goes on
+ * the wheel (tp_send_data takes it off when it is due). */
+static bool can_send(struct sl_tp *tp, struct tp_flow *f)
 {
-	return f->q_head && !f->dead && f->snd_nxt - f->snd_una < tp_flow_window(tp, f) &&
-	       psn_before(f->snd_nxt, f->credit_end) &&
-	       !(f->cc.pace_ns && tp->now_ns < f->next_send_ns);
+	if (!f->q_head || f->dead || f->snd_nxt - f->snd_una >= tp_flow_window(tp, f))
+		return false;
+	if (!psn_before(f->snd_nxt, f->credit_end)) {
+		tp->stats.credit_stalls++;
+		return false;
+	}
+	if (f->cc.pace_ns && tp->now_ns < f->next_send_ns) {
+		sl_twheel_arm(&tp->pacer, &f->pace_node, f->next_send_ns);
+		tp->stats.paced_waits++;
+		return false;
+	}
+	return true;
 }
 
 /* Cut the next packet of the head message and send it under a new PSN. */
@@ -192,14 +204,29 @@ static uint32_t send_flow(struct sl_tp *tp, struct tp_flow *f)
 	return n;
 }
 
+/* A paced flow's time has come: it takes its turn in tp_send_data. */
+static void pace_due(void *arg, struct sl_twheel_node *n)
+{
+	(void)arg;
+	(void)n;
+}
+
 uint32_t tp_send_data(struct sl_tp *tp)
 {
 	uint32_t moved = 0;
 
 	if (!tp->n_routed)
 		return 0;
-	for (uint16_t i = 0; i < tp->n_routed; i++)
-		moved += send_flow(tp, tp->flows[tp->routed[(tp->send_rr + i) % tp->n_routed]]);
+	sl_twheel_expire(&tp->pacer, tp->now_ns, pace_due, tp);
+	for (uint16_t i = 0; i < tp->n_routed; i++) {
+		struct tp_flow *f = tp->flows[tp->routed[(tp->send_rr + i) % tp->n_routed]];
+		if (sl_twheel_armed(&f->pace_node)) {
+			if (f->cc.pace_ns) /* still paced: it waits its turn on the wheel */
+				continue;
+			sl_twheel_cancel(&tp->pacer, &f->pace_node);
+		}
+		moved += send_flow(tp, f);
+	}
 	tp->send_rr = (uint16_t)((tp->send_rr + 1) % tp->n_routed);
 	return moved;
 }
@@ -217,21 +244,58 @@ static void sack_bits(const struct tp_flow *f, uint64_t sack[TP_MAP_WORDS])
 	}
 }
 
-static bool send_ack(struct sl_tp *tp, struct tp_flow *f)
+/* This receiver's grant to f's sender: its budget shared among the senders
+ * active here, within the receive bitmap's span (credit counts from cum_psn).
+ * A grant shrinks at once but grows by at most the packets received since
+ * the last ACK (doubling per RTT, as slow start), so that the first sender
+ * of an incast is not handed the whole budget before the others show up. */
+static uint32_t credit(const struct sl_tp *tp, struct tp_flow *f)
 {
-	struct sl_pkt *p = txq_reserve(tp, f->port_idx);
+	uint32_t share = tp->cfg.rx_credit / tp->rx_active;
+
+	if (share < TP_MIN_CREDIT)
+		share = TP_MIN_CREDIT;
+	if (share > SL_MAX_WINDOW)
+		share = SL_MAX_WINDOW;
+	if (share > f->rcv_grant + f->rcv_new)
+		share = f->rcv_grant + f->rcv_new;
+	f->rcv_new = 0;
+	return f->rcv_grant = share;
+}
+
+/* An ACK of f's receive state on path (a probe: flagged so, carrying the
+ * path id), or (path < 0) an ACK back out of the port the DATA came in on,
+ * echoing its timestamp, path and CE marks. */
+static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
+{
+	const struct tp_path *pp = path >= 0 ? &f->paths[path] : tp_path_on_port(f, f->ack_port);
+	struct sl_pkt *p = txq_reserve(tp, pp->port_idx);
 	struct sl_hdr h = { 0 };
-	/* credit counts PSNs from cum_psn on: the receive bitmap's span */
 	struct sl_ack ack = { .cum_psn = f->rcv_cum, .echo_ts = f->rcv_echo_ts,
-			      .credit = SL_MAX_WINDOW };
+			      .credit = f->rcv_grant, .ce = f->rcv_ce, .echo_path = f->rcv_echo_path };
 
 	if (!p)
 		return false;
+	if (path < 0)
+		ack.credit = credit(tp, f);
 	sack_bits(f, ack.sack);
-	hdr_common(tp, f, &h, SL_T_ACK);
-	if (!txq_commit(tp, f, p, &h, NULL, &ack, f->rcv_cum))
+	if (path >= 0)
+		h.flags = (uint16_t)(SL_F_PROBE | path << SL_F_PATH_SHIFT);
+	hdr_common(tp, f, pp->port_idx, &h, SL_T_ACK);
+	uint16_t entropy = path >= 0 ? pp->entropy : tp_entropy(tp, f->node, f->rcv_echo_path);
+	if (!txq_commit(tp, pp->port_idx, &pp->addr, entropy, p, &h, NULL, &ack))
 		return false;
+	if (path < 0)
+		f->rcv_ce = 0;
 	tp->stats.ack_tx++;
+	return true;
+}
+
+bool tp_send_probe(struct sl_tp *tp, struct tp_flow *f, uint8_t path)
+{
+	if (!send_ack(tp, f, path))
+		return false;
+	tp->stats.probes_tx++;
 	return true;
 }
 
@@ -243,8 +307,8 @@ uint32_t tp_send_acks(struct sl_tp *tp)
 
 	for (uint16_t i = 0; i < tp->n_ack; i++) {
 		struct tp_flow *f = tp->flows[tp->ack_list[i]];
-		f->ack_due = false;
-		sent += send_ack(tp, f);
+		f->ack_due = f->probe_due = false;
+		sent += send_ack(tp, f, -1);
 	}
 	tp->n_ack = 0;
 	return sent;

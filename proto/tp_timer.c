@@ -6,8 +6,10 @@
  * smoothed RTTs, its highest unacknowledged packet is sent again, so that
  * the ACK it draws reveals any hole to SACK recovery long before the RTO
  * (losses at the end of a message have no later packets to reveal them).  A flow
- * whose packets go unacknowledged for dead_ns is declared dead.  Timers are
- * scanned at most every TP_SCAN_NS so that a busy poll loop stays cheap.
+ * whose packets go unacknowledged for dead_ns is declared dead; a path that
+ * stops delivering, much sooner (tp_path.c).  The same scan counts the
+ * senders active at this receiver, whose number divides its credit.  Timers
+ * are scanned at most every TP_SCAN_NS so that a busy poll loop stays cheap.
  */
 #include "tp_internal.h"
 
@@ -59,6 +61,7 @@ static void flow_die(struct sl_tp *tp, struct tp_flow *f)
 {
 	f->dead = true;
 	tp->stats.flows_dead++;
+	sl_twheel_cancel(&tp->pacer, &f->pace_node);
 	/* queued messages are forgotten without callbacks: flow_dead says it all */
 	for (struct sl_tp_msg *m = f->q_head, *next; m; m = next) {
 		next = m->next;
@@ -84,6 +87,7 @@ static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 		struct tp_slot *s = tp_slot(tp, f, psn);
 		if (s->acked || tp->now_ns - s->sent_ns < f->rto_ns)
 			continue;
+		tp_path_of(f, s)->rtos++;
 		n = tp_retransmit(tp, f, psn, &tp->stats.retx_rto) ? 1 : 0;
 		break;
 	}
@@ -124,14 +128,20 @@ uint32_t tp_run_timers(struct sl_tp *tp)
 	if (tp->now_ns < tp->next_scan_ns)
 		return 0;
 	tp->next_scan_ns = tp->now_ns + TP_SCAN_NS;
+	uint16_t active = 0;
 	for (uint16_t i = 0; i < tp->n_routed; i++) {
 		struct tp_flow *f = tp->flows[tp->routed[i]];
-		if (f->dead || f->snd_una == f->snd_nxt)
+		active += f->rcv_last_ns && tp->now_ns - f->rcv_last_ns < TP_RX_ACTIVE_NS;
+		if (f->dead)
+			continue;
+		moved += tp_path_scan(tp, f); /* probes go on even when idle */
+		if (f->snd_una == f->snd_nxt)
 			continue;
 		if (tp->now_ns - f->progress_ns >= tp->cfg.dead_ns)
 			flow_die(tp, f);
 		else
 			moved += rto_scan(tp, f) + tlp_scan(tp, f);
 	}
+	tp->rx_active = active ? active : 1;
 	return moved;
 }

@@ -6,10 +6,19 @@
  * the flow's next PSN.  The receiver applies each PSN exactly once, in any
  * order (direct placement: every packet names its offset), and answers with
  * ACKs carrying a cumulative PSN and a SACK bitmap.  The sender keeps at most
- * cfg.window packets in flight per flow, retransmits selectively (SACK holes
- * and RTO, never go-back-N) by rebuilding packets from the message's source
- * bytes, and declares a flow dead when nothing it sends is acknowledged for
+ * cfg.window packets in flight per flow (less when congestion control or the
+ * receiver's credit says so), retransmits selectively (SACK holes and RTO,
+ * never go-back-N) by rebuilding packets from the message's source bytes,
+ * and declares a flow dead when nothing it sends is acknowledged for
  * cfg.dead_ns.
+ *
+ * Against incast, a receiver shares its receive budget (cfg.rx_credit
+ * packets) among the senders active at it and grants each its share in
+ * every ACK.  DATA goes out ECN-capable; CE marks that queues put on it are
+ * echoed in ACKs and fed to congestion control.  A flow is spread over every
+ * route to its peer (one per port) times cfg.entropies UDP source ports: its
+ * paths.  A path that stops delivering is marked dead, its packets are sent
+ * again on the others, and it is probed until it answers.
  *
  * Pure C: frames move through struct sl_port, time through struct sl_clock.
  */
@@ -38,11 +47,15 @@ struct sl_tp_config {
 				 that ask for one: struct sl_port's crc) */
 	const struct sl_cc_ops *cc; /* congestion control (&sl_cc_swift), NULL: the window */
 	uint64_t cc_target_ns;      /* its target delay */
+	uint32_t rx_credit;   /* receive budget in packets, shared among the senders active here */
+	uint32_t init_credit; /* packets a flow may send before the peer's first ACK grants credit */
+	uint8_t entropies;    /* paths (UDP source ports) per route, 1..SL_MAX_PATHS */
 };
 
 /* Defaults: payload from the port's frame size (room left for a CRC trailer),
  * window 256, RTO 1 ms..100 ms, dead 30 s, no CRC, no congestion control
- * (target 50 us once one is chosen). */
+ * (target 50 us once one is chosen), receive budget 256 packets, initial
+ * credit 64, 4 paths per route. */
 void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_t max_frame);
 
 /* A message to send.  The caller owns it and keeps it (and src) alive and
@@ -94,6 +107,13 @@ struct sl_tp_stats {
 	uint64_t rx_foreign;            /* not sluice, or from/to a node we have no flow with */
 	uint64_t tx_no_buf;             /* a poll found no tx buffer */
 	uint64_t flows_dead;
+	uint64_t credit_stalls;         /* a flow with data and window held back by the receiver's credit */
+	uint64_t paced_waits;           /* a paced flow put on the timing wheel until its next send */
+	uint64_t rx_ce;                 /* DATA that arrived CE-marked (a queue on the way was full) */
+	uint64_t ack_ce;                /* ACKs received that echoed CE marks (congestion control told) */
+	uint64_t path_deaths, path_revivals; /* paths declared dead, and brought back by a probe */
+	uint64_t retx_path;             /* packets sent again because their path died */
+	uint64_t probes_tx;             /* probes sent on dead paths */
 };
 
 struct sl_tp;
@@ -108,7 +128,10 @@ void sl_tp_destroy(struct sl_tp *tp);
 int sl_tp_set_cc(struct sl_tp *tp, const struct sl_cc_ops *cc, uint64_t target_ns);
 /* Add a port (up to SL_MAX_PORTS); returns its index, or -1. */
 int sl_tp_add_port(struct sl_tp *tp, struct sl_port *port);
-/* Reach node through port index port_idx at addr; opens the flow. 0 or -1. */
+/* Reach node through port index port_idx at addr; opens the flow.  Another
+ * port to the same node adds cfg.entropies more paths to its flow (the same
+ * port again changes the address).  0, or -1 (no such port, no room for
+ * SL_MAX_PATHS paths, no memory). */
 int sl_tp_add_route(struct sl_tp *tp, uint16_t node, uint16_t port_idx, const struct sl_addr *addr);
 bool sl_tp_node_alive(const struct sl_tp *tp, uint16_t node);
 
@@ -130,8 +153,22 @@ struct sl_tp_flow_info {
 	uint64_t pace_ns;     /* gap between sends when paced, else 0 */
 	uint64_t srtt_ns, rto_ns;
 	uint32_t in_flight;   /* PSNs sent and not yet retired */
+	uint32_t credit;      /* packets the peer lets us have in flight (from snd_una) */
+	uint32_t paths, paths_alive;
 };
 /* 0, or -1 when there is no flow to node. */
 int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_info *out);
+
+/* One path of a flow. */
+struct sl_tp_path_info {
+	uint16_t port_idx, entropy; /* the port it leaves by, its UDP source port */
+	bool alive;
+	uint64_t srtt_ns;           /* 0 before its first sample */
+	uint32_t in_flight;
+	uint64_t tx, lost;          /* packets sent on it, and of those sent again */
+	uint32_t deaths, revivals;
+};
+/* 0, or -1 when there is no flow to node or it has no path i. */
+int sl_tp_path_info(const struct sl_tp *tp, uint16_t node, unsigned i, struct sl_tp_path_info *out);
 
 #endif

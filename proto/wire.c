@@ -181,12 +181,12 @@ static void build_eth(uint8_t *f, const struct sl_addr *src, const struct sl_add
 }
 
 static void build_ip_udp(uint8_t *f, const struct sl_addr *src, const struct sl_addr *dst,
-			 uint16_t entropy, uint32_t udp_len)
+			 uint16_t entropy, uint32_t udp_len, uint8_t ecn)
 {
 	uint8_t *ip = f + OFF_IP, *udp = f + OFF_UDP;
 
 	ip[0] = 0x45; /* version 4, 5 words */
-	ip[1] = 0;
+	ip[1] = ecn & 3; /* DSCP 0 */
 	put16(ip + 2, (uint16_t)(SL_IP_LEN + udp_len));
 	put16(ip + 4, 0);
 	put16(ip + 6, IP_FLAG_DF);
@@ -227,7 +227,9 @@ static void build_ack(uint8_t *p, const struct sl_ack *ack)
 	put32(p, ack->cum_psn);
 	put32(p + 4, ack->echo_ts);
 	put32(p + 8, ack->credit);
-	put32(p + 12, ack->reserved);
+	put16(p + 12, ack->ce);
+	p[14] = ack->echo_path;
+	p[15] = ack->reserved;
 	for (int i = 0; i < 4; i++)
 		put64(p + 16 + 8 * i, ack->sack[i]);
 }
@@ -244,7 +246,7 @@ uint32_t sl_wire_build(uint8_t *buf, uint32_t cap, const struct sl_addr *src,
 	if (total > cap || total - SL_ETH_LEN > 0xffff)
 		return 0;
 	build_eth(buf, src, dst);
-	build_ip_udp(buf, src, dst, entropy, (uint32_t)(total - OFF_UDP));
+	build_ip_udp(buf, src, dst, entropy, (uint32_t)(total - OFF_UDP), h->ip_ecn);
 	build_hdr(buf + OFF_HDR, h, body);
 	if (is_ack)
 		build_ack(buf + OFF_BODY, ack);
@@ -279,7 +281,9 @@ static void parse_ack(const uint8_t *p, struct sl_ack *ack)
 	ack->cum_psn = get32(p);
 	ack->echo_ts = get32(p + 4);
 	ack->credit = get32(p + 8);
-	ack->reserved = get32(p + 12);
+	ack->ce = get16(p + 12);
+	ack->echo_path = p[14];
+	ack->reserved = p[15];
 	for (int i = 0; i < 4; i++)
 		ack->sack[i] = get64(p + 16 + 8 * i);
 }
@@ -326,6 +330,7 @@ enum sl_parse_result sl_wire_parse(const uint8_t *frame, uint32_t len, struct sl
 	if (r != SL_PARSE_OK)
 		return r;
 	parse_hdr(frame + OFF_HDR, h);
+	h->ip_ecn = frame[OFF_IP + 1] & 3;
 	if (h->version != SL_WIRE_VERSION)
 		return SL_PARSE_BAD_VERSION;
 	if (h->type != SL_T_DATA && h->type != SL_T_ACK)
@@ -340,6 +345,19 @@ enum sl_parse_result sl_wire_parse(const uint8_t *frame, uint32_t len, struct sl
 	if (h->type == SL_T_ACK)
 		parse_ack(frame + OFF_BODY, ack);
 	return SL_PARSE_OK;
+}
+
+bool sl_wire_mark_ce(uint8_t *frame, uint32_t len)
+{
+	uint8_t *ip = frame + OFF_IP;
+
+	if (len < OFF_UDP || get16(frame + 12) != ETHERTYPE_IPV4 || ip[0] != 0x45 ||
+	    (ip[1] & 3) == SL_ECN_NOT_ECT || (ip[1] & 3) == SL_ECN_CE)
+		return false;
+	ip[1] |= SL_ECN_CE;
+	put16(ip + 10, 0);
+	put16(ip + 10, ip_checksum(ip));
+	return true;
 }
 
 const char *sl_parse_result_str(enum sl_parse_result r)

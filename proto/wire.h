@@ -7,6 +7,12 @@
  * so that switches spread one flow over many paths.  All multi-byte fields
  * are big-endian on the wire; struct sl_hdr below is the host-order view
  * that sl_wire_parse fills and sl_wire_build writes.
+ *
+ * Version 2 (from 1): the IPv4 ECN field is used (DATA goes out ECT(0), so
+ * that an AQM queue marks CE instead of dropping); flags bits 8..11 carry the
+ * sender's path id (multipath) and bit 4 marks a path probe; the ACK body's
+ * former reserved word echoes CE marks and the path id.  Same 48-byte header,
+ * same 48-byte ACK body.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
@@ -14,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define SL_WIRE_VERSION 1
+#define SL_WIRE_VERSION 2
 #define SL_UDP_PORT 0x51ce
 #define SL_ETH_LEN 14
 #define SL_IP_LEN 20
@@ -34,6 +40,23 @@ enum sl_hdr_flags {
 	SL_F_CTRL = 1u << 1,  /* DATA carrying a control message (abort, ...) for the engine */
 	SL_F_VOID = 1u << 2,  /* DATA of a cancelled message, len 0: mark the PSN, deliver nothing */
 	SL_F_CRC = 1u << 3,   /* a CRC32C of sluice header + body follows the body */
+	SL_F_PROBE = 1u << 4, /* ACK sent on a path its sender thinks dead: answer it with an
+				 ACK on the port it came in on, echoing its path and ts */
+};
+
+/* DATA and probe ACKs: the sender's path (port x UDP source port) in flags
+ * bits 8..11, echoed by the ACK they trigger (sl_ack.echo_path) so that the
+ * sender keeps RTT and liveness per path. */
+#define SL_F_PATH_SHIFT 8
+#define SL_F_PATH_MASK 0x0f00u
+#define SL_MAX_PATHS 16
+
+/* The IPv4 header's ECN field (RFC 3168), in struct sl_hdr.ip_ecn. */
+enum sl_ecn {
+	SL_ECN_NOT_ECT = 0, /* the sender does not react to marks: queues drop instead */
+	SL_ECN_ECT1 = 1,
+	SL_ECN_ECT0 = 2,    /* what sluice's DATA carries */
+	SL_ECN_CE = 3,      /* congestion experienced: a queue marked it */
 };
 
 /* The sluice header, host order.  Every field is checked by sl_wire_parse. */
@@ -53,14 +76,19 @@ struct sl_hdr {
 	uint64_t offset;   /* payload's byte offset within the destination buffer */
 	uint32_t len;      /* payload bytes */
 	uint32_t ts;       /* sender's clock, microseconds, echoed by ACKs */
+	uint8_t ip_ecn;    /* not in the sluice header: the IPv4 ECN field (enum sl_ecn),
+			      written by sl_wire_build, read by sl_wire_parse */
 };
 
 /* The ACK body that follows an SL_T_ACK header (host order). */
 struct sl_ack {
 	uint32_t cum_psn;      /* every PSN below this was received */
 	uint32_t echo_ts;      /* ts of the DATA packet that triggered this ACK */
-	uint32_t credit;       /* packets the receiver will still accept, counting from cum_psn */
-	uint32_t reserved;
+	uint32_t credit;       /* packets the receiver lets this sender have in flight, counting
+				  from cum_psn: its receive budget shared among active senders */
+	uint16_t ce;           /* DATA packets that arrived CE-marked since the previous ACK */
+	uint8_t echo_path;     /* path id (SL_F_PATH_MASK) of the packet whose ts is echoed */
+	uint8_t reserved;
 	uint64_t sack[4];      /* bit i of word i/64: PSN cum_psn + 1 + i was received */
 };
 
@@ -104,6 +132,10 @@ enum sl_parse_result sl_wire_parse(const uint8_t *frame, uint32_t len, struct sl
 				   const uint8_t **payload, struct sl_ack *ack);
 
 const char *sl_parse_result_str(enum sl_parse_result r);
+
+/* What a congested ECN queue does to a frame passing it: an ECN-capable IPv4
+ * frame gets CE (and its IP checksum fixed).  True when it was marked. */
+bool sl_wire_mark_ce(uint8_t *frame, uint32_t len);
 
 /* CRC32C (Castagnoli), as in iSCSI and ext4: the SL_F_CRC trailer. */
 uint32_t sl_crc32c(const void *data, uint32_t len);

@@ -6,7 +6,13 @@
  * one flow, where a fixed window fills the queue and Swift holds the delay
  * near its target without losing throughput, and a six-to-one incast through
  * one port, where each sender's share is under a packet per RTT and Swift
- * paces, fairly (Jain's index over the middle of the run).
+ * paces, fairly (Jain's index over the middle of the run).  The Swift runs
+ * keep the receiver's credit out of the way (a budget above every window,
+ * the whole window from the start), so that they show Swift alone.  Then the
+ * receiver's credit against an incast through a buffer that overflows
+ * (bounded queue, no loss, where the windows alone lose packets and stall on
+ * timeouts), and ECN: a queue that marks CE above a threshold holds Swift's
+ * delay near the threshold even with a target delay it never reaches.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,14 +91,26 @@ struct sender {
  * messages acknowledged), when the initial window has drained. */
 struct outcome {
 	uint64_t took_ns;
+	uint64_t retx;        /* the senders' retransmissions, all causes */
+	uint64_t dropped, marked, max_wait_ns; /* the bottleneck's */
+	uint64_t rx_ce, ack_ce, credit_stalls; /* the transports' counters */
 	uint64_t mean_srtt_ns;
 	double min_cwnd;
 	uint64_t max_pace_ns;
 	double jain;          /* fairness of the senders' goodput over the middle half */
 };
 
+/* How a run is set up: the transports' and the bottleneck's knobs. */
+struct knobs {
+	const struct sl_cc_ops *cc;
+	uint64_t target_ns;
+	uint32_t rx_credit, init_credit; /* 0: out of the way */
+	uint64_t buffer_ns, ecn_ns;      /* the bottleneck's, 0: none */
+};
+
 struct run {
 	struct fake_clock clock;
+	struct knobs k;
 	struct sl_memport_bottleneck neck;
 	struct sender s[MAX_SENDERS];
 	unsigned n, msgs_each;
@@ -128,7 +146,7 @@ static void on_dead(void *arg, uint16_t node)
 	fail_msg("a flow died over a slow but working link");
 }
 
-static struct sl_tp *tp_new(struct run *r, uint16_t self, const struct sl_cc_ops *cc)
+static struct sl_tp *tp_new(struct run *r, uint16_t self)
 {
 	struct sl_tp_config cfg;
 	struct sl_clock clock = { fake_now, &r->clock };
@@ -140,8 +158,10 @@ static struct sl_tp *tp_new(struct run *r, uint16_t self, const struct sl_cc_ops
 	cfg.rto_min_ns = 20000000; /* far above any queue here: no timeout muddles the picture */
 	cfg.rto_max_ns = 100000000;
 	cfg.dead_ns = 100000000000ull;
-	cfg.cc = cc;
-	cfg.cc_target_ns = TARGET_NS;
+	cfg.cc = r->k.cc;
+	cfg.cc_target_ns = r->k.target_ns ? r->k.target_ns : TARGET_NS;
+	cfg.rx_credit = r->k.rx_credit ? r->k.rx_credit : WIN * MAX_SENDERS;
+	cfg.init_credit = r->k.init_credit ? r->k.init_credit : WIN;
 	struct sl_tp *tp = sl_tp_create(&cfg, &clock, &cb);
 	assert_non_null(tp);
 	return tp;
@@ -157,7 +177,7 @@ static void route(struct sl_tp *tp, struct sl_port *port, uint16_t node)
 	assert_int_equal(sl_tp_add_route(tp, node, (uint16_t)idx, &addr), 0);
 }
 
-static void setup(struct run *r, unsigned n, unsigned msgs_each, const struct sl_cc_ops *cc)
+static void setup(struct run *r, unsigned n, unsigned msgs_each, const struct knobs *k)
 {
 	struct sl_memport_faults none = { 0 };
 	size_t bytes = (size_t)n * msgs_each * MSG_BYTES;
@@ -165,19 +185,21 @@ static void setup(struct run *r, unsigned n, unsigned msgs_each, const struct sl
 	memset(r, 0, sizeof(*r));
 	r->n = n;
 	r->msgs_each = msgs_each;
+	r->k = *k;
 	r->clock.ns = 1000000;
-	r->neck = (struct sl_memport_bottleneck){ RATE, { fake_now, &r->clock }, 0 };
+	r->neck = (struct sl_memport_bottleneck){ .bytes_per_s = RATE, .clock = { fake_now, &r->clock },
+						  .buffer_ns = k->buffer_ns, .ecn_ns = k->ecn_ns };
 	r->src = malloc(bytes);
 	r->dst = calloc(1, bytes);
 	assert_true(r->src && r->dst);
 	for (size_t i = 0; i < bytes; i++)
 		r->src[i] = (uint8_t)(i * 7 + (i >> 11));
-	r->rx = tp_new(r, RECEIVER, cc);
+	r->rx = tp_new(r, RECEIVER);
 	for (unsigned k = 0; k < n; k++) {
 		struct sender *s = &r->s[k];
 		assert_int_equal(sl_memport_pair(&s->port, &s->peer, MAX_FRAME, DEPTH, &none), 0);
 		sl_memport_set_bottleneck(s->port, &r->neck); /* every sender into one switch port */
-		s->tp = tp_new(r, (uint16_t)(k + 1), cc);
+		s->tp = tp_new(r, (uint16_t)(k + 1));
 		route(s->tp, s->port, RECEIVER);
 		route(r->rx, s->peer, (uint16_t)(k + 1));
 		s->msgs = calloc(msgs_each, sizeof(*s->msgs));
@@ -208,7 +230,19 @@ static void observe(struct run *r)
 
 static void teardown(struct run *r)
 {
+	const struct sl_tp_stats *rs = sl_tp_get_stats(r->rx);
+
 	assert_memory_equal(r->src, r->dst, (size_t)r->n * r->msgs_each * MSG_BYTES);
+	r->out.dropped = r->neck.dropped;
+	r->out.marked = r->neck.marked;
+	r->out.max_wait_ns = r->neck.max_wait_ns;
+	r->out.rx_ce = rs->rx_ce;
+	for (unsigned k = 0; k < r->n; k++) {
+		const struct sl_tp_stats *ss = sl_tp_get_stats(r->s[k].tp);
+		r->out.retx += ss->retx_rto + ss->retx_sack + ss->retx_tlp + ss->retx_path;
+		r->out.ack_ce += ss->ack_ce;
+		r->out.credit_stalls += ss->credit_stalls;
+	}
 	sl_tp_destroy(r->rx);
 	for (unsigned k = 0; k < r->n; k++) {
 		sl_tp_destroy(r->s[k].tp);
@@ -234,12 +268,12 @@ static double jain(const struct run *r)
 
 /* n senders, msgs_each messages each, all into one receiver through one
  * bottleneck: exact delivery, and how the senders' flows behaved. */
-static struct outcome run_incast(unsigned n, unsigned msgs_each, const struct sl_cc_ops *cc)
+static struct outcome run_incast(unsigned n, unsigned msgs_each, const struct knobs *k)
 {
 	static struct run r;
 	uint64_t start;
 
-	setup(&r, n, msgs_each, cc);
+	setup(&r, n, msgs_each, k);
 	start = r.clock.ns;
 	while (r.acked < n * msgs_each) {
 		assert_true(r.clock.ns - start < 10000000000ull);
@@ -270,7 +304,8 @@ static void report(const char *what, const struct outcome *o)
 static void test_swift_holds_the_queue(void **state)
 {
 	(void)state;
-	struct outcome fixed = run_incast(1, 24, NULL), swift = run_incast(1, 24, &sl_cc_swift);
+	const struct knobs none = { 0 }, sw = { .cc = &sl_cc_swift };
+	struct outcome fixed = run_incast(1, 24, &none), swift = run_incast(1, 24, &sw);
 
 	report("1 flow, fixed window:", &fixed);
 	report("1 flow, swift:", &swift);
@@ -286,8 +321,9 @@ static void test_swift_incast_paces(void **state)
 {
 	(void)state;
 	/* six senders into one 100 MB/s port: a fair share is under one packet per target delay */
-	struct outcome fixed = run_incast(MAX_SENDERS, 16, NULL);
-	struct outcome swift = run_incast(MAX_SENDERS, 16, &sl_cc_swift);
+	const struct knobs none = { 0 }, sw = { .cc = &sl_cc_swift };
+	struct outcome fixed = run_incast(MAX_SENDERS, 16, &none);
+	struct outcome swift = run_incast(MAX_SENDERS, 16, &sw);
 
 	report("6-to-1, fixed window:", &fixed);
 	report("6-to-1, swift:", &swift);
@@ -298,12 +334,99 @@ static void test_swift_incast_paces(void **state)
 	assert_true(swift.took_ns < fixed.took_ns + fixed.took_ns * 15 / 100);
 }
 
+static void report_queue(const char *what, const struct outcome *o)
+{
+	print_message("%-22s %7.2f ms, retransmits %5llu, bottleneck drops %5llu marks %5llu, "
+		      "longest wait %5llu us, credit stalls %llu\n", what, o->took_ns / 1e6,
+		      (unsigned long long)o->retx, (unsigned long long)o->dropped,
+		      (unsigned long long)o->marked, (unsigned long long)o->max_wait_ns / 1000,
+		      (unsigned long long)o->credit_stalls);
+}
+
+/* Packets the bottleneck passes in t ns. */
+static uint64_t packets_in(uint64_t t_ns)
+{
+	return t_ns * RATE / 1000000000ull / (PAYLOAD + SL_FRAME_OVERHEAD);
+}
+
+static void test_credit_bounds_incast(void **state)
+{
+	(void)state;
+	/* six senders with 128-packet windows (no cc) into a switch buffer of 1 ms
+	 * (about 90 packets); each starts with a credit of 8 */
+	const struct knobs windows = { .rx_credit = WIN * MAX_SENDERS, .init_credit = 8,
+				       .buffer_ns = 1000000 };
+	struct knobs credit = windows;
+	credit.rx_credit = 60; /* shared: 10 packets each */
+	struct outcome lossy = run_incast(MAX_SENDERS, 8, &windows);
+	struct outcome shared = run_incast(MAX_SENDERS, 8, &credit);
+
+	report_queue("6-to-1, windows only:", &lossy);
+	report_queue("6-to-1, credit 60:", &shared);
+	assert_true(lossy.dropped > 0 && lossy.retx > 0); /* the windows overflow the buffer */
+	/* the credit keeps the queue within the buffer: nothing lost, and at
+	 * most a few tail-loss probes sent early (the queue delays ACKs) */
+	assert_int_equal(shared.dropped, 0);
+	assert_true(shared.retx <= MAX_SENDERS);
+	assert_true(packets_in(shared.max_wait_ns) < packets_in(windows.buffer_ns));
+	assert_true(shared.credit_stalls > 0);
+	/* and no collapse: the link stays busy, faster than the lossy run */
+	assert_true(shared.took_ns < lossy.took_ns);
+	uint64_t ideal = (uint64_t)MAX_SENDERS * 8 * MSG_BYTES / PAYLOAD *
+			 (PAYLOAD + SL_FRAME_OVERHEAD) * 1000000000ull / RATE;
+	assert_true(shared.took_ns < ideal + ideal / 10);
+}
+
+static void test_swift_reacts_to_ecn(void **state)
+{
+	(void)state;
+	/* a target delay of 20 ms that the queue never reaches: only CE marks
+	 * (above 100 us of queue) can hold Swift back */
+	const struct knobs blind = { .cc = &sl_cc_swift, .target_ns = 20000000 };
+	struct knobs ecn = blind;
+	ecn.ecn_ns = 100000;
+	struct outcome no_marks = run_incast(2, 24, &blind), marks = run_incast(2, 24, &ecn);
+
+	report("2 flows, no ECN:", &no_marks);
+	report("2 flows, ECN at 100 us:", &marks);
+	report_queue("2 flows, ECN at 100 us:", &marks);
+	assert_int_equal(no_marks.marked, 0);
+	assert_true(no_marks.mean_srtt_ns > 1000000); /* the windows fill the queue */
+	assert_true(marks.marked > 0);
+	assert_int_equal(marks.rx_ce, marks.marked);  /* every mark seen by the receiver */
+	assert_true(marks.ack_ce > 0);                /* echoed to the senders */
+	assert_true(marks.mean_srtt_ns < 4 * 100000); /* which hold the queue near the threshold */
+	assert_true(marks.took_ns < no_marks.took_ns + no_marks.took_ns * 15 / 100);
+}
+
+static void test_swift_ce_once_per_rtt(void **state)
+{
+	(void)state;
+	struct sl_cc_params p;
+	struct sl_cc cc;
+
+	sl_cc_params_default(&p, TARGET_NS, WIN);
+	sl_cc_swift.init(&cc, &p);
+	cc.cwnd = 10;
+	sl_cc_swift.on_ack(&cc, 1, TARGET_NS / 2, true, 1000000); /* delay fine, but a mark */
+	double cut = cc.cwnd;
+	assert_true(cut < 10);
+	for (int i = 1; i < 10; i++) /* more marks within the RTT: no further cut */
+		sl_cc_swift.on_ack(&cc, 1, TARGET_NS / 2, true, 1000000 + (uint64_t)i * TARGET_NS / 20);
+	assert_true(cc.cwnd == cut);
+	sl_cc_swift.on_ack(&cc, 1, TARGET_NS / 2, true, 1000000 + TARGET_NS); /* an RTT later */
+	assert_true(cc.cwnd < cut);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_swift_rules),
+		cmocka_unit_test(test_swift_ce_once_per_rtt),
 		cmocka_unit_test(test_swift_holds_the_queue),
 		cmocka_unit_test(test_swift_incast_paces),
+		cmocka_unit_test(test_credit_bounds_incast),
+		cmocka_unit_test(test_swift_reacts_to_ecn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -254,7 +254,7 @@ static void check_received(const struct end *tx, const struct end *rx)
 
 static uint64_t retx(const struct sl_tp_stats *s)
 {
-	return s->retx_rto + s->retx_sack + s->retx_tlp;
+	return s->retx_rto + s->retx_sack + s->retx_tlp + s->retx_path;
 }
 
 /* Counters that must hold exactly in any run where nothing in flight was cancelled. */

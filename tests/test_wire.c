@@ -188,7 +188,7 @@ static void bad_ip_version(uint8_t *f) { f[OFF_IP] = 0x46; }
 static void bad_ip_proto(uint8_t *f) { f[OFF_IP + 9] = 6; }
 static void ip_fragment(uint8_t *f) { wr16(f + OFF_IP + 6, 0x2000); }
 static void bad_udp_port(uint8_t *f) { wr16(f + OFF_UDP + 2, 4791); }
-static void bad_version(uint8_t *f) { f[OFF_HDR] = 2; }
+static void bad_version(uint8_t *f) { f[OFF_HDR] = SL_WIRE_VERSION + 1; }
 static void bad_type(uint8_t *f) { f[OFF_HDR + 1] = 9; }
 static void zero_type(uint8_t *f) { f[OFF_HDR + 1] = 0; }
 static void ack_type(uint8_t *f) { f[OFF_HDR + 1] = SL_T_ACK; }
