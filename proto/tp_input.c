@@ -107,7 +107,7 @@ static void ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, struct ac
 	r->clean |= s->retx == 0;
 	if (s->sent_ns > r->sent_ns)
 		r->sent_ns = s->sent_ns;
-	tp_path_acked(tp, f, s);
+	tp_path_acked(f, s);
 	if (m && --m->unacked == 0 && !m->queued)
 		tp->cb.acked(tp->cb.arg, m);
 }

@@ -23,7 +23,8 @@
 #define TP_MIN_CREDIT 2      /* a receiver never grants an active sender less */
 #define TP_RX_ACTIVE_NS 1000000 /* a sender is active at the receiver this long after its last DATA */
 #define TP_PATH_DEAD_RTOS 3  /* consecutive timeouts of packets on a path that kill it */
-#define TP_PATH_DEAD_RTTS 8  /* or smoothed RTTs (at least 2 RTO floors) with packets out and no answer */
+#define TP_PATH_DEAD_LOSSES 16 /* or losses in a row */
+#define TP_PATH_DEAD_RTTS 8  /* or smoothed RTTs (at least 2 RTO floors) of sending with no answer */
 #define TP_WHEEL_SLOTS 1024  /* pacing wheel: 1024 slots of 1 us, a turn per millisecond */
 #define TP_WHEEL_TICK_NS 1000
 /* Both ends start a flow here, just below the wrap, so that every run
@@ -54,9 +55,10 @@ struct tp_path {
 	uint16_t entropy;        /* UDP source port */
 	bool dead;               /* stopped delivering: no new data, probed until it answers */
 	uint32_t in_flight;      /* unacknowledged packets last sent on it */
-	uint64_t last_ok_ns;     /* last proof it delivers (an ACK of or for a packet sent on it),
-				    or when it became busy */
+	uint64_t unproven_ns;    /* first send since the last proof that it delivers (an ACK of or
+				    for a packet sent on it); 0: none */
 	uint32_t rtos;           /* timeouts of its packets since the last proof */
+	uint32_t lost_streak;    /* its packets sent again elsewhere since the last proof */
 	uint32_t dead_us;        /* tp_now_us at death: only echoes of later sends revive it */
 	uint64_t probe_ns;       /* dead: when to probe next */
 	bool rtt_valid;
@@ -156,7 +158,7 @@ int tp_path_add_route(struct sl_tp *tp, struct tp_flow *f, uint16_t port_idx,
 uint8_t tp_path_pick(struct tp_flow *f, int avoid);
 const struct tp_path *tp_path_on_port(const struct tp_flow *f, uint16_t port_idx);
 void tp_path_sent(struct sl_tp *tp, struct tp_flow *f, struct tp_slot *s, uint8_t path, bool retx);
-void tp_path_acked(struct sl_tp *tp, struct tp_flow *f, const struct tp_slot *s);
+void tp_path_acked(struct tp_flow *f, const struct tp_slot *s);
 void tp_path_echo(struct sl_tp *tp, struct tp_flow *f, uint8_t path, uint32_t echo_ts, uint64_t rtt_ns);
 uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f);
 uint16_t tp_entropy(const struct sl_tp *tp, uint16_t node, uint32_t salt);

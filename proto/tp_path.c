@@ -4,9 +4,10 @@
  * switches spread it too.  New packets go on the live path with the fewest
  * packets out (a slow or stalled path fills up and is passed over);
  * retransmissions avoid the path they were lost on.  Each path keeps its
- * own RTT, load and losses.  A path that stops delivering while packets are
- * out on it (TP_PATH_DEAD_RTOS timeouts, or TP_PATH_DEAD_RTTS smoothed RTTs
- * without an answer) is marked dead, unless it is the last one alive (then
+ * own RTT, load and losses.  A path that stops delivering (TP_PATH_DEAD_RTOS
+ * timeouts or TP_PATH_DEAD_LOSSES losses in a row, or TP_PATH_DEAD_RTTS
+ * smoothed RTTs of sending without an answer) is marked dead, unless it is
+ * the last one alive (then
  * the flow's own dead timer decides): its packets are sent again on the
  * others, and it gets a probe (an ACK flagged SL_F_PROBE) every RTO until
  * the peer's answer comes back over it.
@@ -82,27 +83,28 @@ void tp_path_sent(struct sl_tp *tp, struct tp_flow *f, struct tp_slot *s, uint8_
 	if (retx) { /* the old path lost it (or is slow) */
 		old->in_flight--;
 		old->lost++;
+		old->lost_streak++;
 	}
-	if (!p->in_flight)
-		p->last_ok_ns = tp->now_ns; /* busy from now: the silence clock starts */
+	if (!p->unproven_ns)
+		p->unproven_ns = tp->now_ns; /* the silence clock starts */
 	p->in_flight++;
 	p->tx++;
 	s->path = path;
 }
 
-static void path_ok(struct sl_tp *tp, struct tp_path *p)
+static void path_ok(struct tp_path *p)
 {
-	p->last_ok_ns = tp->now_ns;
-	p->rtos = 0;
+	p->unproven_ns = 0;
+	p->rtos = p->lost_streak = 0;
 }
 
-void tp_path_acked(struct sl_tp *tp, struct tp_flow *f, const struct tp_slot *s)
+void tp_path_acked(struct tp_flow *f, const struct tp_slot *s)
 {
 	struct tp_path *p = tp_path_of(f, s);
 
 	p->in_flight--;
 	if (!p->dead)
-		path_ok(tp, p);
+		path_ok(p);
 }
 
 static void revive(struct sl_tp *tp, struct tp_flow *f, struct tp_path *p)
@@ -111,7 +113,7 @@ static void revive(struct sl_tp *tp, struct tp_flow *f, struct tp_path *p)
 	p->revivals++;
 	f->n_alive++;
 	tp->stats.path_revivals++;
-	path_ok(tp, p);
+	path_ok(p);
 }
 
 /* An ACK echoed a packet sent on path (DATA, or a probe); rtt_ns its delay, 0: none. */
@@ -126,7 +128,7 @@ void tp_path_echo(struct sl_tp *tp, struct tp_flow *f, uint8_t path, uint32_t ec
 			revive(tp, f, p);
 		return;
 	}
-	path_ok(tp, p);
+	path_ok(p);
 	if (rtt_ns)
 		p->srtt_ns = p->rtt_valid ? (7 * p->srtt_ns + rtt_ns) / 8 : rtt_ns;
 	p->rtt_valid |= rtt_ns != 0;
@@ -174,9 +176,9 @@ uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f)
 				p->probe_ns = tp->now_ns + f->rto_ns;
 				moved++;
 			}
-		} else if (f->n_alive > 1 && p->in_flight &&
-			   (p->rtos >= TP_PATH_DEAD_RTOS ||
-			    tp->now_ns - p->last_ok_ns > silence_limit(tp, f))) {
+		} else if (f->n_alive > 1 &&
+			   (p->rtos >= TP_PATH_DEAD_RTOS || p->lost_streak >= TP_PATH_DEAD_LOSSES ||
+			    (p->unproven_ns && tp->now_ns - p->unproven_ns > silence_limit(tp, f)))) {
 			moved += kill(tp, f, i);
 		}
 	}

@@ -93,7 +93,7 @@ struct outcome {
 	uint64_t took_ns;
 	uint64_t retx;        /* the senders' retransmissions, all causes */
 	uint64_t dropped, marked, max_wait_ns; /* the bottleneck's */
-	uint64_t rx_ce, ack_ce, credit_stalls; /* the transports' counters */
+	uint64_t rx_ce, ack_ce, credit_stalls, paced_waits; /* the transports' counters */
 	uint64_t mean_srtt_ns;
 	double min_cwnd;
 	uint64_t max_pace_ns;
@@ -242,6 +242,7 @@ static void teardown(struct run *r)
 		r->out.retx += ss->retx_rto + ss->retx_sack + ss->retx_tlp + ss->retx_path;
 		r->out.ack_ce += ss->ack_ce;
 		r->out.credit_stalls += ss->credit_stalls;
+		r->out.paced_waits += ss->paced_waits;
 	}
 	sl_tp_destroy(r->rx);
 	for (unsigned k = 0; k < r->n; k++) {
@@ -329,6 +330,8 @@ static void test_swift_incast_paces(void **state)
 	report("6-to-1, swift:", &swift);
 	assert_true(swift.min_cwnd < 1);
 	assert_true(swift.max_pace_ns > 0);
+	assert_true(swift.paced_waits > 0); /* the paced sends waited on the timing wheel */
+	assert_int_equal(fixed.paced_waits, 0);
 	assert_true(swift.mean_srtt_ns < fixed.mean_srtt_ns / 4);
 	assert_true(swift.jain >= 0.9); /* no sender starved while they shared the port */
 	assert_true(swift.took_ns < fixed.took_ns + fixed.took_ns * 15 / 100);

@@ -94,6 +94,7 @@ static void test_data_round_trip(void **state)
 		const uint8_t *payload;
 		uint32_t len = build_data(buf, variants[v]);
 
+		memset(&h, 0, sizeof(h)); /* padding, for the byte comparison */
 		assert_int_equal(len, SL_FRAME_OVERHEAD + PAYLOAD_LEN + (v ? SL_CRC_LEN : 0));
 		assert_int_equal(sl_wire_parse(buf, len, &h, &payload, &ack), SL_PARSE_OK);
 		struct sl_hdr want = data_template;
@@ -114,11 +115,14 @@ static void test_ack_round_trip(void **state)
 	struct sl_addr a, b;
 	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_ACK, .flags = SL_F_CRC,
 			    .src_node = 7, .dst_node = 9, .ts = 0xabcdef01 };
-	struct sl_ack ack = { .cum_psn = 0xfffffff0, .echo_ts = 0x01020304, .credit = 256,
-			      .reserved = 0, .sack = { 1, 0x8000000000000000ull, 0x5555, ~0ull } };
+	struct sl_ack ack = { .cum_psn = 0xfffffff0, .echo_ts = 0x01020304, .credit = 256, .ce = 0x1234,
+			      .echo_path = 0xab, .reserved = 0,
+			      .sack = { 1, 0x8000000000000000ull, 0x5555, ~0ull } };
 	uint8_t buf[BUF_LEN];
 	struct sl_hdr out;
 	struct sl_ack ack_out;
+
+	memset(&out, 0, sizeof(out)); /* padding, for the byte comparison */
 	const uint8_t *payload;
 
 	sl_addr_for_node(7, &a);
@@ -130,6 +134,38 @@ static void test_ack_round_trip(void **state)
 	assert_memory_equal(&out, &h, sizeof(h));
 	assert_memory_equal(&ack_out, &ack, sizeof(ack));
 	check_ip_checksum(buf);
+}
+
+/* ECN: the builder writes the field, the parser reads it, a congested queue
+ * marks only ECN-capable frames and keeps the IP checksum right. */
+static void test_ecn(void **state)
+{
+	(void)state;
+	uint8_t buf[BUF_LEN];
+	struct sl_hdr h;
+	struct sl_ack ack;
+	uint32_t len = build_data(buf, 0);
+
+	assert_int_equal(parse_exact(buf, len, &h, &ack), SL_PARSE_OK);
+	assert_int_equal(h.ip_ecn, SL_ECN_NOT_ECT);
+	assert_false(sl_wire_mark_ce(buf, len)); /* not ECN-capable: a queue drops it instead */
+	struct sl_addr src, dst;
+	struct sl_hdr ect = data_template;
+	ect.ip_ecn = SL_ECN_ECT0;
+	ect.flags = (uint16_t)(SL_F_CRC | 5 << SL_F_PATH_SHIFT);
+	sl_addr_for_node(1, &src);
+	sl_addr_for_node(2, &dst);
+	len = sl_wire_build(buf, BUF_LEN, &src, &dst, 0xc123, &ect, payload_bytes, NULL);
+	assert_int_equal(parse_exact(buf, len, &h, &ack), SL_PARSE_OK);
+	assert_int_equal(h.ip_ecn, SL_ECN_ECT0);
+	assert_int_equal((h.flags & SL_F_PATH_MASK) >> SL_F_PATH_SHIFT, 5);
+	assert_true(sl_wire_mark_ce(buf, len));
+	check_ip_checksum(buf);
+	assert_false(sl_wire_mark_ce(buf, len)); /* already marked */
+	/* the CRC covers the sluice header and body, not the IP header a queue rewrites */
+	assert_int_equal(parse_exact(buf, len, &h, &ack), SL_PARSE_OK);
+	assert_int_equal(h.ip_ecn, SL_ECN_CE);
+	assert_false(sl_wire_mark_ce(buf, SL_ETH_LEN + 4)); /* too short to be IPv4 */
 }
 
 static void test_build_too_small(void **state)
@@ -333,6 +369,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_data_round_trip),
 		cmocka_unit_test(test_ack_round_trip),
+		cmocka_unit_test(test_ecn),
 		cmocka_unit_test(test_build_too_small),
 		cmocka_unit_test(test_every_truncation_is_short),
 		cmocka_unit_test(test_padding_accepted),
