@@ -106,32 +106,41 @@ static void drain(struct top *t)
 }
 
 /* The transport's own figures for a flow, as the engine last copied them ("-": none yet). */
-static void transport_view(const struct sl_trace_flow *fl, char *srtt, char *cwnd, char *infl, size_t len)
+struct transport_cols {
+	char srtt[16], cwnd[16], infl[16], credit[16], paths[16];
+};
+
+static void transport_view(const struct sl_trace_flow *fl, struct transport_cols *c)
 {
+	*c = (struct transport_cols){ "-", "-", "-", "-", "-" };
 	if (!atomic_load_explicit(&fl->updated_ns, memory_order_acquire))
 		return;
-	snprintf(srtt, len, "%.1f", (double)atomic_load_explicit(&fl->srtt_ns, memory_order_relaxed) / 1e3);
-	snprintf(cwnd, len, "%.1f", (double)atomic_load_explicit(&fl->cwnd_milli, memory_order_relaxed) / 1e3);
-	snprintf(infl, len, "%" PRIu64, (uint64_t)atomic_load_explicit(&fl->in_flight, memory_order_relaxed));
+	uint64_t paths = atomic_load_explicit(&fl->paths, memory_order_relaxed);
+	snprintf(c->srtt, sizeof(c->srtt), "%.1f", (double)atomic_load_explicit(&fl->srtt_ns, memory_order_relaxed) / 1e3);
+	snprintf(c->cwnd, sizeof(c->cwnd), "%.1f", (double)atomic_load_explicit(&fl->cwnd_milli, memory_order_relaxed) / 1e3);
+	snprintf(c->infl, sizeof(c->infl), "%" PRIu64, (uint64_t)atomic_load_explicit(&fl->in_flight, memory_order_relaxed));
+	snprintf(c->credit, sizeof(c->credit), "%" PRIu64, (uint64_t)atomic_load_explicit(&fl->credit, memory_order_relaxed));
+	snprintf(c->paths, sizeof(c->paths), "%u/%u", (unsigned)(paths >> 16 & 0xffff), (unsigned)(paths & 0xffff));
 }
 
 static void print_flows(struct top *t, double secs)
 {
-	printf("%-16s %-3s %9s %10s %8s %14s %8s %8s %9s %10s\n", "FLOW", "DIR", "Gbit/s", "pkt/s", "retx/s",
-	       "RTT us avg/max", "srtt us", "cwnd", "in-flight", "ring-drops");
+	printf("%-16s %-3s %9s %10s %8s %14s %8s %8s %9s %7s %6s %10s\n", "FLOW", "DIR", "Gbit/s", "pkt/s",
+	       "retx/s", "RTT us avg/max", "srtt us", "cwnd", "in-flight", "credit", "paths", "ring-drops");
 	for (unsigned i = 0; i < t->nsrc; i++) {
 		const struct tr_source *s = &t->src[i];
 		for (unsigned p = 0; p < s->nports; p++) {
 			struct flow_stat *f = &t->flows[i][p];
 			uint64_t drops = tr_dropped(s, p);
-			char name[32], rtt[32] = "-", srtt[16] = "-", cwnd[16] = "-", infl[16] = "-";
+			char name[32], rtt[32] = "-";
+			struct transport_cols c;
 			snprintf(name, sizeof(name), "node%u->node%u", s->node, s->ports[p].peer_node);
 			if (f->rtt_n)
 				snprintf(rtt, sizeof(rtt), "%" PRIu64 "/%" PRIu64, f->rtt_sum_us / f->rtt_n, f->rtt_max_us);
-			transport_view(&s->page->flows[p], srtt, cwnd, infl, sizeof(srtt));
-			printf("%-16s %-3s %9.3f %10.0f %8.0f %14s %8s %8s %9s %10" PRIu64 "\n", name, "tx",
+			transport_view(&s->page->flows[p], &c);
+			printf("%-16s %-3s %9.3f %10.0f %8.0f %14s %8s %8s %9s %7s %6s %10" PRIu64 "\n", name, "tx",
 			       (double)f->bytes[1] * 8 / secs / 1e9, (double)f->pkts[1] / secs, (double)f->retx / secs,
-			       rtt, srtt, cwnd, infl, drops - f->drops_seen);
+			       rtt, c.srtt, c.cwnd, c.infl, c.credit, c.paths, drops - f->drops_seen);
 			printf("%-16s %-3s %9.3f %10.0f\n", "", "rx", (double)f->bytes[0] * 8 / secs / 1e9,
 			       (double)f->pkts[0] / secs);
 			/* per interval; in-flight state carries over */
@@ -169,7 +178,8 @@ static void usage(FILE *f)
 		   "  --socket PATH     a dataplane's attach socket (repeatable; default: the only one running)\n"
 		   "  --interval S      refresh every S seconds (default 1)\n"
 		   "  --iterations N    stop after N refreshes (default: until Ctrl-C)\n"
-		   "RTT: from the ACK echoes in the trace; srtt, cwnd and in-flight: the transport's own.\n");
+		   "RTT: from the ACK echoes in the trace; srtt, cwnd, in-flight, credit (the peer's grant) and\n"
+		   "paths (alive/all): the transport's own.\n");
 }
 
 static int parse(int argc, char **argv, const char **socks, unsigned *nsocks, double *interval, long *iters)

@@ -184,6 +184,8 @@ struct dp_engine_cfg {
 	uint32_t window;       /* packets in flight per peer; 0 = the transport's default */
 	uint64_t rto_min_ns;   /* retransmission timeout floor; 0 = the transport's default */
 	bool gate_host;        /* host collectives through the asynchronous (GPU) path, on the CPU */
+	uint32_t rx_credit;    /* receive budget shared among active senders; 0 = the default */
+	uint8_t paths;         /* UDP source ports (paths) per link; 0 = the default */
 };
 
 /* Set up the engine and its transport; ports and routes are added after. */

@@ -60,6 +60,8 @@ struct opts {
 	unsigned payload;
 	unsigned frame;
 	unsigned window;
+	unsigned rx_credit;  /* 0: the transport's default */
+	unsigned paths;      /* 0: the transport's default */
 	double rto_min_us;
 	double timeout_s;
 	struct sl_fault_spec fault; /* injected on every link's sends, when active */
@@ -82,13 +84,17 @@ static void usage(FILE *f)
 		"                        sockets live in DIR (every node of the mesh uses the same DIR)\n"
 		"  --link NODE:DEVARGS   reach NODE through a DPDK vdev, e.g.\n"
 		"                        3:net_af_packet0,iface=veth3 (repeatable); NODE,NODE,...:DEVARGS\n"
-		"                        for several nodes on one segment (a bridge)\n"
+		"                        for several nodes on one segment (a bridge); a node named by\n"
+		"                        several links is reached over all of them (multipath)\n"
 		"  --socket PATH         attach socket (env SLUICE_SOCKET, default %s)\n"
 		"  --engine-cpu C        pin the engine to CPU C (default: any)\n"
 		"  --payload B           bytes of data per packet (default: what the frame allows)\n"
 		"  --frame B             largest frame on the links (default %u)\n"
 		"  --window P            packets in flight per peer (default %u, at most %u)\n"
 		"  --rto-min US          retransmission timeout floor in microseconds (default %u)\n"
+		"  --rx-credit P         packets this node lets all senders have in flight to it,\n"
+		"                        shared among the active ones (default %u)\n"
+		"  --paths N             UDP source ports (ECMP paths) per link and peer, 1..%u (default 4)\n"
 		"  --timeout S           fail a collective or peer silent this long (env SLUICE_TIMEOUT, default 30)\n"
 		"  --fault SPEC          inject faults on every link's sends (env SLUICE_FAULT), e.g.\n"
 		"                        drop:0.01,reorder:16,dup:0.001,corrupt:0.0001,delay:50us,seed:7\n"
@@ -104,7 +110,7 @@ static void usage(FILE *f)
 		"                        (also SLUICE_GATE_HOST=1)\n"
 		"  --quiet               no start/stop messages\n",
 		DEFAULT_SOCKET, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
-		DEFAULT_CC_TARGET_US);
+		SL_MAX_WINDOW, SL_MAX_PATHS, DEFAULT_CC_TARGET_US);
 }
 
 static int parse_uint(const char *s, const char *what, unsigned long max, unsigned long *out)
@@ -234,6 +240,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "fault", required_argument, NULL, 'F' },     { "no-crc", no_argument, NULL, 'C' },
 		{ "cc", required_argument, NULL, 'G' },        { "cc-target", required_argument, NULL, 'T' },
 		{ "gate-host", no_argument, NULL, 'g' },       { "simd", required_argument, NULL, 'S' },
+		{ "rx-credit", required_argument, NULL, 'R' }, { "paths", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -267,6 +274,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 't': if (parse_timeout(optarg, "--timeout", &o->timeout_s)) return -1; break;
 		case 'w': if (parse_uint(optarg, "--window", SL_MAX_WINDOW, &v) || v == 0) return -1; o->window = (unsigned)v; break;
 		case 'r': if (parse_uint(optarg, "--rto-min", 10000000, &v) || v == 0) return -1; o->rto_min_us = (double)v; break;
+		case 'R': if (parse_uint(optarg, "--rx-credit", 1000000, &v) || v == 0) return -1; o->rx_credit = (unsigned)v; break;
+		case 'P': if (parse_uint(optarg, "--paths", SL_MAX_PATHS, &v) || v == 0) return -1; o->paths = (unsigned)v; break;
 		case 'F': if (parse_fault(optarg, "--fault", &o->fault)) return -1; break;
 		case 'C': o->no_crc = true; break;
 		case 'g': o->gate_host = true; break;
@@ -393,7 +402,9 @@ static int add_routes(struct dp_engine *e, const struct opts *o, struct sl_port 
 			uint16_t node = k ? l->more[k - 1] : l->node;
 			sl_addr_for_node(node, &addr);
 			if (sl_tp_add_route(e->tp, node, (uint16_t)idx, &addr) != 0) {
-				snprintf(err, len, "cannot add the route to node %u (out of memory?)", node);
+				snprintf(err, len, "cannot add the route to node %u over link %u: out of memory, or "
+					 "more than %u paths to it (links to it x --paths: lower --paths)",
+					 node, i, SL_MAX_PATHS);
 				return -1;
 			}
 		}
@@ -407,18 +418,24 @@ static void print_counters(const struct dp_engine *e)
 
 	fprintf(stderr,
 		"sluiced node %u: collectives posted %llu done %llu failed %llu rejected %llu; "
-		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu), dup %llu, malformed %llu, "
-		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu\n",
+		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu, moved off dead paths %llu), "
+		"dup %llu, malformed %llu, "
+		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu; "
+		"credit stalls %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
+		"paths died %llu revived %llu, probes %llu\n",
 		e->node, (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
 		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
 		/* "sack": every selective retransmission, probes included (tools sum rto + sack) */
-		(unsigned long long)t->retx_rto, (unsigned long long)(t->retx_sack + t->retx_tlp),
-		(unsigned long long)t->retx_tlp,
+		(unsigned long long)t->retx_rto, (unsigned long long)(t->retx_sack + t->retx_tlp + t->retx_path),
+		(unsigned long long)t->retx_tlp, (unsigned long long)t->retx_path,
 		(unsigned long long)t->rx_dup, (unsigned long long)t->rx_malformed,
 		(unsigned long long)t->rx_bad_crc, (unsigned long long)t->rx_foreign, (unsigned long long)e->count.rx_unknown_comm,
 		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,
-		(unsigned long long)e->count.stashed);
+		(unsigned long long)e->count.stashed, (unsigned long long)t->credit_stalls,
+		(unsigned long long)t->paced_waits, (unsigned long long)t->rx_ce, (unsigned long long)t->ack_ce,
+		(unsigned long long)t->path_deaths, (unsigned long long)t->path_revivals,
+		(unsigned long long)t->probes_tx);
 }
 
 static void print_faults(const struct opts *o, struct sl_port *const *faulty)
@@ -479,7 +496,8 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		frame = ports[i]->max_frame < frame ? ports[i]->max_frame : frame;
 	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .max_frame = frame, .payload = o->payload,
 				     .timeout_ns = (uint64_t)(o->timeout_s * 1e9), .window = o->window,
-				     .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3), .gate_host = o->gate_host };
+				     .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3), .gate_host = o->gate_host,
+				     .rx_credit = o->rx_credit, .paths = (uint8_t)o->paths };
 	if (dp_engine_init(&engine, &cfg, err, len) != 0)
 		goto out;
 	/* before the routes: each flow starts its controller when it is made */

@@ -68,6 +68,10 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 		tc.window = cfg->window;
 	if (cfg->rto_min_ns)
 		tc.rto_min_ns = cfg->rto_min_ns;
+	if (cfg->rx_credit)
+		tc.rx_credit = cfg->rx_credit;
+	if (cfg->paths)
+		tc.entropies = cfg->paths;
 	e->payload = tc.payload;
 	e->tp = sl_tp_create(&tc, &e->clock, &cb);
 	if (!e->tp) {

@@ -147,6 +147,8 @@ static void flow_state(struct dp_trace_ring *r, const struct dp_trace_tap *tap)
 	atomic_store_explicit(&f->rto_ns, fi.rto_ns, memory_order_relaxed);
 	atomic_store_explicit(&f->pace_ns, fi.pace_ns, memory_order_relaxed);
 	atomic_store_explicit(&f->in_flight, fi.in_flight, memory_order_relaxed);
+	atomic_store_explicit(&f->credit, fi.credit, memory_order_relaxed);
+	atomic_store_explicit(&f->paths, (uint64_t)fi.paths_alive << 16 | fi.paths, memory_order_relaxed);
 	atomic_store_explicit(&f->updated_ns, r->now, memory_order_release);
 }
 

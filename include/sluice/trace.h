@@ -30,7 +30,7 @@
 #include "spsc.h"
 
 #define SL_TRACE_MAGIC 0x534c5452u /* "SLTR" */
-#define SL_TRACE_VERSION 2u
+#define SL_TRACE_VERSION 3u
 #define SL_TRACE_MAX_PORTS 8u
 #define SL_TRACE_MAX_RANKS 256u
 #define SL_TRACE_COMM_LOG 64u         /* communicator records kept, the newest */
@@ -110,6 +110,8 @@ struct sl_trace_flow {
 	_Atomic uint64_t rto_ns;      /* retransmission timeout */
 	_Atomic uint64_t pace_ns;     /* gap between sends when paced, else 0 */
 	_Atomic uint64_t in_flight;   /* PSNs sent and not yet retired */
+	_Atomic uint64_t credit;      /* packets the peer's credit allows in flight */
+	_Atomic uint64_t paths;       /* multipath: paths alive << 16 | paths */
 	_Atomic uint64_t updated_ns;  /* CLOCK_MONOTONIC of the last refresh; 0: none yet */
 };
 
