@@ -90,7 +90,7 @@ struct ack_result {
 	uint32_t acked;   /* PSNs newly acknowledged */
 	bool progress;    /* something new was acknowledged */
 	bool clean;       /* ... of which a packet never retransmitted: an RTT sample */
-	uint64_t sent_ns; /* the latest send time among them */
+	uint64_t sent_ns[SL_MAX_PATHS]; /* the latest send time among them, by path */
 };
 
 /* Retire one in-flight PSN, if not acknowledged before. */
@@ -105,8 +105,8 @@ static void ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, struct ac
 	r->acked++;
 	r->progress = true;
 	r->clean |= s->retx == 0;
-	if (s->sent_ns > r->sent_ns)
-		r->sent_ns = s->sent_ns;
+	if (s->sent_ns > r->sent_ns[s->path])
+		r->sent_ns[s->path] = s->sent_ns;
 	tp_path_acked(f, s);
 	if (m && --m->unacked == 0 && !m->queued)
 		tp->cb.acked(tp->cb.arg, m);
@@ -137,22 +137,25 @@ static void ack_apply(struct sl_tp *tp, struct tp_flow *f, const struct sl_ack *
 /* Retransmit the holes that must be losses: with at least TP_DUPTHRESH
  * SACKed PSNs above them, or (as in RACK) sent more than a quarter RTT
  * before a packet this ACK retired, which reordering that small cannot
- * explain; unless already retransmitted within the last smoothed RTT. */
-static bool fast_retransmit(struct sl_tp *tp, struct tp_flow *f, uint64_t acked_sent_ns)
+ * explain; unless already retransmitted within the last smoothed RTT.  Both
+ * count only packets sent on the hole's own path: paths differ in delay, so
+ * packets overtake each other across them without any loss. */
+static bool fast_retransmit(struct sl_tp *tp, struct tp_flow *f, const uint64_t acked_sent_ns[])
 {
 	bool any = false;
 
 	uint64_t guard = f->rtt_valid ? f->srtt_ns : f->rto_ns;
 	uint64_t reorder = f->rtt_valid ? f->srtt_ns / 4 : f->rto_ns;
-	uint32_t sacked_above = 0;
+	uint32_t sacked_above[SL_MAX_PATHS] = { 0 };
 
 	for (uint32_t psn = f->snd_nxt; psn != f->snd_una;) {
 		struct tp_slot *s = tp_slot(tp, f, --psn);
 		if (s->acked) {
-			sacked_above++;
+			sacked_above[s->path]++;
 			continue;
 		}
-		bool lost = sacked_above >= TP_DUPTHRESH || s->sent_ns + reorder < acked_sent_ns;
+		bool lost = sacked_above[s->path] >= TP_DUPTHRESH ||
+			    s->sent_ns + reorder < acked_sent_ns[s->path];
 		if (!lost || (s->retx && tp->now_ns - s->sent_ns < guard))
 			continue;
 		if (!tp_retransmit(tp, f, psn, &tp->stats.retx_sack))

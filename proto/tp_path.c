@@ -4,10 +4,10 @@
  * switches spread it too.  New packets go on the live path with the fewest
  * packets out (a slow or stalled path fills up and is passed over);
  * retransmissions avoid the path they were lost on.  Each path keeps its
- * own RTT, load and losses.  A path that stops delivering (TP_PATH_DEAD_RTOS
- * timeouts or TP_PATH_DEAD_LOSSES losses in a row, or TP_PATH_DEAD_RTTS
- * smoothed RTTs of sending without an answer) is marked dead, unless it is
- * the last one alive (then
+ * own RTT, load and losses.  A path that stops delivering (TP_PATH_DEAD_LOSSES
+ * losses in a row, or TP_PATH_DEAD_RTOS timeouts or TP_PATH_DEAD_RTTS
+ * smoothed RTTs of sending without an answer while other paths deliver) is
+ * marked dead, unless it is the last one alive (then
  * the flow's own dead timer decides): its packets are sent again on the
  * others, and it gets a probe (an ACK flagged SL_F_PROBE) every RTO until
  * the peer's answer comes back over it.
@@ -165,6 +165,19 @@ static uint32_t kill(struct sl_tp *tp, struct tp_flow *f, uint8_t i)
 	return moved;
 }
 
+/* Has path p stopped delivering?  Losses in a row say so; silence and
+ * timeouts only while the flow still makes progress through other paths
+ * (a stalled peer, common on shared machines, silences them all alike). */
+static bool looks_dead(const struct sl_tp *tp, const struct tp_flow *f, const struct tp_path *p)
+{
+	uint64_t limit = silence_limit(tp, f);
+	bool others_deliver = p->unproven_ns && f->progress_ns > p->unproven_ns + limit / 2;
+
+	if (p->lost_streak >= TP_PATH_DEAD_LOSSES)
+		return true;
+	return others_deliver && (p->rtos >= TP_PATH_DEAD_RTOS || tp->now_ns - p->unproven_ns > limit);
+}
+
 uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f)
 {
 	uint32_t moved = 0;
@@ -176,9 +189,7 @@ uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f)
 				p->probe_ns = tp->now_ns + f->rto_ns;
 				moved++;
 			}
-		} else if (f->n_alive > 1 &&
-			   (p->rtos >= TP_PATH_DEAD_RTOS || p->lost_streak >= TP_PATH_DEAD_LOSSES ||
-			    (p->unproven_ns && tp->now_ns - p->unproven_ns > silence_limit(tp, f)))) {
+		} else if (f->n_alive > 1 && looks_dead(tp, f, p)) {
 			moved += kill(tp, f, i);
 		}
 	}
