@@ -9,6 +9,8 @@
  * multiples of the packet payload or the pipeline chunk.  After each call
  * the ranks also compare a hash of their results (all-reduced with MAX and
  * MIN) to check every rank holds the same bits.
+ * usage: it_allreduce [MAX_COUNT [ROUNDS]]: ROUNDS repeats the whole set
+ * (default 1), for tests that change the network while it runs.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -135,6 +137,7 @@ int main(int argc, char **argv)
 	static const size_t counts[] = { 0, 1, 2, 3, 7, 13, 127, 1021, 2048, 2053, 8191, 65537, 262147, 1000003 };
 	static const sluice_datatype_t types[] = { SLUICE_FLOAT32, SLUICE_FLOAT64, SLUICE_INT32, SLUICE_INT64 };
 	size_t max_count = argc > 1 ? strtoull(argv[1], NULL, 0) : 1000003;
+	long rounds = argc > 2 ? strtol(argv[2], NULL, 0) : 1;
 	uint8_t *a, *b;
 	uint64_t *scratch;
 	int failures = 0, cases = 0;
@@ -146,13 +149,15 @@ int main(int argc, char **argv)
 	CHECK(sluice_mem_alloc(ctx, max_count * 8 + 64, (void **)&a));
 	CHECK(sluice_mem_alloc(ctx, max_count * 8 + 64, (void **)&b));
 	CHECK(sluice_mem_alloc(ctx, 64, (void **)&scratch));
-	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-		if (counts[c] > max_count)
-			continue;
-		for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-			for (int in_place = 0; in_place < 2; in_place++) {
-				failures += run_case(counts[c], types[t], SLUICE_SUM, in_place, a, b, scratch);
-				cases++;
+	for (long round = 0; round < rounds; round++) {
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+			if (counts[c] > max_count)
+				continue;
+			for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+				for (int in_place = 0; in_place < 2; in_place++) {
+					failures += run_case(counts[c], types[t], SLUICE_SUM, in_place, a, b, scratch);
+					cases++;
+				}
 			}
 		}
 	}

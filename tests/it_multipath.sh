@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# it_multipath.sh: two emulated hosts joined by two links (sluice-run --net
+# veth --links 2: two veths each, into two bridges); while the all-reduce
+# runs, one of host 0's links is cut (ip link set veth1 down).  The
+# all-reduce must still complete with exact results (it_allreduce checks
+# them), and the dataplanes must have found the cut link's paths dead.
+# Skipped (77) without root or iproute2.
+# usage: it_multipath.sh SLUICE_RUN IT_ALLREDUCE
+set -u
+run=$1 prog=$2
+if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
+	echo "it_multipath: needs root and iproute2: skipped"; exit 77
+fi
+logs=$(mktemp -d /tmp/tp-multipath.XXXXXX)
+trap 'rm -rf "$logs"' EXIT
+
+# four rounds of every case: several seconds, so the cut lands mid-run
+"$run" --net veth --links 2 -n 2 --timeout 20 --keep-logs "$logs" -- "$prog" 1000003 4 &
+pid=$!
+ranks=""
+for _ in $(seq 300); do
+	ranks=$(pgrep -P $pid -f "$prog")
+	[ -n "$ranks" ] && break
+	sleep 0.1
+done
+[ -n "$ranks" ] || { echo "it_multipath: the ranks of sluice-run (pid $pid) never started" >&2; wait $pid; exit 1; }
+sleep 1.5
+if ! ip -n "sl$pid-h0" link set veth1 down; then
+	echo "it_multipath: could not cut veth1 in sl$pid-h0" >&2; wait $pid; exit 1
+fi
+cut_mid_run=0
+kill -0 $ranks 2>/dev/null && cut_mid_run=1
+wait $pid
+rc=$?
+[ $rc -eq 0 ] || { echo "it_multipath: the all-reduce failed (status $rc) after a link was cut" >&2; exit 1; }
+if [ $cut_mid_run -eq 0 ]; then
+	echo "it_multipath: the ranks had finished before the cut: the test proved nothing (give them more rounds)" >&2
+	exit 1
+fi
+# Each dataplane ends with the cut link's 4 paths (sluiced's default --paths)
+# dead: more deaths than revivals by at least 4 (noise may kill and revive others).
+for i in 0 1; do
+	log="$logs/sluiced-$i.log"
+	moved=$(grep -o 'moved off dead paths [0-9]*' "$log" | awk '{print $5}')
+	died=$(grep -o 'paths died [0-9]*' "$log" | awk '{print $3}')
+	revived=$(grep -o 'paths died [0-9]* revived [0-9]*' "$log" | awk '{print $5}')
+	echo "it_multipath: node $i: paths died ${died:-?} revived ${revived:-?}, packets moved off them ${moved:-?}"
+	if [ -z "$died" ] || [ $((died - revived)) -lt 4 ]; then
+		echo "it_multipath: node $i did not find the cut link's 4 paths dead; its log:" >&2
+		cat "$log" >&2
+		exit 1
+	fi
+done
