@@ -81,9 +81,11 @@ void tp_path_sent(struct sl_tp *tp, struct tp_flow *f, struct tp_slot *s, uint8_
 	struct tp_path *p = &f->paths[path], *old = tp_path_of(f, s);
 
 	if (retx) { /* the old path lost it (or is slow) */
-		old->in_flight--;
 		old->lost++;
 		old->lost_streak++;
+		/* nothing of it left out: its silence no longer says anything */
+		if (!--old->in_flight)
+			old->unproven_ns = 0;
 	}
 	if (!p->unproven_ns)
 		p->unproven_ns = tp->now_ns; /* the silence clock starts */
@@ -171,7 +173,7 @@ static uint32_t kill(struct sl_tp *tp, struct tp_flow *f, uint8_t i)
 static bool looks_dead(const struct sl_tp *tp, const struct tp_flow *f, const struct tp_path *p)
 {
 	uint64_t limit = silence_limit(tp, f);
-	bool others_deliver = p->unproven_ns && f->progress_ns > p->unproven_ns + limit / 2;
+	bool others_deliver = p->in_flight && p->unproven_ns && f->progress_ns > p->unproven_ns + limit / 2;
 
 	if (p->lost_streak >= TP_PATH_DEAD_LOSSES)
 		return true;

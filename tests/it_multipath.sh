@@ -19,7 +19,7 @@ trap 'rm -rf "$logs"' EXIT
 pid=$!
 ranks=""
 for _ in $(seq 300); do
-	ranks=$(pgrep -P $pid -f "$prog")
+	ranks=$(pgrep -P $pid -x "$(basename "$prog")") # the ranks, not sluice-run's own subshells
 	[ -n "$ranks" ] && break
 	sleep 0.1
 done
