@@ -177,17 +177,15 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	uint32_t una = f->snd_una;
 
 	tp->stats.ack_rx++;
-	if (h->flags & SL_F_PROBE) {
-		ack_owed(tp, f, h, port_idx, false);
-		f->probe_due = true;
-	}
+	if (h->flags & SL_F_PROBE)
+		ack_owed(tp, f, h, port_idx, true);
 	/* a dead flow calls nobody back; an ACK beyond snd_nxt is stale or forged */
 	if (f->dead || psn_before(f->snd_nxt, ack->cum_psn))
 		return;
 	ack_apply(tp, f, ack, &r);
 	if (r.progress)
 		tp_on_progress(tp, f);
-	uint64_t delay_ns = r.clean ? tp_rtt_sample(tp, f, ack->echo_ts) : 0;
+	uint64_t delay_ns = r.clean && ack->echo_path != SL_ECHO_NONE ? tp_rtt_sample(tp, f, ack->echo_ts) : 0;
 	tp_path_echo(tp, f, ack->echo_path, ack->echo_ts, delay_ns);
 	tp->stats.ack_ce += ack->ce != 0;
 	if (tp->cfg.cc && (r.progress || ack->ce))

@@ -276,11 +276,14 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 
 	if (!p)
 		return false;
-	if (path < 0)
+	if (path < 0) {
 		ack.credit = credit(tp, f);
-	sack_bits(f, ack.sack);
-	if (path >= 0)
+	} else { /* a probe echoes nothing: no RTT sample, no marks counted twice */
 		h.flags = (uint16_t)(SL_F_PROBE | path << SL_F_PATH_SHIFT);
+		ack = (struct sl_ack){ .cum_psn = ack.cum_psn, .credit = ack.credit,
+				       .echo_path = SL_ECHO_NONE };
+	}
+	sack_bits(f, ack.sack);
 	hdr_common(tp, f, pp->port_idx, &h, SL_T_ACK);
 	uint16_t entropy = path >= 0 ? pp->entropy : tp_entropy(tp, f->node, f->rcv_echo_path);
 	if (!txq_commit(tp, pp->port_idx, &pp->addr, entropy, p, &h, NULL, &ack))

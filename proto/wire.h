@@ -50,6 +50,7 @@ enum sl_hdr_flags {
 #define SL_F_PATH_SHIFT 8
 #define SL_F_PATH_MASK 0x0f00u
 #define SL_MAX_PATHS 16
+#define SL_ECHO_NONE 0xff
 
 /* The IPv4 header's ECN field (RFC 3168), in struct sl_hdr.ip_ecn. */
 enum sl_ecn {
@@ -87,7 +88,8 @@ struct sl_ack {
 	uint32_t credit;       /* packets the receiver lets this sender have in flight, counting
 				  from cum_psn: its receive budget shared among active senders */
 	uint16_t ce;           /* DATA packets that arrived CE-marked since the previous ACK */
-	uint8_t echo_path;     /* path id (SL_F_PATH_MASK) of the packet whose ts is echoed */
+	uint8_t echo_path;     /* path id (SL_F_PATH_MASK) of the packet whose ts is echoed, or
+				  SL_ECHO_NONE (a probe: its echo_ts and ce mean nothing) */
 	uint8_t reserved;
 	uint64_t sack[4];      /* bit i of word i/64: PSN cum_psn + 1 + i was received */
 };
