@@ -144,7 +144,7 @@ static uint64_t silence_limit(const struct sl_tp *tp, const struct tp_flow *f)
 }
 
 /* Path i stopped delivering: no new data on it, its packets go again elsewhere. */
-static uint32_t kill(struct sl_tp *tp, struct tp_flow *f, uint8_t i)
+static uint32_t path_kill(struct sl_tp *tp, struct tp_flow *f, uint8_t i)
 {
 	struct tp_path *p = &f->paths[i];
 	uint32_t moved = 0;
@@ -192,7 +192,7 @@ uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f)
 				moved++;
 			}
 		} else if (f->n_alive > 1 && looks_dead(tp, f, p)) {
-			moved += kill(tp, f, i);
+			moved += path_kill(tp, f, i);
 		}
 	}
 	return moved;

@@ -107,8 +107,9 @@ struct sl_tp_stats {
 	uint64_t rx_foreign;            /* not sluice, or from/to a node we have no flow with */
 	uint64_t tx_no_buf;             /* a poll found no tx buffer */
 	uint64_t flows_dead;
-	uint64_t credit_stalls;         /* a flow with data and window held back by the receiver's credit */
-	uint64_t paced_waits;           /* a paced flow put on the timing wheel until its next send */
+	uint64_t credit_stalls;         /* sends a flow's window allowed and the receiver's credit did not
+					   (counted once per flow and poll) */
+	uint64_t paced_waits;           /* times a paced flow was put on the timing wheel until its next send */
 	uint64_t rx_ce;                 /* DATA that arrived CE-marked (a queue on the way was full) */
 	uint64_t ack_ce;                /* ACKs received that echoed CE marks (congestion control told) */
 	uint64_t path_deaths, path_revivals; /* paths declared dead, and brought back by a probe */
