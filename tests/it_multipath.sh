@@ -14,8 +14,8 @@ fi
 logs=$(mktemp -d /tmp/tp-multipath.XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 
-# four rounds of every case: several seconds, so the cut lands mid-run
-"$run" --net veth --links 2 -n 2 --timeout 20 --keep-logs "$logs" -- "$prog" 1000003 4 &
+# sixteen rounds of every case: several seconds even on a quiet machine, so the cut lands mid-run
+"$run" --net veth --links 2 -n 2 --timeout 20 --keep-logs "$logs" -- "$prog" 1000003 16 &
 pid=$!
 ranks=""
 for _ in $(seq 300); do
@@ -24,7 +24,7 @@ for _ in $(seq 300); do
 	sleep 0.1
 done
 [ -n "$ranks" ] || { echo "it_multipath: the ranks of sluice-run (pid $pid) never started" >&2; wait $pid; exit 1; }
-sleep 1.5
+sleep 0.5
 if ! ip -n "sl$pid-h0" link set veth1 down; then
 	echo "it_multipath: could not cut veth1 in sl$pid-h0" >&2; wait $pid; exit 1
 fi
