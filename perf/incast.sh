@@ -5,16 +5,17 @@
 # the link rate, per size, and the dataplanes' retransmissions and drops:
 # no collapse means goodput near the rate and few retransmissions.  A
 # benchmark, not a test: it reports, it does not judge.
-# usage: perf/incast.sh BUILD_DIR [-n HOSTS] [--rate R] [--cc none|swift] [-b MIN] [-e MAX]
+# usage: perf/incast.sh BUILD_DIR [-n HOSTS] [--rate R] [--cc none|swift] [--cc-target US] [-b MIN] [-e MAX]
 set -u
 build=${1:?usage: incast.sh BUILD_DIR [-n HOSTS] [--rate R] [--cc CC] [-b MIN] [-e MAX]}
 shift
-n=4 rate=500mbit cc=swift min=256K max=16M
+n=4 rate=500mbit cc=swift target=1000 min=256K max=16M  # target: sluice-run's veth default
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-n) n=$2; shift 2 ;;
 	--rate) rate=$2; shift 2 ;;
 	--cc) cc=$2; shift 2 ;;
+	--cc-target) target=$2; shift 2 ;;
 	-b) min=$2; shift 2 ;;
 	-e) max=$2; shift 2 ;;
 	*) echo "incast: unknown option '$1'" >&2; exit 2 ;;
@@ -27,10 +28,10 @@ bps=$(awk -v r="$rate" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /m
 	else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
 log=$(mktemp /tmp/sl-incast.XXXXXX)
 trap 'rm -f "$log"' EXIT
-"$run" -n "$n" --net veth --rate "$rate" --cc "$cc" -v --timeout 60 -- \
+"$run" -n "$n" --net veth --rate "$rate" --cc "$cc" --cc-target "$target" -v --timeout 60 -- \
 	"$perf" -C gather -r 0 -b "$min" -e "$max" -f 4 -n 10 -w 2 >"$log" 2>&1
 rc=$?
-echo "# $((n - 1))-to-1 gather into rank 0, $n veth hosts, links at $rate, cc $cc (sluice-run status $rc)"
+echo "# $((n - 1))-to-1 gather into rank 0, $n veth hosts, links at $rate, cc $cc, target $target us (sluice-run status $rc)"
 printf "# %10s %12s %14s %10s %8s\n" "size(B)" "time(us)" "goodput(Mb/s)" "of rate" "#wrong"
 # the root receives (n-1)/n of the gathered buffer per call
 awk -v n="$n" -v bps="$bps" '!/^#/ && !/^\[/ && NF >= 9 {
