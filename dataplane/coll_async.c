@@ -218,6 +218,10 @@ bool dp_async_reap(struct dp_engine *e, struct dp_coll *k)
 	}
 	if (moved)
 		k->last_progress_ns = sl_now(&e->clock);
+	if (k->deferred && sl_gdma_reaped(k->gdev->g) != k->seen_reaped) {
+		k->seen_reaped = sl_gdma_reaped(k->gdev->g);
+		moved = true;
+	}
 	return moved;
 }
 

@@ -960,7 +960,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 		for (k = comm->colls; k; k = next) {
 			next = k->next;
 			left--;
-			if (k->gdev && (dp_async_reap(e, k) || (k->deferred && dp_async_room(k, e->payload, true))))
+			if (k->gdev && dp_async_reap(e, k))
 				retry_deferred(e, k);
 			issue_sends(e, k);
 			if (timers)

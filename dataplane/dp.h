@@ -111,6 +111,7 @@ struct dp_coll {
 	struct dp_pending *pend;  /* FIFO of chunks waiting for their tickets */
 	uint32_t pend_head, pend_tail, pend_cap;
 	uint32_t last_ticket;     /* newest ticket posted for this collective */
+	uint32_t seen_reaped;     /* the reducer's reaped count when deferred packets were last offered */
 	bool ticketed;            /* last_ticket is set */
 	uint32_t *stage_of;       /* per message: its stager buffer, or UINT32_MAX */
 	uint32_t msgs_sent;       /* msgs[msgs_sent, msgs_used) wait for their staging copy */
@@ -231,7 +232,8 @@ int dp_async_post(struct dp_engine *e, struct dp_coll *k, const struct sl_action
 		  uint64_t len, bool copy);
 /* The chunk of a (chunk_full) is posted: hear of it once applied. */
 void dp_async_chunk_posted(struct dp_coll *k, const struct sl_action *a);
-/* Move applied chunks into the schedule; whether any moved. */
+/* Move applied chunks into the schedule; whether deferred packets may now
+ * fit (a chunk was applied: their turn; or the reducer freed room). */
 bool dp_async_reap(struct dp_engine *e, struct dp_coll *k);
 /* Stage (or send) a ready chunk of a gated collective: false when it has to wait. */
 bool dp_async_send(struct dp_engine *e, struct dp_coll *k, struct sl_tp_msg *m, const uint8_t *src, uint64_t len);

@@ -273,6 +273,11 @@ uint32_t sl_gdma_pending(const struct sl_gdma *g)
 	return sl_gdma_ring_pending(&g->ring);
 }
 
+uint32_t sl_gdma_reaped(const struct sl_gdma *g)
+{
+	return g->ring.tail;
+}
+
 int sl_gdma_stop(struct sl_gdma *g)
 {
 	return g->ops->stop(g);

@@ -102,6 +102,8 @@ uint32_t sl_gdma_progress(struct sl_gdma *g, uint64_t now_ns);
 bool sl_gdma_done(const struct sl_gdma *g, uint32_t ticket);
 /* Items posted and not yet reaped. */
 uint32_t sl_gdma_pending(const struct sl_gdma *g);
+/* Items ever reaped (free-running): when it moves, room has appeared. */
+uint32_t sl_gdma_reaped(const struct sl_gdma *g);
 /* Stop the consumer now; work already posted is applied once it restarts
  * (the next post restarts it), never twice.  0, or -EIO if it had failed.
  * cudaDeviceSynchronize, cudaFree, cudaFreeHost and cudaHostUnregister wait
