@@ -112,10 +112,10 @@ static double time_ref_reduce(float *d, const float *a, const float *b, uint64_t
 
 /* ---- the persistent kernel ---- */
 
-static struct sl_gdma *open_reducer(uint32_t blocks, uint32_t item_bytes)
+static struct sl_gdma *open_reducer(uint32_t blocks, uint32_t item_bytes, uint64_t arena_bytes)
 {
 	struct sl_gdma_cfg cfg = { .backend = SL_GDMA_CUDA, .blocks = blocks, .split_bytes = item_bytes,
-				   .slots = 8192 };
+				   .slots = 8192, .arena_bytes = arena_bytes };
 	struct sl_gdma *g;
 	char err[256];
 
@@ -126,10 +126,24 @@ static struct sl_gdma *open_reducer(uint32_t blocks, uint32_t item_bytes)
 	return g;
 }
 
+/* Spin until ticket t is done. */
+static void drain(struct sl_gdma *g, uint32_t t)
+{
+	while (!sl_gdma_done(g, t)) {
+		sl_gdma_progress(g, now_ns());
+		if (sl_gdma_error(g)) {
+			fprintf(stderr, "gpu-dma-bench: %s\n", sl_gdma_error(g));
+			exit(1);
+		}
+	}
+}
+
 /* Post bytes of work as items of item_bytes, as fast as the ring takes
- * them, and wait for the last: seconds from first post to last done. */
+ * them (with copy, through sl_gdma_post_copy: the copy into the arena is
+ * on this thread, as it would be on the engine's core), and wait for the
+ * last: seconds from first post to last done. */
 static double run_ring(struct sl_gdma *g, float *d, const float *a, const float *src, uint64_t bytes,
-		       uint32_t item_bytes)
+		       uint32_t item_bytes, bool copy)
 {
 	uint64_t per = item_bytes / 4, n = bytes / 4, t0 = now_ns();
 	uint32_t t = 0;
@@ -139,32 +153,28 @@ static double run_ring(struct sl_gdma *g, float *d, const float *a, const float 
 		struct sl_gdma_work w = { .dst = d + i, .a = a + i, .src = src + i, .count = n - i < per ? n - i : per,
 					  .dtype = SL_FLOAT32, .op = SL_SUM, .kind = SL_GDMA_REDUCE };
 		int rc;
-		while ((rc = sl_gdma_post(g, &w, &t, err, sizeof(err))) == -EAGAIN)
+		int (*post)(struct sl_gdma *, const struct sl_gdma_work *, uint32_t *, char *, size_t) =
+			copy ? sl_gdma_post_copy : sl_gdma_post;
+		while ((rc = post(g, &w, &t, err, sizeof(err))) == -EAGAIN)
 			sl_gdma_progress(g, now_ns());
 		if (rc) {
 			fprintf(stderr, "gpu-dma-bench: post: %s\n", err);
 			exit(1);
 		}
 	}
-	while (!sl_gdma_done(g, t)) {
-		sl_gdma_progress(g, now_ns());
-		if (sl_gdma_error(g)) {
-			fprintf(stderr, "gpu-dma-bench: %s\n", sl_gdma_error(g));
-			exit(1);
-		}
-	}
+	drain(g, t);
 	return (double)(now_ns() - t0) / 1e9;
 }
 
 static double ring_rate(uint32_t blocks, uint32_t item_bytes, float *d, const float *a, const float *src,
 			uint64_t bytes)
 {
-	struct sl_gdma *g = open_reducer(blocks, item_bytes);
+	struct sl_gdma *g = open_reducer(blocks, item_bytes, 0);
 	double s[REPS];
 
-	run_ring(g, d, a, src, bytes < (256u << 20) ? bytes : (256u << 20), item_bytes); /* warm-up */
+	run_ring(g, d, a, src, bytes < (256u << 20) ? bytes : (256u << 20), item_bytes, false); /* warm-up */
 	for (int r = 0; r < REPS; r++)
-		s[r] = run_ring(g, d, a, src, bytes, item_bytes);
+		s[r] = run_ring(g, d, a, src, bytes, item_bytes, false);
 	sl_gdma_close(g);
 	return (double)bytes / median(s, REPS);
 }
@@ -173,7 +183,7 @@ static double ring_rate(uint32_t blocks, uint32_t item_bytes, float *d, const fl
 static double item_latency(uint32_t blocks, uint64_t item_bytes, float *d, const float *a, const float *src)
 {
 	enum { N = REPS * 400 };
-	struct sl_gdma *g = open_reducer(blocks, 64 << 10);
+	struct sl_gdma *g = open_reducer(blocks, 64 << 10, 0);
 	static double us[N];
 	struct sl_gdma_work w = { .dst = d, .a = a, .src = src, .count = item_bytes / 4, .dtype = SL_FLOAT32,
 				  .op = SL_SUM, .kind = SL_GDMA_REDUCE };
@@ -186,8 +196,7 @@ static double item_latency(uint32_t blocks, uint64_t item_bytes, float *d, const
 			fprintf(stderr, "gpu-dma-bench: post: %s\n", err);
 			exit(1);
 		}
-		while (!sl_gdma_done(g, t))
-			sl_gdma_progress(g, now_ns());
+		drain(g, t);
 		if (i >= 0)
 			us[i] = (double)(now_ns() - t0) / 1e3;
 	}
@@ -195,43 +204,17 @@ static double item_latency(uint32_t blocks, uint64_t item_bytes, float *d, const
 	return median(us, N);
 }
 
-/* Packets of item_bytes from ordinary host memory through sl_gdma_post_copy
- * (the copy into the arena is on this thread, as it would be on the
- * engine's core): payload bytes per second over bytes. */
+/* Packets of item_bytes from ordinary host memory through sl_gdma_post_copy:
+ * payload bytes per second over bytes. */
 static double copy_rate(uint32_t blocks, uint32_t item_bytes, float *d, const float *a, const float *src,
 			uint64_t bytes)
 {
-	struct sl_gdma_cfg cfg = { .backend = SL_GDMA_CUDA, .blocks = blocks, .slots = 8192,
-				   .arena_bytes = 64 << 20 };
-	uint64_t per = item_bytes / 4, n = bytes / 4;
-	struct sl_gdma *g;
+	struct sl_gdma *g = open_reducer(blocks, item_bytes, 64 << 20);
 	double s[REPS];
-	char err[256];
-	uint32_t t = 0;
 
-	if (sl_gdma_open(&g, &cfg, err, sizeof(err))) {
-		fprintf(stderr, "gpu-dma-bench: %s\n", err);
-		exit(1);
-	}
-	for (int r = -1; r < REPS; r++) {
-		uint64_t t0 = now_ns();
-		for (uint64_t i = 0; i < n; i += per) {
-			struct sl_gdma_work w = { .dst = d + i, .a = a + i, .src = src + i,
-						  .count = n - i < per ? n - i : per, .dtype = SL_FLOAT32,
-						  .op = SL_SUM, .kind = SL_GDMA_REDUCE };
-			int rc;
-			while ((rc = sl_gdma_post_copy(g, &w, &t, err, sizeof(err))) == -EAGAIN)
-				sl_gdma_progress(g, now_ns());
-			if (rc) {
-				fprintf(stderr, "gpu-dma-bench: post_copy: %s\n", err);
-				exit(1);
-			}
-		}
-		while (!sl_gdma_done(g, t))
-			sl_gdma_progress(g, now_ns());
-		if (r >= 0)
-			s[r] = (double)(now_ns() - t0) / 1e9;
-	}
+	run_ring(g, d, a, src, bytes, item_bytes, true); /* warm-up */
+	for (int r = 0; r < REPS; r++)
+		s[r] = run_ring(g, d, a, src, bytes, item_bytes, true);
 	sl_gdma_close(g);
 	return (double)bytes / median(s, REPS);
 }
