@@ -422,7 +422,7 @@ static void print_counters(const struct dp_engine *e)
 		"dup %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu; "
 		"credit stalls %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
-		"paths died %llu revived %llu, probes %llu\n",
+		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu\n",
 		e->node, (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
 		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
@@ -435,7 +435,31 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)e->count.stashed, (unsigned long long)t->credit_stalls,
 		(unsigned long long)t->paced_waits, (unsigned long long)t->rx_ce, (unsigned long long)t->ack_ce,
 		(unsigned long long)t->path_deaths, (unsigned long long)t->path_revivals,
-		(unsigned long long)t->probes_tx);
+		(unsigned long long)t->probes_tx, (unsigned long long)t->tx_no_buf);
+}
+
+/* Each link's own frame counts and what the transport still holds for it,
+ * then each flow's sender state: a link the port keeps refusing, or a flow
+ * stuck with packets in flight, shows here when a run hangs. */
+static void print_links(const struct dp_engine *e, const struct opts *o, struct sl_port *const *base)
+{
+	struct sl_tp_flow_info fi;
+
+	for (unsigned i = 0; i < o->nlinks; i++) {
+		const struct sl_port_counters *c = &base[i]->stats;
+		fprintf(stderr, "sluiced node %u: link %u (to node %u): tx %llu refused %llu, rx %llu "
+			"chained %llu, staged %u\n", e->node, i, o->links[i].node,
+			(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_full,
+			(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_chained,
+			sl_tp_port_staged(e->tp, (uint16_t)i));
+	}
+	for (uint16_t n = 0; n < SL_MAX_NODES; n++) {
+		if (n == e->node || sl_tp_flow_info(e->tp, n, &fi) != 0)
+			continue;
+		fprintf(stderr, "sluiced node %u: flow to node %u: in flight %u, credit %u, paths alive %u of %u, "
+			"srtt %llu us, rto %llu us\n", e->node, n, fi.in_flight, fi.credit, fi.paths_alive,
+			fi.paths, (unsigned long long)fi.srtt_ns / 1000, (unsigned long long)fi.rto_ns / 1000);
+	}
 }
 
 static void print_faults(const struct opts *o, struct sl_port *const *faulty)
@@ -467,7 +491,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	static struct dp_engine engine;
 	static struct dp_trace trace;
 	/* Static: the ports outlive this call (see the end) and stay reachable. */
-	static struct sl_port *ports[SL_MAX_PORTS], *faulty[SL_MAX_PORTS];
+	static struct sl_port *ports[SL_MAX_PORTS], *base[SL_MAX_PORTS], *faulty[SL_MAX_PORTS];
 	const struct sl_clock clock = { dp_now_ns, NULL };
 	const char *const no_vdevs[] = { NULL };
 	char prefix[64];
@@ -486,6 +510,10 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		goto out;
 	if (o->nodes > 0)
 		prime_links(o, ports);
+	for (unsigned i = 0; i < o->nlinks; i++) { /* count the engine's frames, not the primers */
+		base[i] = ports[i];
+		memset(&base[i]->stats, 0, sizeof(base[i]->stats));
+	}
 	/* CRC32C and fault injection (--no-crc, --fault): the innermost wrap */
 	if (prepare_links(o, ports, faulty, &clock, err, len) != 0)
 		goto out;
@@ -520,6 +548,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	rte_eal_wait_lcore(lcore);
 	if (!o->quiet) {
 		print_counters(&engine);
+		print_links(&engine, o, base);
 		print_faults(o, faulty);
 	}
 	dp_engine_fini(&engine);

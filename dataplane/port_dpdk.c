@@ -35,8 +35,10 @@
 
 /* Frames handled per driver call; bounds the on-stack mbuf arrays. */
 #define SL_DPDK_BURST 64
-/* Buffers beyond the rings: the engine's in-flight frames, bursts, per-lcore caches. */
-#define SL_DPDK_POOL_SLACK 2048u
+/* Buffers beyond the rings: for tx, frames staged or held back (the fault
+ * injector's queue) and per-lcore caches; for rx, bursts and caches. */
+#define SL_DPDK_TX_SLACK 2048u
+#define SL_DPDK_RX_SLACK 512u
 #define SL_DPDK_POOL_CACHE 256u
 /* A memif client retries connecting after this long without link, doubling up to the max. */
 #define SL_DPDK_CONNECT_RETRY_MS 50u        /* looking for the server's socket file */
@@ -44,7 +46,10 @@
 
 struct sl_dpdk_port {
 	struct sl_port port;         /* what the engine holds; priv points back here */
-	struct rte_mempool *pool;    /* rx and tx buffers, one mbuf per frame */
+	/* One mbuf per frame.  Apart, so that frames waiting to leave can never
+	 * take the buffers the port needs to receive: two ends whose sends wait
+	 * on each other's receiving would otherwise both stop for good. */
+	struct rte_mempool *rx_pool, *tx_pool;
 	uint64_t rx_dropped;         /* chained frames we could not linearize */
 	uint16_t port_id;            /* ethdev port */
 	bool started;                /* rte_eth_dev_start succeeded */
@@ -67,7 +72,7 @@ static struct rte_mbuf *linearize(struct sl_dpdk_port *dp, struct rte_mbuf *chai
 	uint32_t len = rte_pktmbuf_pkt_len(chain);
 
 	if (len <= dp->port.max_frame)
-		flat = rte_pktmbuf_alloc(dp->pool);
+		flat = rte_pktmbuf_alloc(dp->rx_pool);
 	if (likely(flat != NULL)) {
 		rte_pktmbuf_read(chain, 0, len, rte_pktmbuf_mtod(flat, void *));
 		flat->data_len = (uint16_t)len;
@@ -155,7 +160,7 @@ static uint16_t dpdk_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n
 		uint16_t want = RTE_MIN(n - got, SL_DPDK_BURST);
 
 		/* Bulk allocation is all or nothing: when short, ask for less. */
-		while (rte_pktmbuf_alloc_bulk(dp->pool, mbufs, want) != 0) {
+		while (rte_pktmbuf_alloc_bulk(dp->tx_pool, mbufs, want) != 0) {
 			want /= 2;
 			if (want == 0)
 				return got;
@@ -197,7 +202,8 @@ static void dpdk_close(struct sl_port *port)
 		rename(dp->socket, dp->hidden);
 	rte_eth_dev_close(dp->port_id);
 	rte_eal_hotplug_remove("vdev", dp->name);
-	rte_mempool_free(dp->pool);
+	rte_mempool_free(dp->rx_pool);
+	rte_mempool_free(dp->tx_pool);
 	free(dp);
 }
 
@@ -392,7 +398,7 @@ static int setup_queues(struct sl_dpdk_port *dp, uint32_t max_frame, uint16_t rx
 	}
 	memset(&conf, 0, sizeof(conf));
 	conf.rxmode.mtu = pick_mtu(&info, max_frame);
-	/* All tx buffers come from our one pool with refcnt 1: the driver may free them fast. */
+	/* All tx buffers come from our tx pool with refcnt 1: the driver may free them fast. */
 	if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE)
 		conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
 	rc = rte_eth_dev_configure(dp->port_id, 1, 1, &conf);
@@ -403,7 +409,7 @@ static int setup_queues(struct sl_dpdk_port *dp, uint32_t max_frame, uint16_t rx
 			conf.rxmode.mtu, rte_strerror(-rc));
 		return -1;
 	}
-	rc = rte_eth_rx_queue_setup(dp->port_id, 0, rxd, sock, NULL, dp->pool);
+	rc = rte_eth_rx_queue_setup(dp->port_id, 0, rxd, sock, NULL, dp->rx_pool);
 	if (rc != 0) {
 		sl_set_err(err, errlen, "%s: rx queue of %u descriptors: %s", dp->name, rxd,
 			rte_strerror(-rc));
@@ -434,19 +440,18 @@ static void touch_buffer(struct rte_mempool *mp, void *arg, void *obj, unsigned 
 		p[off] = p[off];
 }
 
-static struct rte_mempool *make_pool(struct sl_dpdk_port *dp, uint16_t data_room, uint16_t rxd,
-				     uint16_t txd, char *err, size_t errlen)
+static struct rte_mempool *make_pool(struct sl_dpdk_port *dp, const char *what, uint16_t data_room,
+				     unsigned n, char *err, size_t errlen)
 {
-	unsigned n = rxd + txd + SL_DPDK_POOL_SLACK;
 	char pname[RTE_MEMPOOL_NAMESIZE];
 	struct rte_mempool *mp;
 
-	snprintf(pname, sizeof(pname), "sl_port%u", dp->port_id);
+	snprintf(pname, sizeof(pname), "sl_%s%u", what, dp->port_id);
 	mp = rte_pktmbuf_pool_create(pname, n, SL_DPDK_POOL_CACHE, 0, data_room, rte_socket_id());
 	if (mp == NULL)
 		sl_set_err(err, errlen,
-			"%s: pool of %u buffers x %u B: %s; give EAL more memory (mem_mb) or "
-			"use fewer descriptors", dp->name, n, data_room, rte_strerror(rte_errno));
+			"%s: %s pool of %u buffers x %u B: %s; give EAL more memory (mem_mb) or "
+			"use fewer descriptors", dp->name, what, n, data_room, rte_strerror(rte_errno));
 	else
 		rte_mempool_obj_iter(mp, touch_buffer, NULL);
 	return mp;
@@ -508,9 +513,11 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 		free(dp);
 		return NULL;
 	}
-	dp->pool = make_pool(dp, (uint16_t)(room + RTE_PKTMBUF_HEADROOM), rxq_desc, txq_desc, err,
-			     errlen);
-	if (dp->pool == NULL || setup_queues(dp, max_frame, rxq_desc, txq_desc, err, errlen) != 0)
+	uint16_t data_room = (uint16_t)(room + RTE_PKTMBUF_HEADROOM);
+	dp->rx_pool = make_pool(dp, "rx", data_room, rxq_desc + SL_DPDK_RX_SLACK, err, errlen);
+	if (dp->rx_pool)
+		dp->tx_pool = make_pool(dp, "tx", data_room, txq_desc + SL_DPDK_TX_SLACK, err, errlen);
+	if (!dp->tx_pool || setup_queues(dp, max_frame, rxq_desc, txq_desc, err, errlen) != 0)
 		goto fail;
 	rc = try_start(dp);
 	/* An absent memif server is not an error yet: wait_up keeps trying. */
@@ -537,7 +544,8 @@ fail:
 		rte_eth_dev_stop(dp->port_id);
 	rte_eth_dev_close(dp->port_id);
 	rte_eal_hotplug_remove("vdev", dp->name);
-	rte_mempool_free(dp->pool);
+	rte_mempool_free(dp->rx_pool);
+	rte_mempool_free(dp->tx_pool);
 	free(dp);
 	return NULL;
 }

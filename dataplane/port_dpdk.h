@@ -14,14 +14,14 @@
 
 /*
  * Probe devargs (e.g. "net_memif0,role=server,socket=/run/x/a.sock,socket-abstract=no"),
- * make a pool of max_frame-sized linear buffers, set up one rx and one tx
- * queue and start the device.  For net_memif without bsize=, bsize is chosen
+ * make pools of max_frame-sized linear buffers (one for rx, one for tx),
+ * set up one rx and one tx queue and start the device.  For net_memif without bsize=, bsize is chosen
  * so that max_frame crosses as one segment; both ends of a memif link must then
  * use the same max_frame (the server writes into the client's buffers).
  * The link may still be down: see sl_dpdk_port_wait_up().
  * Tx contract: send only buffers from this port's alloc() (or its rx_burst),
  * with data left where the port put it and len <= cap.
- * Close only after every frame is back (freed or sent): the pool goes with it.
+ * Close only after every frame is back (freed or sent): the pools go with it.
  * Returns NULL with a message in err.  Not thread-safe: control path only.
  */
 struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint16_t rxq_desc,

@@ -254,6 +254,11 @@ int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_inf
 	return 0;
 }
 
+uint16_t sl_tp_port_staged(const struct sl_tp *tp, uint16_t port_idx)
+{
+	return port_idx < tp->n_ports ? tp->txq[port_idx].n : 0;
+}
+
 int sl_tp_path_info(const struct sl_tp *tp, uint16_t node, unsigned i, struct sl_tp_path_info *out)
 {
 	const struct tp_flow *f = flow_of(tp, node);

@@ -160,6 +160,9 @@ struct sl_tp_flow_info {
 /* 0, or -1 when there is no flow to node. */
 int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_info *out);
 
+/* Frames built for port_idx that the port has not taken yet (it refused them). */
+uint16_t sl_tp_port_staged(const struct sl_tp *tp, uint16_t port_idx);
+
 /* One path of a flow. */
 struct sl_tp_path_info {
 	uint16_t port_idx, entropy; /* the port it leaves by, its UDP source port */
