@@ -101,16 +101,13 @@ void sl_gdma_close(struct sl_gdma *g)
 
 /* ---- posting ---- */
 
-static int check_work(const struct sl_gdma *g, const struct sl_gdma_work *w, char *err, size_t len)
+static int check_work(const struct sl_gdma_work *w, char *err, size_t len)
 {
 	size_t esize = sl_dtype_size(w->dtype);
 
 	if (!sl_reduce_supported(w->dtype, w->op))
 		return sl_gdma_fail(err, len, -EINVAL, "gpu_dma: unknown datatype %d or op %d in the work",
 				    (int)w->dtype, (int)w->op);
-	if (g->ops == &sl_gdma_cuda_ops && (w->dtype == SL_FLOAT8_E4M3 || w->dtype == SL_FLOAT8_E5M2))
-		return sl_gdma_fail(err, len, -EINVAL, "gpu_dma: %s has no GPU kernel yet: reduce fp8 "
-				    "buffers in host memory", sl_dtype_name(w->dtype));
 	if (w->kind != SL_GDMA_REDUCE && w->kind != SL_GDMA_COPY)
 		return sl_gdma_fail(err, len, -EINVAL, "gpu_dma: unknown work kind %d", (int)w->kind);
 	if (w->count == 0 || w->count > UINT64_MAX / esize / 2)
@@ -152,7 +149,7 @@ static uint32_t reap(struct sl_gdma *g)
 /* Checks shared by both posts: 0 and the number of items w makes. */
 static int admit(struct sl_gdma *g, const struct sl_gdma_work *w, uint64_t *pieces, char *err, size_t len)
 {
-	int rc = check_work(g, w, err, len);
+	int rc = check_work(w, err, len);
 	uint64_t per;
 
 	if (rc)

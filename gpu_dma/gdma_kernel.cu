@@ -7,9 +7,9 @@
  * handful of stores into pinned memory.
  *
  * The arithmetic matches coll/reduce.c value for value: integers wrap
- * (computed in their unsigned twin), float16 and bfloat16 are widened to
- * float, reduced there and rounded back to nearest even, max and min
- * propagate NaN, AVG is SUM followed by the item's division.
+ * (computed in their unsigned twin), float16, bfloat16 and fp8 are widened
+ * to float, reduced there and rounded back to nearest even (fp8 saturating),
+ * max and min propagate NaN, AVG is SUM followed by the item's division.
  */
 #include <cuda/atomic>
 #include <cuda_bf16.h>
@@ -19,6 +19,7 @@
 
 #include "gdma_kernel.h"
 #include "gdma_ring.h"
+#include "narrow_float.h"
 #include "reduce.h"
 
 namespace {
@@ -59,21 +60,33 @@ template <typename F> struct FloatT {
 	__device__ static S scale(S x, uint32_t div) { return x / (F)div; }
 };
 
-/* 16-bit floats, as their bits: widen, reduce in float, round back. */
-struct HalfT {
-	using S = uint16_t;
-	__device__ static float wide(S h) { return __half2float(__ushort_as_half(h)); }
-	__device__ static S narrow(float f) { return __half_as_ushort(__float2half_rn(f)); }
-	template <int OP> __device__ static S op(S x, S y) { return narrow(fop<float, OP>(wide(x), wide(y))); }
-	__device__ static S scale(S x, uint32_t div) { return narrow(wide(x) / (float)div); }
+/* Narrow floats, as their bits: widen, reduce in float, round back.  C
+ * converts (wide, narrow); the 16-bit types use the GPU's own conversions,
+ * fp8 the CPU kernels' (narrow_float.h), which round alike. */
+template <typename T, typename C> struct NarrowT {
+	using S = T;
+	template <int OP> __device__ static S op(S x, S y) { return C::narrow(fop<float, OP>(C::wide(x), C::wide(y))); }
+	__device__ static S scale(S x, uint32_t div) { return C::narrow(C::wide(x) / (float)div); }
 };
 
-struct Bf16T {
-	using S = uint16_t;
-	__device__ static float wide(S h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
-	__device__ static S narrow(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-	template <int OP> __device__ static S op(S x, S y) { return narrow(fop<float, OP>(wide(x), wide(y))); }
-	__device__ static S scale(S x, uint32_t div) { return narrow(wide(x) / (float)div); }
+struct HalfConv {
+	__device__ static float wide(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+	__device__ static uint16_t narrow(float f) { return __half_as_ushort(__float2half_rn(f)); }
+};
+
+struct Bf16Conv {
+	__device__ static float wide(uint16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
+	__device__ static uint16_t narrow(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+};
+
+struct E4m3Conv {
+	__device__ static float wide(uint8_t b) { return sl_e4m3_widen(b); }
+	__device__ static uint8_t narrow(float f) { return sl_e4m3_narrow(f); }
+};
+
+struct E5m2Conv {
+	__device__ static float wide(uint8_t b) { return sl_e5m2_widen(b); }
+	__device__ static uint8_t narrow(float f) { return sl_e5m2_narrow(f); }
 };
 
 /* ---- applying one item with a whole block ---- */
@@ -194,7 +207,7 @@ __device__ void copy_item(const sl_gdma_item &it, uint32_t esize)
 __device__ uint32_t dtype_size(uint8_t t)
 {
 	switch (t) {
-	case SL_INT8: case SL_UINT8: return 1;
+	case SL_INT8: case SL_UINT8: case SL_FLOAT8_E4M3: case SL_FLOAT8_E5M2: return 1;
 	case SL_FLOAT16: case SL_BFLOAT16: return 2;
 	case SL_INT32: case SL_UINT32: case SL_FLOAT32: return 4;
 	default: return 8;
@@ -215,10 +228,12 @@ __device__ void apply(const sl_gdma_item &it)
 	case SL_UINT32: by_op<IntT<uint32_t, uint32_t, uint64_t>>(it); break;
 	case SL_INT64: by_op<IntT<int64_t, uint64_t, int64_t>>(it); break;
 	case SL_UINT64: by_op<IntT<uint64_t, uint64_t, uint64_t>>(it); break;
-	case SL_FLOAT16: by_op<HalfT>(it); break;
+	case SL_FLOAT16: by_op<NarrowT<uint16_t, HalfConv>>(it); break;
 	case SL_FLOAT32: by_op<FloatT<float>>(it); break;
 	case SL_FLOAT64: by_op<FloatT<double>>(it); break;
-	default: by_op<Bf16T>(it); break;
+	case SL_FLOAT8_E4M3: by_op<NarrowT<uint8_t, E4m3Conv>>(it); break;
+	case SL_FLOAT8_E5M2: by_op<NarrowT<uint8_t, E5m2Conv>>(it); break;
+	default: by_op<NarrowT<uint16_t, Bf16Conv>>(it); break;
 	}
 }
 

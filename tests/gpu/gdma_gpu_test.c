@@ -401,7 +401,7 @@ static int test_reduce(bool quick)
 
 	feeder_init(&f, g, 64, 8192 + 64);
 	buffers_alloc(&b, sizes[nsizes - 1] * 8);
-	for (int t = 0; t < SL_FLOAT8_E4M3; t++) { /* fp8 has no GPU kernel yet (gdma.c refuses it) */
+	for (int t = 0; t < SL_DTYPE_COUNT; t++) {
 		for (int op = 0; op < SL_REDOP_COUNT; op++) {
 			for (size_t s = 0; s < nsizes; s++) {
 				/* alternate in place / separate, aligned / skewed payloads */
@@ -416,7 +416,7 @@ static int test_reduce(bool quick)
 			 SL_GDMA_COPY, false, 2, 8192);
 		cases++;
 	}
-	printf("reduce: %d cases (10 types x 5 ops x %zu sizes, copies), %d failures\n", cases, nsizes, failures);
+	printf("reduce: %d cases (12 types x 5 ops x %zu sizes, copies), %d failures\n", cases, nsizes, failures);
 	sl_gdma_close(g); /* first: cudaFree waits for every kernel on the device */
 	buffers_free(&b);
 	feeder_fini(&f);

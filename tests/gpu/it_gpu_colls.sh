@@ -28,7 +28,7 @@ for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall gathe
 	step "$coll float" -C "$coll" -b 8 -e 4M -f 16 -n 2 -w 1 -r $((n - 1))
 done
 for d in int8:prod uint8:max int32:min uint32:prod int64:max uint64:min half:avg float:prod double:avg \
-	bfloat16:max; do
+	bfloat16:max f8e4m3:avg f8e5m2:min; do
 	for o in sum "${d#*:}"; do
 		step "all_reduce ${d%:*} $o" -d "${d%:*}" -o "$o" -b 4 -e 1M -f 32 -n 1 -w 0
 	done
