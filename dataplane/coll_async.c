@@ -32,7 +32,11 @@ static int gdev_open(struct dp_engine *e, int gpu, struct dp_gdev **out, char *w
 {
 	struct sl_gdma_cfg cfg = { .backend = gpu < 0 ? SL_GDMA_CPU : SL_GDMA_CUDA, .device = gpu };
 	struct dp_gdev *d = calloc(1, sizeof(*d));
+	const char *idle = getenv("SLUICE_GPU_IDLE_US"); /* how long the kernel outlives its work */
 	char err[256];
+
+	if (idle && atoll(idle) > 0)
+		cfg.idle_ns = (uint64_t)atoll(idle) * 1000;
 
 	if (!d) {
 		snprintf(why, SL_ERRMSG_LEN, "the dataplane is out of memory for a reducer");

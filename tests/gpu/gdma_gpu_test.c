@@ -85,6 +85,9 @@ static void fill_values(void *p, size_t count, enum sl_dtype t)
 		case SL_BFLOAT16: ((uint16_t *)p)[i] = sl_float_to_bf16(v); break;
 		case SL_FLOAT32: ((float *)p)[i] = v; break;
 		case SL_FLOAT64: ((double *)p)[i] = (double)v + (double)(r >> 40) * 1e-12; break;
+		/* |v| <= 25: products reach past e4m3's 448, so saturation is tested too */
+		case SL_FLOAT8_E4M3: ((uint8_t *)p)[i] = sl_float_to_e4m3(v); break;
+		case SL_FLOAT8_E5M2: ((uint8_t *)p)[i] = sl_float_to_e5m2(v); break;
 		default: memcpy((uint8_t *)p + i * sl_dtype_size(t), &r, sl_dtype_size(t)); break;
 		}
 	}
@@ -214,8 +217,18 @@ static double widen(const void *p, size_t i, enum sl_dtype t)
 	case SL_FLOAT16: return sl_half_to_float(((const uint16_t *)p)[i]);
 	case SL_BFLOAT16: return sl_bf16_to_float(((const uint16_t *)p)[i]);
 	case SL_FLOAT32: return ((const float *)p)[i];
+	case SL_FLOAT8_E4M3: return sl_e4m3_to_float(((const uint8_t *)p)[i]);
+	case SL_FLOAT8_E5M2: return sl_e5m2_to_float(((const uint8_t *)p)[i]);
 	default: return ((const double *)p)[i];
 	}
+}
+
+/* fp8 saturates at its largest finite value (reduce.h); the others go to Inf. */
+static double saturate(double v, enum sl_dtype t)
+{
+	double max = t == SL_FLOAT8_E4M3 ? 448 : t == SL_FLOAT8_E5M2 ? 57344 : INFINITY;
+
+	return v > max ? max : v < -max ? -max : v;
 }
 
 static double ref_op(double x, double y, enum sl_redop op)
@@ -234,21 +247,29 @@ static double tolerance(enum sl_dtype t)
 	switch (t) {
 	case SL_FLOAT16: return 0x1p-10;
 	case SL_BFLOAT16: return 0x1p-7;
+	case SL_FLOAT8_E4M3: return 0x1p-3;
+	case SL_FLOAT8_E5M2: return 0x1p-2;
 	case SL_FLOAT32: return 0x1p-22;
 	default: return 0x1p-51;
 	}
 }
 
-/* float16 products of small values land among its subnormals, whose
- * spacing (2^-24) bounds the error there instead. */
+/* Products of small values land among the subnormals, whose spacing
+ * (2^-24 in float16, 2^-9 in e4m3, 2^-16 in e5m2) bounds the error there. */
 static double abs_tolerance(enum sl_dtype t)
 {
-	return t == SL_FLOAT16 ? 0x1p-23 : 0;
+	switch (t) {
+	case SL_FLOAT16: return 0x1p-23;
+	case SL_FLOAT8_E4M3: return 0x1p-8;
+	case SL_FLOAT8_E5M2: return 0x1p-15;
+	default: return 0;
+	}
 }
 
 static bool is_float(enum sl_dtype t)
 {
-	return t == SL_FLOAT16 || t == SL_BFLOAT16 || t == SL_FLOAT32 || t == SL_FLOAT64;
+	return t == SL_FLOAT16 || t == SL_BFLOAT16 || t == SL_FLOAT32 || t == SL_FLOAT64 ||
+	       t == SL_FLOAT8_E4M3 || t == SL_FLOAT8_E5M2;
 }
 
 /* Integers, exactly: wrap to the type's width, as the reduction must. */
@@ -307,6 +328,7 @@ static uint64_t check_ref(const void *got, const void *a, const void *b, uint64_
 			double want = ref_op(widen(a, i, t), widen(b, i, t), op), g = widen(got, i, t);
 			if (div)
 				want /= div;
+			want = saturate(want, t);
 			if (!(fabs(g - want) <= tolerance(t) * fabs(want) + abs_tolerance(t)) && bad++ < 3)
 				fprintf(stderr, "  [%" PRIu64 "] %s %s: got %.17g, float64 reference %.17g\n", i,
 					sl_dtype_name(t), sl_redop_name(op), g, want);
@@ -358,6 +380,10 @@ static void run_case(struct feeder *f, struct buffers *b, uint64_t count, enum s
 	CUDA_OK(cudaMemcpy(d_a, b->a, bytes, cudaMemcpyHostToDevice));
 	if (!in_place)
 		CUDA_OK(cudaMemset(b->d_dst, 0xa5, bytes)); /* poison: every element must be written */
+	/* Both calls return before their work is done (device memset, pageable
+	 * copy), and the reducer runs on a stream of its own: wait for them, or
+	 * the poison lands on results (seen on an H200). */
+	CUDA_OK(cudaStreamSynchronize(0));
 	if (!feed(f, b->d_dst, d_a, b->peer, count, t, op, kind, div, packet, skew)) {
 		failures++;
 		return;
@@ -469,6 +495,7 @@ static void stop_restart(void)
 
 	CUDA_OK(cudaMalloc((void **)&d_cnt, ITEMS * PER * sizeof(int64_t)));
 	CUDA_OK(cudaMemset(d_cnt, 0, ITEMS * PER * sizeof(int64_t)));
+	CUDA_OK(cudaStreamSynchronize(0)); /* done before the reducer's stream touches d_cnt */
 	CUDA_OK(cudaHostAlloc((void **)&ones, PER * sizeof(int64_t), cudaHostAllocMapped));
 	for (int i = 0; i < PER; i++)
 		ones[i] = 1;
@@ -707,6 +734,7 @@ static int test_stage(void)
 	fill_values(host, bytes, SL_UINT8);
 	CUDA_OK(cudaMalloc((void **)&d, bytes));
 	CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaStreamSynchronize(0)); /* a pageable copy returns before its DMA lands */
 	CHECK(sl_gdma_stager_open(&s, 0, NBUF, CHUNK, err, sizeof(err)) == 0, "stager: %s", err);
 	CHECK(sl_gdma_stage(s, d, CHUNK + 1, &bufs[0], err, sizeof(err)) == -EINVAL, "an oversize chunk was taken");
 	/* last chunk short, and offset by 3 bytes: chunks need not be aligned */
