@@ -49,7 +49,7 @@ if has sanitizer; then
   done
   # end to end: every process of a 2-rank run on GPU buffers (embedded, so the ranks run the kernel).
   # The kernel stops as soon as it is idle: memcheck judges a running kernel's accesses against the
-  # allocations that existed at its launch, and each call's scratch is allocated later.
+  # allocations that existed at its launch (so it appeared), and each call's scratch is allocated later.
   for tool in memcheck racecheck; do
     rm -rf /tmp/san && mkdir -p /tmp/san
     SLUICE_GPU_IDLE_US=1 timeout 300 compute-sanitizer --tool $tool --target-processes all --error-exitcode 9 --log-file "/tmp/san/%p.txt" \
