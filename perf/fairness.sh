@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# fairness.sh: two jobs sharing one bottleneck.  Three emulated hosts
+# (sluice-run --net veth, every link limited by a tbf queue); job A is an
+# all-reduce between hosts 0 and 1, job B one between hosts 0 and 2, each
+# its own communicator (own ranks, own bootstrap) on the same dataplanes, so
+# both cross host 0's link, both ways.  Both stream all-reduces
+# (sluice-stream) and are measured over the same wall-clock window; prints
+# each job's busbw, their sum against the link rate, and Jain's fairness
+# index (sum x)^2 / (n sum x^2): 1 is an even split, 0.5 one job starved.
+# A benchmark, not a test: it reports, it does not judge.
+# usage: perf/fairness.sh BUILD_DIR [--rate R] [--cc none|swift] [--cc-target US] [-s SIZE] [-t SECS]
+set -u
+build=${1:?usage: fairness.sh BUILD_DIR [--rate R] [--cc CC] [--cc-target US] [-s SIZE] [-t SECS]}
+shift
+rate=500mbit cc=swift target=1000 size=1048576 secs=10  # target: sluice-run's veth default
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--rate) rate=$2; shift 2 ;;
+	--cc) cc=$2; shift 2 ;;
+	--cc-target) target=$2; shift 2 ;;
+	-s) size=$2; shift 2 ;;
+	-t) secs=$2; shift 2 ;;
+	*) echo "fairness: unknown option '$1'" >&2; exit 2 ;;
+	esac
+done
+run=$build/dataplane/sluice-run stream=$build/perf/sluice-stream
+[ -x "$run" ] && [ -x "$stream" ] || { echo "fairness: build $build first" >&2; exit 2; }
+out=$(mktemp -d /tmp/sl-fair.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+
+# Each sluice-run rank is one host's launcher: host 0 starts both jobs'
+# rank 0, host 1 job A's rank 1, host 2 job B's.  The window opens 3 s after
+# host 0's launcher starts (both jobs meet their peers first) and rank 0 of
+# each job keeps it; the other ranks follow their rank 0's stop.
+hosts='stream=$1 size=$2 secs=$3 pa=$4 pb=$5 out=$6
+from=$(awk -v t="$(date +%s.%N)" "BEGIN { printf \"%.3f\", t + 3 }")
+to=$(awk -v f="$from" -v s="$secs" "BEGIN { printf \"%.3f\", f + s }")
+job() { SLUICE_WORLD_SIZE=2 SLUICE_RANK=$1 SLUICE_ROOT=127.0.0.1:$2 "$stream" -s "$size" -F "$from" -T "$to"; }
+case $SLUICE_RANK in
+0) job 0 "$pa" >"$out/A" & a=$!; job 0 "$pb" >"$out/B" & b=$!; wait $a && wait $b ;;
+1) job 1 "$pa" ;;
+2) job 1 "$pb" ;;
+esac'
+pa=$(( 20000 + RANDOM % 20000 ))
+"$run" -n 3 --net veth --rate "$rate" --cc "$cc" --cc-target "$target" -v --timeout 60 -- \
+	bash -c "$hosts" _ "$stream" "$size" "$secs" "$pa" "$((pa + 1))" "$out" >"$out/log" 2>&1
+rc=$?
+
+bps=$(awk -v r="$rate" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6;
+	else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
+echo "# two 2-rank all-reduce jobs through host 0's link, 3 veth hosts, links at $rate, cc $cc, target $target us," \
+	"$size B calls, ${secs} s window (sluice-run status $rc)"
+for j in A B; do
+	grep -h '^#' "$out/$j" 2>/dev/null | sed "s/^# /# job $j: /"
+done
+awk -v bps="$bps" '/^busbw_mbit/ { x[++n] = $2; s += $2; q += $2 * $2 }
+	END {
+		if (n != 2) { print "fairness: a job reported no rate (see the dataplanes log below)"; exit 1 }
+		printf "job A %.1f Mbit/s, job B %.1f Mbit/s, sum %.1f Mbit/s (%.2f of the link)\n", x[1], x[2], s, s * 1e6 / bps
+		printf "Jain fairness index %.3f\n", s * s / (n * q) }' "$out/A" "$out/B" || { cat "$out/log"; exit 1; }
+grep -h "collectives posted" "$out/log" | sed 's/^/# /'
+exit $rc
