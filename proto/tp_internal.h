@@ -24,7 +24,8 @@
 #define TP_RX_ACTIVE_NS 1000000 /* a sender is active at the receiver this long after its last DATA */
 #define TP_PATH_DEAD_RTOS 3  /* consecutive timeouts of packets on a path that kill it */
 #define TP_PATH_DEAD_LOSSES 16 /* or losses in a row */
-#define TP_PATH_DEAD_RTTS 8  /* or smoothed RTTs (at least 2 RTO floors) of sending with no answer */
+#define TP_PATH_DEAD_RTTS 8  /* or smoothed RTTs (at least 2 RTO floors, and
+				 TP_PATH_DEAD_RTOS estimated RTOs) of sending with no answer */
 #define TP_WHEEL_SLOTS 1024  /* pacing wheel: 1024 slots of 1 us, a turn per millisecond */
 #define TP_WHEEL_TICK_NS 1000
 /* Both ends start a flow here, just below the wrap, so that every run
@@ -161,6 +162,7 @@ void tp_path_sent(struct sl_tp *tp, struct tp_flow *f, struct tp_slot *s, uint8_
 void tp_path_acked(struct tp_flow *f, const struct tp_slot *s);
 void tp_path_echo(struct sl_tp *tp, struct tp_flow *f, uint8_t path, uint32_t echo_ts, uint64_t rtt_ns);
 uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f);
+uint64_t tp_path_silence_limit(uint64_t srtt_ns, uint64_t rttvar_ns, uint64_t rto_min_ns);
 uint16_t tp_entropy(const struct sl_tp *tp, uint16_t node, uint32_t salt);
 
 /* tp_input.c */

@@ -6,7 +6,8 @@
  * retransmissions avoid the path they were lost on.  Each path keeps its
  * own RTT, load and losses.  A path that stops delivering (TP_PATH_DEAD_LOSSES
  * losses in a row, or TP_PATH_DEAD_RTOS timeouts or TP_PATH_DEAD_RTTS
- * smoothed RTTs of sending without an answer while other paths deliver) is
+ * smoothed RTTs, or more where the RTT varies, of sending without an answer
+ * while other paths deliver) is
  * marked dead, unless it is the last one alive (then
  * the flow's own dead timer decides): its packets are sent again on the
  * others, and it gets a probe (an ACK flagged SL_F_PROBE) every RTO until
@@ -136,11 +137,17 @@ void tp_path_echo(struct sl_tp *tp, struct tp_flow *f, uint8_t path, uint32_t ec
 	p->rtt_valid |= rtt_ns != 0;
 }
 
-static uint64_t silence_limit(const struct sl_tp *tp, const struct tp_flow *f)
+/* How long a path may go unanswered: TP_PATH_DEAD_RTTS smoothed RTTs, but
+ * never less than TP_PATH_DEAD_RTOS timeouts' worth of the RTT's own spread
+ * (srtt + 4 rttvar, as RFC 6298's RTO before its floor): on a loaded
+ * machine single answers come tens of RTTs late, and a deadline the
+ * variance already explains kills working paths. */
+uint64_t tp_path_silence_limit(uint64_t srtt_ns, uint64_t rttvar_ns, uint64_t rto_min_ns)
 {
-	uint64_t by_rtt = TP_PATH_DEAD_RTTS * f->srtt_ns, floor = 2 * tp->cfg.rto_min_ns;
+	uint64_t by_rtt = TP_PATH_DEAD_RTTS * srtt_ns, by_var = TP_PATH_DEAD_RTOS * (srtt_ns + 4 * rttvar_ns);
+	uint64_t limit = by_rtt > by_var ? by_rtt : by_var;
 
-	return by_rtt > floor ? by_rtt : floor;
+	return limit > 2 * rto_min_ns ? limit : 2 * rto_min_ns;
 }
 
 /* Path i stopped delivering: no new data on it, its packets go again elsewhere. */
@@ -172,7 +179,7 @@ static uint32_t path_kill(struct sl_tp *tp, struct tp_flow *f, uint8_t i)
  * (a stalled peer, common on shared machines, silences them all alike). */
 static bool looks_dead(const struct sl_tp *tp, const struct tp_flow *f, const struct tp_path *p)
 {
-	uint64_t limit = silence_limit(tp, f);
+	uint64_t limit = tp_path_silence_limit(f->srtt_ns, f->rttvar_ns, tp->cfg.rto_min_ns);
 	bool others_deliver = p->in_flight && p->unproven_ns && f->progress_ns > p->unproven_ns + limit / 2;
 
 	if (p->lost_streak >= TP_PATH_DEAD_LOSSES)

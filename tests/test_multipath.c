@@ -5,7 +5,9 @@
  * cable is cut: its paths must be found dead, their packets sent again over
  * the other link, and every byte must still arrive exactly once without the
  * flow dying.  Then the cable is mended: the probes must bring its paths
- * back and new data must use them again.
+ * back and new data must use them again.  And the silence that kills a
+ * path grows with the RTT's variance, so that late answers on a loaded
+ * machine do not.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "memport.h"
+#include "tp_internal.h"
 #include "transport.h"
 
 #define P 512
@@ -237,10 +240,25 @@ static void test_cut_and_mend(void **state)
 	world_free(w);
 }
 
+static void test_silence_scales_with_variance(void **state)
+{
+	(void)state;
+	const uint64_t srtt = 500000, floor = 200000; /* 500 us RTT, 200 us RTO floor */
+
+	/* a steady RTT: eight of them */
+	assert_int_equal(tp_path_silence_limit(srtt, srtt / 50, floor), TP_PATH_DEAD_RTTS * srtt);
+	/* one that swings by twice itself (answers a few ms late now and then):
+	 * three RTOs of srtt + 4 rttvar, 27 RTTs, not 8 */
+	assert_int_equal(tp_path_silence_limit(srtt, 2 * srtt, floor), TP_PATH_DEAD_RTOS * 9 * srtt);
+	/* and never under two RTO floors */
+	assert_int_equal(tp_path_silence_limit(1000, 0, floor), 2 * floor);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cut_and_mend),
+		cmocka_unit_test(test_silence_scales_with_variance),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
