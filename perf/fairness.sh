@@ -7,8 +7,8 @@
 # puts host i's dataplane and rank on core i mod 2, so hosts 1 and 3 share
 # a core alike and the scheduler favours neither job.  With host 2 as B's
 # peer, B's processes shared core 0 with host 0 and A's peer had core 1:
-# A got 0.1 to 0.3 of the link, Jain 0.58 to 0.89, with or without
-# congestion control; that measured placement, not the transport.
+# one job (mostly A) got 0.01 to 0.25 of the link, Jain 0.51 to 0.89, with
+# or without congestion control; that measured placement, not the transport.
 # Both stream all-reduces
 # (sluice-stream) and are measured over the same wall-clock window; prints
 # each job's busbw, their sum against the link rate, and Jain's fairness
