@@ -20,7 +20,7 @@ trap 'rm -f "$log"' EXIT
 count() { grep -o "$1 [0-9]*" "$log" | awk '{ s += $NF } END { print s + 0 }'; }
 gather() { # extra sluice-run flags; fails unless the gather is exact
 	"$run" -n 3 --net veth --rate 200mbit --cc swift -v --timeout 30 "$@" -- \
-		"$perf" -C gather -r 0 -b 1M -e 4M -f 4 -n 5 -w 1 -c 1 >"$log" 2>&1 || { cat "$log"; exit 1; }
+		"$perf" -C gather -r 0 -b 2M -e 2M -n 4 -w 1 -c 1 >"$log" 2>&1 || { cat "$log"; exit 1; }
 	grep -q "Out of bounds values : 0 OK" "$log" || { cat "$log"; echo "it_ecn: wrong results" >&2; exit 1; }
 }
 
