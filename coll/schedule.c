@@ -228,6 +228,7 @@ static int index_xfers(struct sl_sched *s)
 			x->chunk0 = (uint32_t)masks;
 			masks += x->nchunks;
 			s->nrecv++;
+			s->checks_left += x->check;
 		}
 	}
 	if (masks > UINT32_MAX || sends > UINT32_MAX) {
@@ -271,8 +272,9 @@ static void link_and_queue(struct sl_sched *s)
  * rank whose own part is consistent could finish before hearing that
  * another rank called something else.  So each rank also sends every
  * other an empty packet on a step of its own, carrying its call, and
- * finishes only once it has seen everyone's: any difference is reported
- * on every rank, on this call.
+ * hears everyone's: any difference is reported on every rank (on this
+ * call, or on the next where the engine reported this one done once its
+ * data was complete, sl_sched_data_done).
  */
 static int add_call_check(struct sl_sched *s)
 {
@@ -281,8 +283,10 @@ static int add_call_check(struct sl_sched *s)
 		      p->coll == SL_COLL_SCATTER;
 
 	for (uint32_t q = 0; rooted && q < p->nranks; q++) {
-		struct sl_xfer tx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .is_send = true, .after = -1 };
-		struct sl_xfer rx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .buf = SL_BUF_RECV, .after = -1 };
+		struct sl_xfer tx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .is_send = true, .check = true,
+				      .after = -1 };
+		struct sl_xfer rx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .buf = SL_BUF_RECV, .check = true,
+				      .after = -1 };
 		if (q != p->rank && (sl_sched_add(s, &tx) < 0 || sl_sched_add(s, &rx) < 0))
 			return -1;
 	}
@@ -432,6 +436,7 @@ void sl_sched_chunk_applied(struct sl_sched *s, uint32_t recv, uint32_t chunk)
 		return;
 	s->applied[x->chunk0 + chunk] = 1;
 	s->chunks_left--;
+	s->checks_left -= x->check;
 	release_dependents(s, x, chunk);
 }
 

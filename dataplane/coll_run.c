@@ -138,6 +138,7 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 	sl_sched_fini(&k->sched);
 	free_packets(k->deferred);
 	free(k->vmeta);
+	free(k->linger_copy);
 	owned_put(e, k->owned, k->owned_len);
 	free(k->msgs);
 	free(k);
@@ -151,18 +152,95 @@ static void coll_unlink(struct dp_coll *k)
 	*p = k->next;
 }
 
-/* Finish k: tell its client (retried by progress when the ring is full). */
+static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm);
+
+/* Finish k: tell its client (retried by progress when the ring is full),
+ * unless it was told when k began to linger. */
 static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 {
-	if (!post_cpl(k->comm->client, k->cmd.req, k->status, k->why))
-		return false;
-	if (k->status == SLUICE_OK)
-		e->count.colls_done++;
-	else
-		e->count.colls_failed++;
+	struct dp_comm *comm = k->comm;
+
+	if (k->lingering) {
+		comm->nlinger--;
+		e->lingering--;
+	} else {
+		if (!post_cpl(comm->client, k->cmd.req, k->status, k->why))
+			return false;
+		if (k->status == SLUICE_OK)
+			e->count.colls_done++;
+		else
+			e->count.colls_failed++;
+		comm->failure_told |= k->status != SLUICE_OK;
+	}
 	coll_unlink(k);
 	coll_free(e, k);
 	e->running--;
+	if (comm->close_done && !comm->colls)
+		comm_close_answer(e, comm);
+	return true;
+}
+
+/*
+ * Report k done before its sends are acknowledged, or the call checks of
+ * other ranks have come: once its receptions hold their data (the result
+ * is final) and every send is with the transport.  The client may then
+ * reuse its buffers, and the transport rebuilds lost packets from the
+ * source, so the sends' bytes in the client's buffers are copied first
+ * (bounded: DP_EAGER_MAX).  Waiting for an ACK cost a round trip per call,
+ * and a rooted call's checks another: the root of a small broadcast took
+ * 3-6x Open MPI's time.  k stays on the list until both have come; a
+ * mismatch or a lost peer found then breaks the communicator, and the next
+ * call (or sluice_comm_destroy) reports it.
+ */
+static bool may_linger(const struct dp_coll *k)
+{
+	const struct sl_sched *s = &k->sched;
+
+	return !k->lingering && !k->gdev && k->status == SLUICE_OK && sl_sched_data_done(s) &&
+	       k->msgs_sent == k->msgs_used && !k->holding && k->comm->nlinger < DP_LINGER_MAX &&
+	       s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_EAGER_MAX;
+}
+
+static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
+{
+	return len && p >= base && p < base + len;
+}
+
+/* Point k's messages that read the client's send or recv buffer at a copy of it. */
+static bool copy_sources(struct dp_coll *k)
+{
+	const struct sl_sched *s = &k->sched;
+	uint64_t slen = s->bytes[SL_BUF_SEND], rlen = s->bytes[SL_BUF_RECV];
+	const uint8_t *sbuf = k->buf[SL_BUF_SEND], *rbuf = k->buf[SL_BUF_RECV];
+
+	if (in_range(sbuf, k->owned, k->owned_len))
+		slen = 0; /* the in-place snapshot: ours already */
+	if (!(k->linger_copy = malloc(slen + rlen + 1)))
+		return false;
+	memcpy(k->linger_copy, sbuf, slen);
+	memcpy(k->linger_copy + slen, rbuf, rlen);
+	for (uint32_t i = 0; i < k->msgs_used; i++) {
+		struct sl_tp_msg *m = &k->msgs[i];
+		if (!m->hdr.len)
+			continue;
+		if (in_range(m->src, sbuf, slen))
+			m->src = k->linger_copy + (m->src - sbuf);
+		else if (in_range(m->src, rbuf, rlen))
+			m->src = k->linger_copy + slen + (m->src - rbuf);
+	}
+	return true;
+}
+
+static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
+{
+	if (!k->linger_copy && !copy_sources(k))
+		return false; /* no memory: it finishes the ordinary way */
+	if (!post_cpl(k->comm->client, k->cmd.req, SLUICE_OK, ""))
+		return false;
+	e->count.colls_done++;
+	k->lingering = true;
+	k->comm->nlinger++;
+	e->lingering++;
 	return true;
 }
 
@@ -846,10 +924,12 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	bad = check_cmd(e, c, cmd, &comm, &vmeta, bytes, buf);
 	if (bad || comm->failed != SLUICE_OK) {
 		free(vmeta);
-		if (bad)
+		if (bad) {
 			reject(e, c, cmd, SLUICE_ERR_INVALID_ARGUMENT, bad);
-		else
+		} else {
 			reject(e, c, cmd, comm->failed, comm->why);
+			comm->failure_told = true;
+		}
 		return;
 	}
 	k = coll_new(e, comm, cmd, c, vmeta, bytes, &bad, buf);
@@ -969,6 +1049,8 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			if (k->status != SLUICE_OK || (sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0 &&
 							 k->msgs_sent == k->msgs_used && !k->holding))
 				work += coll_finish(e, k);
+			else if (may_linger(k))
+				work += coll_linger(e, k);
 		}
 	}
 	if (timers)
@@ -976,11 +1058,49 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 	return work;
 }
 
+/* The communicator is going: a failure no call has reported is reported
+ * to its destroy (why: SL_ERRMSG_LEN bytes); then it is released. */
+static int32_t comm_close_now(struct dp_engine *e, struct dp_comm *comm, char *why)
+{
+	int32_t res = 0;
+
+	if (comm->failed != SLUICE_OK && !comm->failure_told) {
+		snprintf(why, SL_ERRMSG_LEN, "%s", comm->why);
+		res = DP_CTL_STATUS + comm->failed;
+	}
+	dp_comm_release(e, comm);
+	return res;
+}
+
+static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm)
+{
+	_Atomic int32_t *done = comm->close_done;
+
+	atomic_store_explicit(done, comm_close_now(e, comm, comm->close_why) + 1, memory_order_release);
+}
+
+int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_req *r)
+{
+	for (struct dp_coll *k = comm->colls; k; k = k->next) {
+		if (!k->lingering) {
+			snprintf(r->why, SL_ERRMSG_LEN, "the communicator has collectives running: "
+				 "wait for them before destroying it");
+			return 1;
+		}
+	}
+	if (!comm->colls)
+		return comm_close_now(e, comm, r->why);
+	comm->close_done = r->done;
+	comm->close_why = r->why;
+	return DP_CTL_LATER;
+}
+
 void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 {
 	while (comm->colls) {
 		struct dp_coll *k = comm->colls;
 		comm->colls = k->next;
+		e->lingering -= k->lingering;
 		coll_free(e, k);
 		e->running--;
 	}

@@ -80,9 +80,11 @@ static void *map_fd(int fd, uint64_t want, struct sl_ctl_reply *r, const char *w
 static void call_engine(struct server *s, struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
 {
 	char why[SL_ERRMSG_LEN] = "";
+	int32_t res;
+
 	req->why = why;
-	if (dp_engine_call(s->e, req) != 0)
-		reply_err(r, fail, "%s", why);
+	if ((res = dp_engine_call(s->e, req)) != 0)
+		reply_err(r, res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : fail, "%s", why);
 }
 
 static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
@@ -271,7 +273,8 @@ static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m
 		return;
 	}
 	call_engine(s, &req, r, SLUICE_ERR_INVALID_USAGE);
-	if (r->status == SLUICE_OK)
+	/* refused only while collectives run; a failure reported at destroy released it */
+	if (r->status != SLUICE_ERR_INVALID_USAGE)
 		s->comm_owner[m->a.comm] = -1;
 }
 

@@ -23,6 +23,11 @@
 #define DP_MAX_COMMS 64
 #define DP_STASH_MAX 4096 /* early packets kept per communicator */
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
+/* A call whose send and recv buffers hold at most this many bytes may be
+ * reported done before its sends are acknowledged (coll_run.c: lingering),
+ * at most DP_LINGER_MAX of them per communicator. */
+#define DP_EAGER_MAX (64u << 10)
+#define DP_LINGER_MAX 16
 #define DP_MAX_GPUS 16
 #define DP_STAGE_BUFS 64  /* device-to-host staging buffers per GPU, one chunk each */
 
@@ -88,6 +93,11 @@ struct dp_comm {
 	int32_t failed;           /* sluice_result_t once the communicator is broken */
 	char why[SL_ERRMSG_LEN];
 	struct sl_tp_msg *abort_msgs; /* [nranks], the abort notices it sent */
+	bool failure_told;        /* a completion or refusal has carried `failed` to the client */
+	uint32_t nlinger;         /* collectives in colls reported done that linger */
+	/* the client's destroy, answered once the lingering ones are gone (the server waits on it) */
+	_Atomic int32_t *close_done;
+	char *close_why;
 };
 
 struct dp_coll {
@@ -120,6 +130,11 @@ struct dp_coll {
 	void *dev_owned;          /* device scratch (and in-place input copy) */
 	int32_t status;           /* SLUICE_OK until it fails */
 	char why[SL_ERRMSG_LEN];
+	/* Reported done to the client, kept for the call checks still to come
+	 * and the ACKs of its sends, which now read linger_copy instead of the
+	 * client's buffers. */
+	bool lingering;
+	uint8_t *linger_copy;
 };
 
 struct dp_counters {
@@ -168,6 +183,7 @@ struct dp_engine {
 	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */
 	_Atomic bool parked;        /* ... and says so: the hand-back wakes it only then */
 	uint32_t running;         /* collectives posted and not finished */
+	uint32_t lingering;       /* of which reported done to their clients */
 	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */
 	uint64_t spare_len;
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
@@ -199,7 +215,9 @@ uint32_t dp_engine_poll(struct dp_engine *e);
 /* One pass, unless another thread is in one (embedded mode: the engine
  * thread and the application's wait both drive the engine). */
 int32_t dp_engine_try_poll(struct dp_engine *e); /* work done, or -1: another thread is in it */
-/* Queue a control request; req->done is set to 1 + result once applied.  False when full. */
+/* Queue a control request; req->done is set to 1 + result once applied
+ * (0, 1: refused with the server's status, DP_CTL_STATUS + s: refused with
+ * sluice_result_t s).  False when full. */
 bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req);
 /* From the server thread: hand a request to the engine and wait for its answer. */
 int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req);
@@ -212,6 +230,13 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 void dp_msg_acked(void *engine, struct sl_tp_msg *m);
 void dp_flow_dead(void *engine, uint16_t node);
 void dp_comm_release(struct dp_engine *e, struct dp_comm *comm);
+/* The client destroys comm (request r): refused (1, r->why) while calls run,
+ * done at once, or DP_CTL_LATER: answered through r->done once the calls that
+ * linger are gone.  A failure no call reported is reported then (DP_CTL_STATUS
+ * + its status). */
+int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_req *r);
+#define DP_CTL_LATER (-1)
+#define DP_CTL_STATUS 256
 /* Fail comm (every running collective with it) and tell its peers. */
 void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq, const char *fmt,
 		  ...) __attribute__((format(printf, 5, 6)));

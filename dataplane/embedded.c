@@ -129,7 +129,7 @@ int32_t sl_dp_embedded_drive(void)
 }
 
 /* The application stops driving (its wait returned).  With collectives
- * still in flight the engine's thread takes over now; without, it may stay
+ * still in flight (not only lingering ones) the engine's thread takes over now; without, it may stay
  * parked for the rest of its holdoff, which spares a wake-up per call. */
 void sl_dp_embedded_release(void)
 {
@@ -143,7 +143,7 @@ void sl_dp_embedded_release(void)
 	if (!atomic_compare_exchange_strong_explicit(&e->busy, &expected, true, memory_order_acquire,
 						     memory_order_relaxed))
 		return; /* a pass is running: the engine's thread is not parked, or another thread drives */
-	running = e->running != 0;
+	running = e->running > e->lingering; /* lingering calls can wait for the next pass */
 	atomic_store_explicit(&e->busy, false, memory_order_release);
 	if (running && atomic_load(&e->parked)) {
 		atomic_fetch_add(&e->park_seq, 1);

@@ -200,7 +200,8 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 		/* Collectives name regions by id; one still running on it keeps it. */
 		for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
 			for (struct dp_coll *k = e->comms[i].live ? e->comms[i].colls : NULL; k; k = k->next) {
-				if (k->comm->client == c && (k->cmd.send_region == r->index ||
+				/* a lingering one reads its own copy */
+				if (k->comm->client == c && !k->lingering && (k->cmd.send_region == r->index ||
 							     k->cmd.recv_region == r->index)) {
 					snprintf(r->why, SL_ERRMSG_LEN, "region %u is in use by a running "
 						 "collective: wait for it before freeing the memory", r->index);
@@ -213,13 +214,7 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 	case DP_CTL_ADD_COMM:
 		return ctl_add_comm(e, r);
 	case DP_CTL_DEL_COMM:
-		if (e->comms[r->index].colls) {
-			snprintf(r->why, SL_ERRMSG_LEN, "the communicator has collectives running: "
-				 "wait for them before destroying it");
-			return 1;
-		}
-		dp_comm_release(e, &e->comms[r->index]);
-		return 0;
+		return dp_comm_close(e, &e->comms[r->index], r);
 	}
 	snprintf(r->why, SL_ERRMSG_LEN, "unknown control request %u", r->op);
 	return 1;
@@ -232,7 +227,8 @@ static uint32_t ctl_poll(struct dp_engine *e)
 
 	while (sl_spsc_dequeue(&e->ctl, &r)) {
 		int32_t res = ctl_apply(e, &r);
-		atomic_store_explicit(r.done, res + 1, memory_order_release);
+		if (res != DP_CTL_LATER)
+			atomic_store_explicit(r.done, res + 1, memory_order_release);
 		n++;
 	}
 	return n;
