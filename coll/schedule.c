@@ -271,25 +271,40 @@ static void link_and_queue(struct sl_sched *s)
  * ranks that disagree about the root may each wait for the other, and a
  * rank whose own part is consistent could finish before hearing that
  * another rank called something else.  So each rank also sends every
- * other an empty packet on a step of its own, carrying its call, and
- * hears everyone's: any difference is reported on every rank (on this
- * call, or on the next where the engine reported this one done once its
- * data was complete, sl_sched_data_done).
+ * other it sends no data to an empty packet on a step of its own, carrying
+ * its call, and hears every rank's call, in data or in a check: any
+ * difference is reported on every rank (on this call, or on the next where
+ * the engine reported this one done once its data was complete,
+ * sl_sched_data_done).  Ranks that agree on the call agree on which pairs
+ * carry data; ranks that do not see a packet with another call.
  */
 static int add_call_check(struct sl_sched *s)
 {
 	const struct sl_sched_plan *p = &s->p;
-	bool rooted = p->coll == SL_COLL_BROADCAST || p->coll == SL_COLL_REDUCE || p->coll == SL_COLL_GATHER ||
-		      p->coll == SL_COLL_SCATTER;
+	enum { DATA_TO = 1, DATA_FROM = 2 };
+	uint8_t *data;
 
-	for (uint32_t q = 0; rooted && q < p->nranks; q++) {
+	if (p->coll != SL_COLL_BROADCAST && p->coll != SL_COLL_REDUCE && p->coll != SL_COLL_GATHER &&
+	    p->coll != SL_COLL_SCATTER)
+		return 0;
+	if (!(data = calloc(p->nranks, 1))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (uint32_t i = 0; i < s->nx; i++)
+		data[s->x[i].peer] |= s->x[i].is_send ? DATA_TO : DATA_FROM;
+	for (uint32_t q = 0; q < p->nranks; q++) {
 		struct sl_xfer tx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .is_send = true, .check = true,
 				      .after = -1 };
 		struct sl_xfer rx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .buf = SL_BUF_RECV, .check = true,
 				      .after = -1 };
-		if (q != p->rank && (sl_sched_add(s, &tx) < 0 || sl_sched_add(s, &rx) < 0))
+		if (q != p->rank && ((!(data[q] & DATA_TO) && sl_sched_add(s, &tx) < 0) ||
+				     (!(data[q] & DATA_FROM) && sl_sched_add(s, &rx) < 0))) {
+			free(data);
 			return -1;
+		}
 	}
+	free(data);
 	return 0;
 }
 

@@ -24,10 +24,11 @@
  * itself when they become ready (the own block of an all-gather, the local
  * operand of a direct reduction).
  *
- * In rooted collectives every rank also sends every other one empty
- * packet (step SL_SCHED_CHECK_STEP), so that ranks that disagree on the
- * root, or whose own part is consistent, still see every other rank's
- * call: a mismatch is reported on every rank instead of waited on.  These
+ * In rooted collectives every rank also sends every other that it sends
+ * no data one empty packet (step SL_SCHED_CHECK_STEP), so that ranks that
+ * disagree on the root, or whose own part is consistent, still see every
+ * other rank's call: a mismatch is reported on every rank instead of
+ * waited on.  These
  * checks are counted apart (sl_sched_data_done), so that a rank whose data
  * is complete need not wait for them to report its call done.
  *
