@@ -114,6 +114,10 @@ sluice_result_t sluice_comm_init(sluice_ctx_t *ctx, int nranks, int rank,
 /* The same, with rank and size from SLUICE_RANK/SLUICE_WORLD_SIZE or the
  * launcher's variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_*). */
 sluice_result_t sluice_comm_init_env(sluice_ctx_t *ctx, sluice_comm_t **comm);
+/* Waits until the sends of calls already reported done are acknowledged
+ * (a small call is done once its results are in place, and the dataplane
+ * resends from its own copy).  A failure that no call has reported yet (a
+ * peer's call found to differ after this rank's was done) is returned here. */
 sluice_result_t sluice_comm_destroy(sluice_comm_t *comm);
 sluice_result_t sluice_comm_rank(const sluice_comm_t *comm, int *rank);
 sluice_result_t sluice_comm_size(const sluice_comm_t *comm, int *nranks);
