@@ -594,6 +594,47 @@ static void test_send_recv(void **state)
 	}
 }
 
+/* A 3-rank direct broadcast from rank 0: call checks go only where no data
+ * does, and count apart from the data (sl_sched_data_done). */
+static void test_call_checks(void **state)
+{
+	struct sl_sched_plan p = { .coll = SL_COLL_BROADCAST, .algo = SL_ALGO_DIRECT, .nranks = 3, .count = 4,
+				   .esize = 4, .payload = 16, .chunk_bytes = 16, .send_bytes = 16, .recv_bytes = 16 };
+	struct sl_sched s;
+	struct sl_send snd;
+	struct sl_action a;
+	uint32_t checks_to[3] = { 0 };
+	(void)state;
+
+	/* the root: data to 1 and 2, so no check to them; checks from both */
+	assert_int_equal(sl_sched_init(&s, &p), 0);
+	assert_int_equal(s.checks_left, 2);
+	assert_false(sl_sched_data_done(&s)); /* its own copy into the recv buffer */
+	while (sl_sched_next_send(&s, &snd))
+		checks_to[snd.peer] += snd.step == SL_SCHED_CHECK_STEP;
+	assert_int_equal(checks_to[1] + checks_to[2], 0);
+	assert_int_equal(sl_sched_on_packet(&s, 0, 0, 0, 16, &a), SL_SCHED_OK);
+	assert_true(sl_sched_data_done(&s));
+	assert_false(sl_sched_recv_done(&s));
+	sl_sched_fini(&s);
+
+	/* rank 1: data from 0 (no check from it), a check from 2; checks to 0 and 2 */
+	p.rank = 1;
+	assert_int_equal(sl_sched_init(&s, &p), 0);
+	assert_int_equal(s.checks_left, 1);
+	while (sl_sched_next_send(&s, &snd))
+		checks_to[snd.peer] += snd.step == SL_SCHED_CHECK_STEP;
+	assert_int_equal(checks_to[0], 1);
+	assert_int_equal(checks_to[2], 1);
+	assert_int_equal(sl_sched_on_packet(&s, 0, SL_SCHED_CHECK_STEP, 0, 0, &a), SL_SCHED_BAD_STEP);
+	assert_int_equal(sl_sched_on_packet(&s, 2, SL_SCHED_CHECK_STEP, 0, 0, &a), SL_SCHED_OK);
+	assert_false(sl_sched_data_done(&s)); /* a check is no data */
+	assert_int_equal(sl_sched_on_packet(&s, 0, 0, 0, 16, &a), SL_SCHED_OK);
+	assert_true(sl_sched_data_done(&s));
+	assert_true(sl_sched_recv_done(&s));
+	sl_sched_fini(&s);
+}
+
 /* A 3-rank ring all-reduce of 100 floats (segments of 136, 132, 132
  * bytes), 16-byte packets, 48-byte chunks: malformed packets are refused. */
 static void test_bad_packets(void **state)
@@ -735,6 +776,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan_check),
+		cmocka_unit_test(test_call_checks),
 		cmocka_unit_test(test_bad_packets),
 		cmocka_unit_test(test_gated),
 		cmocka_unit_test(test_send_recv),
