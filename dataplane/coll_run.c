@@ -1076,6 +1076,7 @@ static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm)
 {
 	_Atomic int32_t *done = comm->close_done;
 
+	comm->close_done = NULL;
 	atomic_store_explicit(done, comm_close_now(e, comm, comm->close_why) + 1, memory_order_release);
 }
 
@@ -1105,6 +1106,8 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 		e->running--;
 	}
 	free_packets(comm->stash);
+	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
+		atomic_store_explicit(comm->close_done, 1, memory_order_release);
 	if (comm->abort_msgs) {
 		for (uint32_t r = 0; r < comm->nranks; r++)
 			sl_tp_cancel(e->tp, &comm->abort_msgs[r]);

@@ -599,8 +599,13 @@ static void mismatch(enum mismatch m)
 	res = sluice_wait(req);
 	/* a pair's disagreement reaches the ranks not in it (or a sender whose
 	 * data was taken, or a rooted call's rank whose data was complete) after
-	 * their own part may have finished: their next call fails */
-	if ((m == M_P2P || m == M_VCOUNT || m == M_COUNT || m == M_ROOT) && res == SLUICE_OK) {
+	 * their own part may have finished: their next call fails, and so does
+	 * sluice_comm_destroy when it comes first (tried on the reduce) */
+	bool late = m == M_P2P || m == M_VCOUNT || m == M_COUNT || m == M_ROOT, destroyed = false;
+	if (late && res == SLUICE_OK && m == M_ROOT) {
+		res = sluice_comm_destroy(comm);
+		destroyed = true;
+	} else if (late && res == SLUICE_OK) {
 		CHECK(sluice_barrier(comm, &req));
 		res = sluice_wait(req);
 	}
@@ -616,7 +621,9 @@ static void mismatch(enum mismatch m)
 			mismatch_names[m], (long)(time(NULL) - t0), timeout_s);
 		failures++;
 	}
-	CHECK(sluice_comm_destroy(comm));
+	/* a failure reported already is not reported again */
+	if (!destroyed)
+		CHECK(sluice_comm_destroy(comm));
 }
 
 int main(void)
