@@ -6,7 +6,6 @@
  */
 #include "wire.h"
 
-#include <pthread.h>
 #include <string.h>
 
 #define ETHERTYPE_IPV4 0x0800
@@ -53,104 +52,6 @@ static uint64_t get64(const uint8_t *p)
 {
 	return (uint64_t)get32(p) << 32 | get32(p + 4);
 }
-
-/* Reflected Castagnoli polynomial 0x82f63b78, one nibble at a time: a
- * 16-entry table is small enough to write out and still fast. */
-static const uint32_t crc32c_nibble[16] = {
-	0x00000000, 0x105ec76f, 0x20bd8ede, 0x30e349b1, 0x417b1dbc, 0x5125dad3,
-	0x61c69362, 0x7198540d, 0x82f63b78, 0x92a8fc17, 0xa24bb5a6, 0xb21572c9,
-	0xc38d26c4, 0xd3d3e1ab, 0xe330a81a, 0xf36e6f75,
-};
-
-static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, uint32_t len)
-{
-	for (uint32_t i = 0; i < len; i++) {
-		crc ^= p[i];
-		crc = (crc >> 4) ^ crc32c_nibble[crc & 0xf];
-		crc = (crc >> 4) ^ crc32c_nibble[crc & 0xf];
-	}
-	return crc;
-}
-
-#if defined(__x86_64__)
-/* SSE4.2's crc32 instruction computes the same polynomial 8 bytes at a time:
- * about 20x the table, which matters on 8 KB frames. */
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p,
-							       uint32_t len)
-{
-	uint64_t c = crc, v;
-
-	for (; len >= 8; p += 8, len -= 8) {
-		memcpy(&v, p, sizeof(v));
-		c = __builtin_ia32_crc32di(c, v);
-	}
-	crc = (uint32_t)c;
-	for (; len; p++, len--)
-		crc = __builtin_ia32_crc32qi(crc, *p);
-	return crc;
-}
-
-/*
- * One crc32 instruction takes 3 cycles but a new one can start every cycle,
- * so three independent streams over three blocks run about 3x faster.  The
- * register is linear: after appending n bytes to state s it is
- * shift(s, n) ^ crc(0, those bytes), where shift(s, n) feeds n zero bytes.
- * shift by a fixed n is a linear map of 32 bits, kept as 4 byte tables.
- */
-#define CRC_BLOCK 512u
-
-static uint32_t crc_shift_tab[2][4][256]; /* by CRC_BLOCK and by 2 * CRC_BLOCK */
-static pthread_once_t crc_shift_once = PTHREAD_ONCE_INIT;
-
-__attribute__((target("sse4.2"))) static void crc_shift_init(void)
-{
-	static const uint8_t zeros[2 * CRC_BLOCK];
-
-	for (int t = 0; t < 2; t++)
-		for (int k = 0; k < 4; k++)
-			for (uint32_t b = 0; b < 256; b++)
-				crc_shift_tab[t][k][b] = crc32c_sse42(b << (8 * k), zeros, (t + 1) * CRC_BLOCK);
-}
-
-static uint32_t crc_shift(int t, uint32_t c)
-{
-	return crc_shift_tab[t][0][c & 0xff] ^ crc_shift_tab[t][1][c >> 8 & 0xff] ^
-	       crc_shift_tab[t][2][c >> 16 & 0xff] ^ crc_shift_tab[t][3][c >> 24];
-}
-
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42x3(uint32_t crc, const uint8_t *p,
-								 uint32_t len)
-{
-	pthread_once(&crc_shift_once, crc_shift_init);
-	for (; len >= 3 * CRC_BLOCK; p += 3 * CRC_BLOCK, len -= 3 * CRC_BLOCK) {
-		uint64_t a = crc, b = 0, c = 0, va, vb, vc;
-		for (uint32_t i = 0; i < CRC_BLOCK; i += 8) {
-			memcpy(&va, p + i, 8);
-			memcpy(&vb, p + CRC_BLOCK + i, 8);
-			memcpy(&vc, p + 2 * CRC_BLOCK + i, 8);
-			a = __builtin_ia32_crc32di(a, va);
-			b = __builtin_ia32_crc32di(b, vb);
-			c = __builtin_ia32_crc32di(c, vc);
-		}
-		crc = crc_shift(1, (uint32_t)a) ^ crc_shift(0, (uint32_t)b) ^ (uint32_t)c;
-	}
-	return crc32c_sse42(crc, p, len);
-}
-
-uint32_t sl_crc32c(const void *data, uint32_t len)
-{
-	static int hw = -1; /* the answer never changes: a race only repeats the check */
-
-	if (hw < 0)
-		hw = __builtin_cpu_supports("sse4.2");
-	return ~(hw ? crc32c_sse42x3 : crc32c_table)(0xffffffffu, data, len);
-}
-#else
-uint32_t sl_crc32c(const void *data, uint32_t len)
-{
-	return ~crc32c_table(0xffffffffu, data, len);
-}
-#endif
 
 void sl_addr_for_node(uint16_t node, struct sl_addr *out)
 {
@@ -250,10 +151,16 @@ uint32_t sl_wire_build(uint8_t *buf, uint32_t cap, const struct sl_addr *src,
 	build_hdr(buf + OFF_HDR, h, body);
 	if (is_ack)
 		build_ack(buf + OFF_BODY, ack);
-	else if (body)
-		memcpy(buf + OFF_BODY, payload, body);
-	if (crc_len)
-		put32(buf + OFF_BODY + body, sl_crc32c(buf + OFF_HDR, SL_HDR_LEN + body));
+	if (!crc_len) {
+		if (!is_ack && body)
+			memcpy(buf + OFF_BODY, payload, body);
+		return (uint32_t)total;
+	}
+	/* the payload is read once: copied while its CRC is computed */
+	uint32_t crc = sl_crc32c(buf + OFF_HDR, SL_HDR_LEN + (is_ack ? body : 0));
+	if (!is_ack)
+		crc = sl_crc32c_copy(crc, buf + OFF_BODY, payload, body);
+	put32(buf + OFF_BODY + body, crc);
 	return (uint32_t)total;
 }
 

@@ -20,6 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "crc32c.h" /* the SL_F_CRC trailer */
+
 #define SL_WIRE_VERSION 2
 #define SL_UDP_PORT 0x51ce
 #define SL_ETH_LEN 14
@@ -138,8 +140,5 @@ const char *sl_parse_result_str(enum sl_parse_result r);
 /* What a congested ECN queue does to a frame passing it: an ECN-capable IPv4
  * frame gets CE (and its IP checksum fixed).  True when it was marked. */
 bool sl_wire_mark_ce(uint8_t *frame, uint32_t len);
-
-/* CRC32C (Castagnoli), as in iSCSI and ext4: the SL_F_CRC trailer. */
-uint32_t sl_crc32c(const void *data, uint32_t len);
 
 #endif

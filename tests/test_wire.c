@@ -269,15 +269,8 @@ static void test_result_strings(void **state)
 	assert_string_equal(sl_parse_result_str((enum sl_parse_result)99), "unknown parse result");
 }
 
-static void test_crc32c_vector(void **state)
-{
-	(void)state;
-	assert_int_equal(sl_crc32c("123456789", 9), 0xe3069283); /* the Castagnoli check value */
-	assert_int_equal(sl_crc32c("", 0), 0);
-}
-
 /* A bit at a time, straight from the definition: the reference for the
- * fast paths (8 bytes at a time, then a byte tail). */
+ * fast paths (table, crc32 instruction, carry-less folding). */
 static uint32_t crc32c_bitwise(const uint8_t *p, uint32_t len)
 {
 	uint32_t crc = 0xffffffffu;
@@ -290,9 +283,34 @@ static uint32_t crc32c_bitwise(const uint8_t *p, uint32_t len)
 	return ~crc;
 }
 
-static void test_crc32c_any_alignment(void **state)
+/* check() once under every implementation this CPU has, then the best again. */
+static void each_crc_impl(void (*check)(void))
+{
+	int best = SL_CRC32C_TABLE;
+
+	for (int i = SL_CRC32C_TABLE; i <= SL_CRC32C_CLMUL512; i++) {
+		if (!sl_crc32c_force((enum sl_crc32c_impl)i))
+			continue;
+		best = i;
+		check();
+	}
+	assert_true(sl_crc32c_force((enum sl_crc32c_impl)best));
+}
+
+static void check_vector(void)
+{
+	assert_int_equal(sl_crc32c("123456789", 9), 0xe3069283); /* the Castagnoli check value */
+	assert_int_equal(sl_crc32c("", 0), 0);
+}
+
+static void test_crc32c_vector(void **state)
 {
 	(void)state;
+	each_crc_impl(check_vector);
+}
+
+static void check_any_alignment(void)
+{
 	uint8_t buf[64];
 
 	for (uint32_t i = 0; i < sizeof(buf); i++)
@@ -302,16 +320,67 @@ static void test_crc32c_any_alignment(void **state)
 			assert_int_equal(sl_crc32c(buf + start, len), crc32c_bitwise(buf + start, len));
 }
 
-/* Frames long enough for the three-stream path, at every tail length. */
+static void test_crc32c_any_alignment(void **state)
+{
+	(void)state;
+	each_crc_impl(check_any_alignment);
+}
+
+static uint8_t long_buf[9000];
+
+static void fill_long_buf(void)
+{
+	for (uint32_t i = 0; i < sizeof(long_buf); i++)
+		long_buf[i] = (uint8_t)(i * 131 + (i >> 7));
+}
+
+/* Lengths around every block size the fast paths use (256-byte folds, three
+ * 512-byte streams), then frame sizes at many tail lengths. */
+static void check_long(void)
+{
+	for (uint32_t len = 200; len <= 1800; len++)
+		assert_int_equal(sl_crc32c(long_buf + (len & 7), len), crc32c_bitwise(long_buf + (len & 7), len));
+	for (uint32_t len = 1800; len <= sizeof(long_buf); len += 97)
+		assert_int_equal(sl_crc32c(long_buf + (len & 7), len - 8),
+				 crc32c_bitwise(long_buf + (len & 7), len - 8));
+}
+
 static void test_crc32c_long(void **state)
 {
 	(void)state;
-	static uint8_t buf[9000];
+	fill_long_buf();
+	each_crc_impl(check_long);
+}
 
-	for (uint32_t i = 0; i < sizeof(buf); i++)
-		buf[i] = (uint8_t)(i * 131 + (i >> 7));
-	for (uint32_t len = 1500; len <= sizeof(buf); len += 97)
-		assert_int_equal(sl_crc32c(buf + (len & 7), len - 8), crc32c_bitwise(buf + (len & 7), len - 8));
+/* Extending a CRC, and copying while computing: the same value as one CRC
+ * over both parts, an exact copy, and no byte written past it. */
+static void check_extend_copy(void)
+{
+	static uint8_t dst[9000 + 64];
+
+	for (uint32_t head = 0; head <= 64; head += 16) {
+		for (uint32_t len = 0; head + len <= sizeof(long_buf); len = len < 1100 ? len + 1 : len + 263) {
+			const uint8_t *src = long_buf + head;
+			uint32_t want = crc32c_bitwise(long_buf, head + len);
+			uint32_t start = sl_crc32c(long_buf, head);
+
+			assert_int_equal(sl_crc32c_extend(start, src, len), want);
+			memset(dst, 0xa5, len + 64);
+			assert_int_equal(sl_crc32c_copy(start, dst + (len & 7), src, len), want);
+			assert_memory_equal(dst + (len & 7), src, len);
+			for (uint32_t i = len + (len & 7); i < len + 64; i++)
+				assert_int_equal(dst[i], 0xa5);
+			for (uint32_t i = 0; i < (len & 7); i++)
+				assert_int_equal(dst[i], 0xa5);
+		}
+	}
+}
+
+static void test_crc32c_extend_copy(void **state)
+{
+	(void)state;
+	fill_long_buf();
+	each_crc_impl(check_extend_copy);
 }
 
 static void test_addr_for_node(void **state)
@@ -378,6 +447,7 @@ int main(void)
 		cmocka_unit_test(test_crc32c_vector),
 		cmocka_unit_test(test_crc32c_any_alignment),
 		cmocka_unit_test(test_crc32c_long),
+		cmocka_unit_test(test_crc32c_extend_copy),
 		cmocka_unit_test(test_addr_for_node),
 		cmocka_unit_test(test_fuzz),
 	};
