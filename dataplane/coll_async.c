@@ -125,7 +125,7 @@ static uint32_t one_progress(struct dp_engine *e, struct dp_gdev *d, uint64_t no
 
 uint32_t dp_gdev_progress(struct dp_engine *e)
 {
-	uint64_t now = sl_now(&e->clock);
+	uint64_t now = sl_tp_poll_ns(e->tp);
 	uint32_t n = one_progress(e, e->cpu_gdev, now);
 
 	for (unsigned i = 0; i < DP_MAX_GPUS; i++)
@@ -221,7 +221,7 @@ bool dp_async_reap(struct dp_engine *e, struct dp_coll *k)
 		moved = true;
 	}
 	if (moved)
-		k->last_progress_ns = sl_now(&e->clock);
+		k->last_progress_ns = sl_tp_poll_ns(e->tp);
 	if (k->deferred && sl_gdma_reaped(k->gdev->g) != k->seen_reaped) {
 		k->seen_reaped = sl_gdma_reaped(k->gdev->g);
 		moved = true;

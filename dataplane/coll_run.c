@@ -455,7 +455,7 @@ static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32
 		else if (dp_async_post(e, k, &act, payload, h->len, true) == 0 && act.chunk_full)
 			dp_async_chunk_posted(k, &act);
 		*chunk_done = act.chunk_done;
-		k->last_progress_ns = sl_now(&e->clock);
+		k->last_progress_ns = sl_tp_poll_ns(e->tp);
 	} else if (res != SL_SCHED_DEFER) {
 		e->count.rx_bad_coll++;
 	}
@@ -573,7 +573,7 @@ static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_
 		/* a send is one chunk of its reception, so the last packet completed it */
 		if (dp_async_post(e, k, &first, k->buf[s->buf] + s->off, s->len, false) == 0 && act.chunk_full)
 			dp_async_chunk_posted(k, &act);
-		k->last_progress_ns = sl_now(&e->clock);
+		k->last_progress_ns = sl_tp_poll_ns(e->tp);
 	}
 	if (chunk_done)
 		retry_deferred(e, k);
@@ -671,7 +671,7 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 	if (k->gdev)
 		dp_async_acked(k, m);
 	k->msgs_unacked--;
-	k->last_progress_ns = sl_now(&e->clock);
+	k->last_progress_ns = sl_tp_poll_ns(e->tp);
 }
 
 void dp_flow_dead(void *engine, uint16_t node)
@@ -1034,7 +1034,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 		if (!comm->live || !comm->colls)
 			continue;
 		if (!now) {
-			now = sl_now(&e->clock);
+			now = sl_tp_poll_ns(e->tp);
 			timers = now >= e->next_timer_ns;
 		}
 		for (k = comm->colls; k; k = next) {

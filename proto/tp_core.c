@@ -233,6 +233,11 @@ uint32_t sl_tp_poll(struct sl_tp *tp)
 	return moved;
 }
 
+uint64_t sl_tp_poll_ns(const struct sl_tp *tp)
+{
+	return tp->now_ns;
+}
+
 const struct sl_tp_stats *sl_tp_get_stats(const struct sl_tp *tp)
 {
 	return &tp->stats;
