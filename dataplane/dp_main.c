@@ -36,6 +36,11 @@
 #define DEFAULT_PAYLOAD 16384
 #define DEFAULT_FRAME (DEFAULT_PAYLOAD + SL_FRAME_OVERHEAD + SL_CRC_LEN)
 #define LINK_UP_MS 30000
+#define PORT_DESC 1024      /* rx and tx descriptors per link */
+/* EAL memory without hugepages: the links' pools and this much for the rest
+ * (at least EAL_MIN_MB in all), so that a mesh of many links still fits. */
+#define EAL_REST_MB 256
+#define EAL_MIN_MB 512
 /* In flight per peer: enough for memif's bandwidth-delay product, small
  * enough that a descheduled receiver's queue stays under the RTO floor. */
 #define DEFAULT_WINDOW 64
@@ -312,7 +317,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 static int open_links(const struct opts *o, struct sl_port **ports, char *err, size_t len)
 {
 	for (unsigned i = 0; i < o->nlinks; i++) {
-		ports[i] = sl_dpdk_port_open(o->links[i].devargs, o->frame, 1024, 1024, err, len);
+		ports[i] = sl_dpdk_port_open(o->links[i].devargs, o->frame, PORT_DESC, PORT_DESC, err, len);
 		if (!ports[i])
 			return -1;
 	}
@@ -501,7 +506,9 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	char prefix[64];
 	unsigned lcore;
 	uint32_t frame = o->frame;
-	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu, .mem_mb = 512,
+	size_t mem_mb = EAL_REST_MB + (o->nlinks * sl_dpdk_port_pool_bytes(o->frame, PORT_DESC, PORT_DESC) >> 20);
+	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu,
+				 .mem_mb = (unsigned)(mem_mb > EAL_MIN_MB ? mem_mb : EAL_MIN_MB),
 				 .huge = !o->no_huge, .log_level = "*:error", .vdevs = no_vdevs };
 	struct dp_server_cfg sc = { .socket_path = o->socket_path, .allow_any_user = o->allow_any_user,
 				    .stop = stop, .trace = &trace };

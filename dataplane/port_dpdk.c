@@ -440,6 +440,16 @@ static void touch_buffer(struct rte_mempool *mp, void *arg, void *obj, unsigned 
 		p[off] = p[off];
 }
 
+size_t sl_dpdk_port_pool_bytes(uint32_t max_frame, uint16_t rxq_desc, uint16_t txq_desc)
+{
+	size_t n = (size_t)rxq_desc + SL_DPDK_RX_SLACK + txq_desc + SL_DPDK_TX_SLACK;
+	/* an mbuf, its headroom and data room, and the mempool's own header per object */
+	size_t obj = sizeof(struct rte_mbuf) + RTE_PKTMBUF_HEADROOM +
+		     RTE_ALIGN_CEIL(max_frame, RTE_CACHE_LINE_SIZE) + 2 * RTE_CACHE_LINE_SIZE;
+
+	return n * obj;
+}
+
 static struct rte_mempool *make_pool(struct sl_dpdk_port *dp, const char *what, uint16_t data_room,
 				     unsigned n, char *err, size_t errlen)
 {

@@ -27,6 +27,9 @@
 struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint16_t rxq_desc,
 				  uint16_t txq_desc, char *err, size_t errlen);
 
+/* EAL memory the pools of a port opened with these arguments take, in bytes. */
+size_t sl_dpdk_port_pool_bytes(uint32_t max_frame, uint16_t rxq_desc, uint16_t txq_desc);
+
 /*
  * Wait until the link is up: for memif, until the peer (a separate process,
  * started in any order) has connected.  A memif client whose server is not
