@@ -129,8 +129,9 @@ int32_t sl_dp_embedded_drive(void)
 }
 
 /* The application stops driving (its wait returned).  With collectives
- * still in flight (not only lingering ones) the engine's thread takes over now; without, it may stay
- * parked for the rest of its holdoff, which spares a wake-up per call. */
+ * still in flight (not only lingering ones) the engine's thread takes over
+ * now; without, it may stay parked for the rest of its holdoff, which spares
+ * a wake-up per call. */
 void sl_dp_embedded_release(void)
 {
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
