@@ -16,6 +16,7 @@
 # A benchmark, not a test: it reports, it does not judge.
 # usage: perf/fairness.sh BUILD_DIR [--rate R] [--cc none|swift] [--cc-target US] [-s SIZE] [-t SECS]
 set -u
+. "$(dirname "$0")/rate.sh"
 build=${1:?usage: fairness.sh BUILD_DIR [--rate R] [--cc CC] [--cc-target US] [-s SIZE] [-t SECS]}
 shift
 rate=500mbit cc=swift target=1000 size=1048576 secs=10  # target: sluice-run's veth default
@@ -52,8 +53,7 @@ pa=$(( 20000 + RANDOM % 20000 ))
 	bash -c "$hosts" _ "$stream" "$size" "$secs" "$pa" "$((pa + 1))" "$out" >"$out/log" 2>&1
 rc=$?
 
-bps=$(awk -v r="$rate" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6;
-	else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
+bps=$(rate_bps "$rate")
 echo "# two 2-rank all-reduce jobs through host 0's link, 4 veth hosts (2 idle), links at $rate, cc $cc, target $target us," \
 	"$size B calls, ${secs} s window (sluice-run status $rc)"
 for j in A B; do

@@ -7,6 +7,7 @@
 # benchmark, not a test: it reports, it does not judge.
 # usage: perf/incast.sh BUILD_DIR [-n HOSTS] [--rate R] [--cc none|swift] [--cc-target US] [-b MIN] [-e MAX]
 set -u
+. "$(dirname "$0")/rate.sh"
 build=${1:?usage: incast.sh BUILD_DIR [-n HOSTS] [--rate R] [--cc CC] [-b MIN] [-e MAX]}
 shift
 n=4 rate=500mbit cc=swift target=1000 min=256K max=16M  # target: sluice-run's veth default
@@ -23,9 +24,7 @@ while [ $# -gt 0 ]; do
 done
 run=$build/dataplane/sluice-run perf=$build/perf/sluice-perf
 [ -x "$run" ] && [ -x "$perf" ] || { echo "incast: build $build first" >&2; exit 2; }
-# tc's units to bits per second
-bps=$(awk -v r="$rate" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6;
-	else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
+bps=$(rate_bps "$rate")
 log=$(mktemp /tmp/sl-incast.XXXXXX)
 trap 'rm -f "$log"' EXIT
 "$run" -n "$n" --net veth --rate "$rate" --cc "$cc" --cc-target "$target" -v --timeout 60 -- \
