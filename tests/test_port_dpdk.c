@@ -44,6 +44,7 @@
 #define N_BULK 100000u
 #define BULK_LEN 8192u
 #define BURST 32
+#define HOLD_MAX 16384u /* more than a port's tx pool holds */
 #define LOOP_TIMEOUT_NS (20ull * 1000000000ull)
 
 /* Frame: Ethernet header, then kind, sequence number and length, then the pattern. */
@@ -223,12 +224,26 @@ static int run_receiver(void *arg)
 	uint64_t deadline = now_ns() + LOOP_TIMEOUT_NS;
 	struct rusage ru0, ru1;
 	int rc = 0;
+	/* Hold every tx buffer the port has while receiving: frames waiting to
+	 * leave must never take the buffers it receives into. */
+	struct sl_pkt *held = malloc(HOLD_MAX * sizeof(*held));
+	uint32_t nheld = 0;
 
+	if (!held)
+		return -1;
+	for (uint16_t got; nheld < HOLD_MAX && (got = port->ops->alloc(port, held + nheld,
+			(uint16_t)RTE_MIN(BURST, HOLD_MAX - nheld))) > 0;)
+		nheld += got;
+	if (nheld == HOLD_MAX) {
+		fprintf(stderr, "receiver: the tx pool did not run dry within %u buffers\n", HOLD_MAX);
+		rc = -1;
+	}
 	while (rc == 0 && expect < N_MIXED + N_BULK) {
 		if (now_ns() > deadline) {
-			fprintf(stderr, "receiver: timed out with %u of %u frames\n", expect,
-				N_MIXED + N_BULK);
-			return -1;
+			fprintf(stderr, "receiver: timed out with %u of %u frames (holding %u tx buffers)\n",
+				expect, N_MIXED + N_BULK, nheld);
+			rc = -1;
+			break;
 		}
 		/* Never past the last data frame: BYE may follow it in the same burst. */
 		uint16_t n = port->ops->rx_burst(port, pkts,
@@ -243,6 +258,8 @@ static int run_receiver(void *arg)
 	}
 	t_end = now_ns();
 	getrusage(RUSAGE_THREAD, &ru1);
+	port->ops->free(port, held, (uint16_t)nheld);
+	free(held);
 	if (rc != 0)
 		return rc;
 	if (wait_ctl(port, K_BYE) != 0 || send_ctl(port, K_BYE_ACK) != 0 || wait_ctl(port, K_FIN) != 0)
