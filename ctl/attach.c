@@ -142,12 +142,12 @@ static sluice_result_t ctl_connect(struct sluice_ctx *ctx)
 	return SLUICE_OK;
 }
 
-/* Map a fresh client page in fd, with both rings empty and our handles attached. */
+/* Map a fresh client page in fd, with every channel's rings empty and our handles attached. */
 static sluice_result_t page_create(struct sluice_ctx *ctx, int fd)
 {
 	struct sl_client_page *page;
 	struct sl_spsc_shared *sub, *cpl;
-	bool ok;
+	bool ok = true;
 
 	if (ftruncate(fd, (off_t)sl_page_bytes()) != 0)
 		return sl_fail(SLUICE_ERR_NO_MEMORY, "sizing the client page (%zu bytes) failed: %s",
@@ -159,14 +159,14 @@ static sluice_result_t page_create(struct sluice_ctx *ctx, int fd)
 	ctx->page = page;
 	page->magic = SL_ABI_MAGIC;
 	page->version = SL_ABI_VERSION;
-	page->submit_off = sl_page_submit_off();
-	page->complete_off = sl_page_complete_off();
-	sub = (void *)((char *)page + page->submit_off);
-	cpl = (void *)((char *)page + page->complete_off);
-	sl_spsc_reset(sub);
-	sl_spsc_reset(cpl);
-	ok = sl_spsc_attach(&ctx->submit, sub, SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), true) &&
-	     sl_spsc_attach(&ctx->complete, cpl, SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), false);
+	for (uint32_t ch = 0; ch < SL_MAX_CHANNELS; ch++) {
+		sub = (void *)((char *)page + sl_page_submit_off(ch));
+		cpl = (void *)((char *)page + sl_page_complete_off(ch));
+		sl_spsc_reset(sub);
+		sl_spsc_reset(cpl);
+		ok = ok && sl_spsc_attach(&ctx->submit[ch], sub, SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), true) &&
+		     sl_spsc_attach(&ctx->complete[ch], cpl, SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), false);
+	}
 	return ok ? SLUICE_OK
 		  : sl_fail(SLUICE_ERR_INTERNAL, "abi.h gives the rings a bad geometry (slots %u/%u, "
 						 "slot sizes %zu/%zu)",
@@ -186,9 +186,15 @@ static sluice_result_t hello(struct sluice_ctx *ctx)
 	if (res == SLUICE_OK)
 		res = sl_ctl_call(ctx, &msg, fd, &reply);
 	close(fd);
-	if (res == SLUICE_OK)
-		ctx->client_id = reply.value;
-	return res;
+	if (res != SLUICE_OK)
+		return res;
+	if (reply.channels < 1 || reply.channels > SL_MAX_CHANNELS)
+		return sl_fail(SLUICE_ERR_INTERNAL, "the dataplane at %s says it runs %u channels, outside 1 to %u: "
+			       "libsluice and sluiced differ in version", ctx->cfg.socket, reply.channels,
+			       SL_MAX_CHANNELS);
+	ctx->client_id = reply.value;
+	ctx->nch = reply.channels;
+	return SLUICE_OK;
 }
 
 /* ---- embedded mode: one engine per process, shared by its contexts ---- */
@@ -310,8 +316,8 @@ sluice_result_t sluice_init(sluice_ctx_t **out)
 		ctx_free(ctx);
 		return res;
 	}
-	SL_INFO(SL_SUB_INIT, "attached to %s as client %u%s", ctx->cfg.socket, ctx->client_id,
-		ctx->embedded ? " (embedded)" : "");
+	SL_INFO(SL_SUB_INIT, "attached to %s as client %u%s, %u channel%s", ctx->cfg.socket, ctx->client_id,
+		ctx->embedded ? " (embedded)" : "", ctx->nch, ctx->nch == 1 ? "" : "s");
 	*out = ctx;
 	return SLUICE_OK;
 }

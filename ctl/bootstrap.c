@@ -25,7 +25,7 @@
 
 #include "internal.h"
 
-#define BOOT_MAGIC 0x534c4231u /* "SLB1" */
+#define BOOT_MAGIC 0x534c4232u /* "SLB2" */
 #define BOOT_MSG_LEN 512
 #define RETRY_NS (50 * 1000000LL)
 #define DRAIN_NS (100 * 1000000LL)
@@ -36,6 +36,8 @@ struct boot_hello {
 	uint32_t rank;
 	uint32_t nranks;
 	uint32_t node; /* the rank's dataplane node id */
+	uint32_t channels; /* ... and its channels */
+	uint32_t pad;
 	uint64_t key;  /* the rank's random proposal, folded into the key */
 };
 
@@ -44,6 +46,7 @@ struct boot_answer {
 	int32_t status; /* sluice_result_t */
 	uint64_t key;
 	uint32_t node[SL_MAX_RANKS];
+	uint32_t channels; /* the fewest of any rank */
 	char msg[BOOT_MSG_LEN]; /* the error every rank returns */
 };
 
@@ -245,7 +248,8 @@ static void gather_all(struct sl_boot *b, int lfd, uint16_t port, struct gather 
 		;
 }
 
-static sluice_result_t root_exchange(struct sl_boot *b, uint16_t port, uint32_t node, int64_t deadline)
+static sluice_result_t root_exchange(struct sl_boot *b, uint16_t port, uint32_t node, uint32_t channels,
+				     int64_t deadline)
 {
 	struct gather g;
 	sluice_result_t res;
@@ -260,8 +264,11 @@ static sluice_result_t root_exchange(struct sl_boot *b, uint16_t port, uint32_t 
 	if (getrandom(&g.answer.key, sizeof(g.answer.key), 0) != sizeof(g.answer.key))
 		g.answer.key = (uint64_t)sl_now_ns() * 0x9e3779b97f4a7c15u;
 	g.answer.node[0] = node;
+	g.answer.channels = channels;
 	for (int i = 0; i < g.count; i++) {
 		g.answer.key ^= g.hello[i].key;
+		if (g.hello[i].channels < g.answer.channels)
+			g.answer.channels = g.hello[i].channels;
 		if (g.answer.status == SLUICE_OK)
 			g.answer.node[g.hello[i].rank] = g.hello[i].node;
 	}
@@ -278,6 +285,7 @@ static sluice_result_t root_exchange(struct sl_boot *b, uint16_t port, uint32_t 
 	if (g.answer.status != SLUICE_OK)
 		return sl_fail(g.answer.status, "%s", g.answer.msg);
 	b->key = g.answer.key;
+	b->channels = g.answer.channels;
 	memcpy(b->node, g.answer.node, sizeof(b->node));
 	return SLUICE_OK;
 }
@@ -342,10 +350,10 @@ static sluice_result_t connect_root(struct sl_boot *b, const char *host, uint16_
 }
 
 static sluice_result_t peer_exchange(struct sl_boot *b, const char *host, uint16_t port, uint32_t node,
-				     int64_t deadline)
+				     uint32_t channels, int64_t deadline)
 {
 	struct boot_hello h = {.magic = BOOT_MAGIC, .rank = (uint32_t)b->rank,
-			       .nranks = (uint32_t)b->nranks, .node = node};
+			       .nranks = (uint32_t)b->nranks, .node = node, .channels = channels};
 	struct boot_answer a;
 	sluice_result_t res;
 	int err;
@@ -371,12 +379,13 @@ static sluice_result_t peer_exchange(struct sl_boot *b, const char *host, uint16
 	if (a.status != SLUICE_OK)
 		return sl_fail(a.status, "%s", a.msg);
 	b->key = a.key;
+	b->channels = a.channels;
 	memcpy(b->node, a.node, sizeof(b->node));
 	return SLUICE_OK;
 }
 
 sluice_result_t sl_boot_exchange(struct sl_boot *b, const char *host, uint16_t port, int rank,
-				 int nranks, uint32_t node, int timeout_s)
+				 int nranks, uint32_t node, uint32_t channels, int timeout_s)
 {
 	int64_t deadline = sl_now_ns() + (int64_t)timeout_s * 1000000000;
 	sluice_result_t res;
@@ -387,7 +396,8 @@ sluice_result_t sl_boot_exchange(struct sl_boot *b, const char *host, uint16_t p
 	b->fd = -1;
 	for (unsigned i = 0; i < SL_MAX_RANKS; i++)
 		b->peer[i] = -1;
-	res = rank == 0 ? root_exchange(b, port, node, deadline) : peer_exchange(b, host, port, node, deadline);
+	res = rank == 0 ? root_exchange(b, port, node, channels, deadline)
+			: peer_exchange(b, host, port, node, channels, deadline);
 	if (res != SLUICE_OK)
 		sl_boot_close(b);
 	else

@@ -1,8 +1,10 @@
 /*
  * coll.c: posting collectives and collecting their results.  A collective
- * becomes one struct sl_cmd in the submission ring (no system call unless
- * the engine is napping); its struct sl_cpl comes back on the completion
- * ring, matched to a request by tag.  sluice_wait spins briefly, then sleeps
+ * becomes one struct sl_cmd in a channel's submission ring (no system call
+ * unless that engine is napping), or one per channel when the planner
+ * splits it into slices; each struct sl_cpl comes back on its channel's
+ * completion ring, matched to a request by tag, and the request is done
+ * when every part is.  sluice_wait spins briefly, then sleeps
  * on the page's completion counter, checking now and then that the
  * dataplane is still there.  ctx->lock guards the rings and the request
  * table, so several threads may post and wait at once.  Inside a group
@@ -95,39 +97,56 @@ static void req_abandon(struct sluice_req *r)
 	r->state = SL_REQ_ABANDONED;
 }
 
+/* Keep the first failure among the parts of r. */
+static void req_note(struct sluice_req *r, int32_t status, const char *msg)
+{
+	if (r->status != SLUICE_OK || status == SLUICE_OK)
+		return;
+	r->status = status;
+	snprintf(r->msg, sizeof(r->msg), "%s", msg);
+}
+
+/* One part of r is over: when it was the last, release what r held. */
+static void req_part_done(struct sluice_req *r)
+{
+	if (--r->parts_left > 0)
+		return;
+	req_release(r);
+	r->state = r->state == SL_REQ_ABANDONED ? SL_REQ_FREE : SL_REQ_DONE;
+}
+
 static void req_complete(struct sluice_req *r, const struct sl_cpl *cpl)
 {
 	bool known = cpl->status >= SLUICE_OK && cpl->status < SLUICE_IN_PROGRESS;
+	char msg[SL_ERRMSG_LEN];
 
-	req_release(r);
-	if (r->state == SL_REQ_ABANDONED) {
-		r->state = SL_REQ_FREE;
-		return;
+	if (known) {
+		memcpy(msg, cpl->msg, sizeof(msg));
+		msg[sizeof(msg) - 1] = '\0';
+	} else {
+		snprintf(msg, sizeof(msg), "the dataplane reported status %d, which is not a sluice_result_t: "
+			 "libsluice and sluiced differ in version", cpl->status);
 	}
-	r->state = SL_REQ_DONE;
-	r->status = known ? cpl->status : SLUICE_ERR_INTERNAL;
-	memcpy(r->msg, cpl->msg, sizeof(r->msg));
-	r->msg[sizeof(r->msg) - 1] = '\0';
-	if (!known)
-		snprintf(r->msg, sizeof(r->msg), "the dataplane reported status %d, which is not a "
-						 "sluice_result_t: libsluice and sluiced differ in version",
-			 cpl->status);
+	req_note(r, known ? cpl->status : SLUICE_ERR_INTERNAL, msg);
+	req_part_done(r);
 }
 
-/* Drain the completion ring into the request table. */
+/* Drain every channel's completion ring into the request table. */
 static void reap(struct sluice_ctx *ctx)
 {
 	struct sl_cpl cpl;
 
-	while (sl_spsc_dequeue(&ctx->complete, &cpl)) {
-		struct sluice_req *r = &ctx->reqs[cpl.req % SL_MAX_REQS];
+	for (unsigned ch = 0; ch < ctx->nch; ch++) {
+		while (sl_spsc_dequeue(&ctx->complete[ch], &cpl)) {
+			struct sluice_req *r = &ctx->reqs[cpl.req % SL_MAX_REQS];
 
-		if (r->tag == cpl.req && (r->state == SL_REQ_POSTED || r->state == SL_REQ_ABANDONED))
-			req_complete(r, &cpl);
-		else
-			SL_LOG(SL_LOG_WARN, SL_SUB_COLL,
-			       "the dataplane completed request %llu, which is not outstanding: ignored",
-			       (unsigned long long)cpl.req);
+			if (r->tag == cpl.req && (r->state == SL_REQ_POSTED || r->state == SL_REQ_ABANDONED))
+				req_complete(r, &cpl);
+			else
+				SL_LOG(SL_LOG_WARN, SL_SUB_COLL,
+				       "channel %u completed request %llu, which is not outstanding: ignored", ch,
+				       (unsigned long long)cpl.req);
+		}
 	}
 }
 
@@ -145,19 +164,19 @@ static sluice_result_t req_take(struct sluice_req *r)
 
 /* ---- submitting ---- */
 
-static void ring_doorbell(struct sl_client_page *page)
+static void ring_doorbell(struct sl_channel_bell *bell)
 {
-	atomic_fetch_add_explicit(&page->doorbell, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&page->engine_napping, memory_order_seq_cst))
-		futex(&page->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+	atomic_fetch_add_explicit(&bell->doorbell, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&bell->engine_napping, memory_order_seq_cst))
+		futex(&bell->doorbell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-/* Enqueue cmd (ctx->lock held, dropped while waiting for room); then ring the doorbell. */
-static sluice_result_t submit(struct sluice_ctx *ctx, const struct sl_cmd *cmd)
+/* Enqueue cmd on channel ch (ctx->lock held, dropped while waiting for room); then ring its doorbell. */
+static sluice_result_t submit(struct sluice_ctx *ctx, const struct sl_cmd *cmd, unsigned ch)
 {
 	int64_t deadline = sl_now_ns() + (int64_t)ctx->cfg.timeout_s * 1000000000;
 
-	while (!sl_spsc_enqueue(&ctx->submit, cmd)) {
+	while (!sl_spsc_enqueue(&ctx->submit[ch], cmd)) {
 		reap(ctx);
 		if (dataplane_exited(ctx))
 			return fail_exited(ctx, cmd->req);
@@ -170,8 +189,19 @@ static sluice_result_t submit(struct sluice_ctx *ctx, const struct sl_cmd *cmd)
 		nanosleep(&(struct timespec){.tv_nsec = RING_FULL_NAP_NS}, NULL);
 		pthread_mutex_lock(&ctx->lock);
 	}
-	ring_doorbell(ctx->page);
+	ring_doorbell(&ctx->page->bell[ch]);
 	return SLUICE_OK;
+}
+
+/* Submit parts commands (ctx->lock held), part p on channel p; how many went, in *went. */
+static sluice_result_t submit_parts(struct sluice_ctx *ctx, const struct sl_cmd *cmds, unsigned parts,
+				    unsigned *went)
+{
+	sluice_result_t res = SLUICE_OK;
+
+	for (*went = 0; *went < parts && (res = submit(ctx, &cmds[*went], *went)) == SLUICE_OK; (*went)++)
+		;
+	return res;
 }
 
 /* Fill r and its command from the checked call; take the buffers and comm (ctx->lock held). */
@@ -265,12 +295,13 @@ static _Thread_local struct {
 	int depth;
 	struct held_call {
 		struct sluice_req *req;
-		struct sl_cmd cmd;
+		struct sl_cmd cmd[SL_MAX_CHANNELS];
+		unsigned parts;
 	} *calls;
 	size_t n, cap;
 } group;
 
-static sluice_result_t group_hold(struct sluice_req *r, const struct sl_cmd *cmd)
+static sluice_result_t group_hold(struct sluice_req *r, const struct sl_cmd *cmds, unsigned parts)
 {
 	if (group.n == group.cap) {
 		size_t cap = group.cap ? 2 * group.cap : 16;
@@ -281,7 +312,10 @@ static sluice_result_t group_hold(struct sluice_req *r, const struct sl_cmd *cmd
 		group.calls = calls;
 		group.cap = cap;
 	}
-	group.calls[group.n++] = (struct held_call){ r, *cmd };
+	struct held_call *h = &group.calls[group.n++];
+	h->req = r;
+	h->parts = parts;
+	memcpy(h->cmd, cmds, parts * sizeof(*cmds));
 	r->state = SL_REQ_GROUPED;
 	return SLUICE_OK;
 }
@@ -297,14 +331,15 @@ static sluice_result_t group_submit(struct held_call *h)
 {
 	struct sluice_ctx *ctx = h->req->ctx;
 	sluice_result_t res;
+	unsigned went;
 
 	pthread_mutex_lock(&ctx->lock);
 	h->req->state = SL_REQ_POSTED;
-	if ((res = submit(ctx, &h->cmd)) != SLUICE_OK) {
-		req_release(h->req);
-		h->req->state = SL_REQ_DONE;
-		h->req->status = res;
-		snprintf(h->req->msg, sizeof(h->req->msg), "%s", sluice_last_error());
+	h->req->parts_left = h->parts;
+	if ((res = submit_parts(ctx, h->cmd, h->parts, &went)) != SLUICE_OK) {
+		req_note(h->req, res, sluice_last_error());
+		while (went++ < h->parts)
+			req_part_done(h->req); /* with none gone, this releases it: done, failed */
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	return res;
@@ -330,33 +365,60 @@ sluice_result_t sluice_group_end(void)
 
 /* ---- posting ---- */
 
+/* The parts of a split call: cmds[0] (the whole call) sliced over plan->parts channels. */
+static void split(const struct sl_call *c, const struct sl_plan *plan, struct sl_cmd *cmds)
+{
+	uint64_t es = sluice_datatype_size(c->dtype), first, count;
+
+	for (unsigned p = plan->parts; p-- > 0;) {
+		cmds[p] = cmds[0];
+		sl_plan_slice(c, plan->parts, p, &first, &count);
+		cmds[p].count = count;
+		if (cmds[p].send_region != SL_REGION_NONE)
+			cmds[p].send_off += first * es;
+		if (cmds[p].recv_region != SL_REGION_NONE)
+			cmds[p].recv_off += first * es;
+	}
+}
+
 sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, sluice_req_t **req)
 {
-	struct sl_cmd cmd = { .opcode = c->opcode, .count = c->count, .dtype = c->dtype, .redop = c->op,
-			      .root = (uint32_t)c->root };
+	struct sl_cmd cmds[SL_MAX_CHANNELS] = { { .opcode = c->opcode, .count = c->count, .dtype = c->dtype,
+						  .redop = c->op, .root = (uint32_t)c->root } };
 	struct sluice_ctx *ctx = comm->ctx;
 	struct sluice_req *r;
 	struct sl_plan plan;
 	sluice_result_t res;
+	unsigned went;
 
 	if ((res = sl_plan_pick(comm, c, &plan)) != SLUICE_OK ||
 	    (c->opcode == SL_OP_ALLTOALLV && (res = vmeta_area(ctx)) != SLUICE_OK))
 		return res;
-	cmd.algo = plan.algo;
-	cmd.chunk_bytes = plan.chunk_bytes;
+	cmds[0].algo = plan.algo;
+	cmds[0].chunk_bytes = plan.chunk_bytes;
 	pthread_mutex_lock(&ctx->lock);
 	r = req_alloc(ctx);
 	if (!r)
 		res = sl_fail(SLUICE_ERR_NO_MEMORY, "%s: all %u requests are outstanding: sluice_wait or "
 			      "sluice_test some before posting more", c->fn, SL_MAX_REQS);
-	else if ((res = prepare(comm, c, r, &cmd)) == SLUICE_OK) {
+	else if ((res = prepare(comm, c, r, &cmds[0])) == SLUICE_OK) {
 		if (c->opcode == SL_OP_ALLTOALLV)
-			res = vmeta_fill(comm, c, r, &cmd);
-		if (res == SLUICE_OK) {
+			res = vmeta_fill(comm, c, r, &cmds[0]);
+		split(c, &plan, cmds);
+		r->status = SLUICE_OK;
+		r->parts_left = plan.parts;
+		if (res == SLUICE_OK && group.depth > 0) {
+			res = group_hold(r, cmds, plan.parts);
+		} else if (res == SLUICE_OK) {
 			r->state = SL_REQ_POSTED;
-			res = group.depth > 0 ? group_hold(r, &cmd) : submit(ctx, &cmd);
+			if ((res = submit_parts(ctx, cmds, plan.parts, &went)) != SLUICE_OK && went > 0) {
+				/* the parts that went finish in the dataplane, unwaited */
+				r->parts_left = went;
+				req_abandon(r);
+				r = NULL;
+			}
 		}
-		if (res != SLUICE_OK)
+		if (r && res != SLUICE_OK)
 			req_release(r);
 	}
 	if (r && res != SLUICE_OK)
@@ -364,8 +426,9 @@ sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, 
 	pthread_mutex_unlock(&ctx->lock);
 	if (res != SLUICE_OK)
 		return res;
-	SL_TRACE(SL_SUB_COLL, "%s request %llu%s: comm %u, %zu x %s, root %d", c->fn, (unsigned long long)cmd.req,
-		 group.depth > 0 ? " (grouped)" : "", cmd.comm, c->count, sl_datatype_name(c->dtype), c->root);
+	SL_TRACE(SL_SUB_COLL, "%s request %llu%s: comm %u, %zu x %s, root %d, %u part%s", c->fn,
+		 (unsigned long long)cmds[0].req, group.depth > 0 ? " (grouped)" : "", cmds[0].comm, c->count,
+		 sl_datatype_name(c->dtype), c->root, plan.parts, plan.parts == 1 ? "" : "s");
 	*req = r;
 	return SLUICE_OK;
 }
@@ -427,11 +490,13 @@ static void nap(struct sluice_ctx *ctx)
 {
 	struct sl_client_page *page = ctx->page;
 	struct timespec ts = {.tv_nsec = NAP_NS};
-	uint32_t seen;
+	uint32_t seen, waiting = 0;
 
 	atomic_fetch_add_explicit(&page->client_sleeping, 1, memory_order_seq_cst);
 	seen = atomic_load_explicit(&page->cpl_seq, memory_order_seq_cst);
-	if (sl_spsc_count(&ctx->complete) == 0)
+	for (unsigned ch = 0; ch < ctx->nch; ch++)
+		waiting += sl_spsc_count(&ctx->complete[ch]);
+	if (waiting == 0)
 		futex(&page->cpl_seq, FUTEX_WAIT, seen, &ts);
 	atomic_fetch_sub_explicit(&page->client_sleeping, 1, memory_order_seq_cst);
 }

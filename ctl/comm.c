@@ -83,6 +83,7 @@ static sluice_result_t comm_alone(struct sluice_comm *c, uint32_t node)
 {
 	struct sl_boot b = {.node = {node}};
 
+	c->channels = c->ctx->nch;
 	if (getrandom(&c->key, sizeof(c->key), 0) != sizeof(c->key))
 		c->key = (uint64_t)sl_now_ns();
 	return comm_create(c, &b);
@@ -103,10 +104,11 @@ static sluice_result_t comm_join(struct sluice_comm *c, const char *root)
 	if (c->nranks == 1)
 		return comm_alone(c, node);
 	if ((res = root_address(root, host, sizeof(host), &port)) != SLUICE_OK ||
-	    (res = sl_boot_exchange(&b, host, port, c->rank, c->nranks, node, c->ctx->cfg.timeout_s)) !=
-		    SLUICE_OK)
+	    (res = sl_boot_exchange(&b, host, port, c->rank, c->nranks, node, c->ctx->nch,
+				    c->ctx->cfg.timeout_s)) != SLUICE_OK)
 		return res;
 	c->key = b.key;
+	c->channels = b.channels;
 	created = comm_create(c, &b);
 	res = sl_boot_barrier(&b, created);
 	/* every rank ends the probe before any posts its own calls: a failure
@@ -147,8 +149,8 @@ sluice_result_t sluice_comm_init(sluice_ctx_t *ctx, int nranks, int rank, const 
 	pthread_mutex_lock(&ctx->lock);
 	ctx->ncomms++;
 	pthread_mutex_unlock(&ctx->lock);
-	SL_INFO(SL_SUB_COMM, "communicator %u: rank %d of %d, key %016llx", c->handle, rank, nranks,
-		(unsigned long long)c->key);
+	SL_INFO(SL_SUB_COMM, "communicator %u: rank %d of %d, key %016llx, %u channel%s", c->handle, rank,
+		nranks, (unsigned long long)c->key, c->channels, c->channels == 1 ? "" : "s");
 	*comm = c;
 	return SLUICE_OK;
 }

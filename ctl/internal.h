@@ -106,7 +106,8 @@ struct sluice_req {
 	struct sluice_comm *comm;
 	uint64_t tag;             /* echoed by the dataplane in struct sl_cpl */
 	enum sl_req_state state;
-	int32_t status;           /* sluice_result_t, once DONE */
+	unsigned parts_left;      /* channels whose completion has not come yet */
+	int32_t status;           /* sluice_result_t: the first part's failure, else OK */
 	int send_slot, recv_slot; /* region table slots kept busy, -1 for none */
 	int vmeta_slot;           /* all-to-allv: its slot in ctx->vmeta, -1 for none */
 	char msg[SL_ERRMSG_LEN];  /* the dataplane's reason when status != OK */
@@ -131,8 +132,9 @@ struct sluice_ctx {
 	void (*release)(void);        /* embedded: a wait stops driving, the engine's thread takes over */
 	uint32_t client_id;           /* from HELLO */
 	struct sl_client_page *page;  /* the client page, mapped shared */
-	struct sl_spsc submit;        /* our producer side */
-	struct sl_spsc complete;      /* our consumer side */
+	unsigned nch;                 /* the dataplane's channels (HELLO's answer) */
+	struct sl_spsc submit[SL_MAX_CHANNELS];   /* our producer sides */
+	struct sl_spsc complete[SL_MAX_CHANNELS]; /* our consumer sides */
 	pthread_mutex_t call_lock;    /* one socket request at a time */
 	pthread_mutex_t lock;         /* rings, requests, regions, ncomms */
 	struct sl_region regions[SL_MAX_REGIONS];
@@ -150,6 +152,7 @@ struct sluice_comm {
 	int rank, nranks;
 	uint64_t key;
 	unsigned inflight; /* requests posted and not yet completed */
+	unsigned channels; /* channels every rank's dataplane has (the fewest of them) */
 	double link_latency_us, link_gbps; /* agreed by link_probe.c; 0: not measured */
 };
 
@@ -192,10 +195,13 @@ sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *cal
 struct sl_plan {
 	uint32_t algo;        /* enum sl_algo_id */
 	uint32_t chunk_bytes; /* 0 = the dataplane's default */
+	unsigned parts;       /* channels the call is split over, slice p on channel p */
 };
 /* Pick the algorithm and chunk size for call on comm (SLUICE_ALGO and
  * SLUICE_CHUNK_SIZE override the cost model); logs under TUNING. */
 sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_call *call, struct sl_plan *out);
+/* Slice p of parts of a split call: its first element and element count. */
+void sl_plan_slice(const struct sl_call *call, unsigned parts, unsigned p, uint64_t *first, uint64_t *count);
 /* Check a call's arguments (naming c.fn in errors) and post it: collectives.c. */
 sluice_result_t sl_coll_call(sluice_comm_t *comm, struct sl_call c, sluice_req_t **req);
 /* Measure comm's links and agree on them with its other ranks: link_probe.c. */
@@ -214,11 +220,13 @@ struct sl_boot {
 	int peer[SL_MAX_RANKS];  /* root: each rank's connection, -1 for none */
 	uint64_t key;            /* the communicator key root chose */
 	uint32_t node[SL_MAX_RANKS]; /* each rank's dataplane node id */
+	uint32_t channels;       /* the fewest channels any rank's dataplane has */
 };
 
-/* Meet every rank at host:port (rank 0 listens there); fill b->key and b->node. */
+/* Meet every rank at host:port (rank 0 listens there); fill b->key, b->node
+ * and b->channels (this rank's dataplane has channels). */
 sluice_result_t sl_boot_exchange(struct sl_boot *b, const char *host, uint16_t port, int rank,
-				 int nranks, uint32_t node, int timeout_s);
+				 int nranks, uint32_t node, uint32_t channels, int timeout_s);
 /* Wait for every rank; each brings its own result and all return the first failure. */
 sluice_result_t sl_boot_barrier(struct sl_boot *b, sluice_result_t mine);
 void sl_boot_close(struct sl_boot *b);

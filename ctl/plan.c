@@ -17,6 +17,16 @@
  *   SLUICE_LINK_LATENCY_US=X    alpha, in microseconds   } either one given
  *   SLUICE_LINK_GBPS=X          1/beta, in GB/s per link } skips the probe
  *   SLUICE_LINK_PROBE=0|1       measure the links at communicator creation
+ *   SLUICE_CHANNELS=K           split a call over at most K channels
+ *
+ * Channels: a dataplane started with --channels K runs K engines, each on
+ * its own core and links.  All-reduce, broadcast, reduce, send and recv
+ * split into contiguous slices, one per channel, when each slice still
+ * holds CHANNEL_MIN_BYTES: K cores then move K times the bytes, and the
+ * algorithm is chosen for the slice.  The communicator's channel count is
+ * the fewest any of its ranks' dataplanes has (comm.c), so every rank
+ * slices alike.
+ *
  * SLUICE_DEBUG=INFO SLUICE_DEBUG_SUBSYS=TUNING logs each choice with the
  * predicted cost of every candidate.
  */
@@ -39,6 +49,10 @@
 #define CHUNK_MAX (256.0 * 1024)
 #define CHUNK_LIMIT (16u << 20)  /* SLUICE_CHUNK_SIZE's ceiling */
 #define CHUNK_OVERHEAD 0.05      /* a chunk's (or transfer's) cost beyond its bytes, in alphas */
+/* A slice smaller than this is not worth a channel: its submission,
+ * completion and schedule cost a few microseconds on top of its bytes. */
+#define CHANNEL_MIN_BYTES (64.0 * 1024)
+#define SLICE_ALIGN 4096         /* slices start on this many bytes: whole packets, aligned copies */
 
 static struct {
 	pthread_once_t once;
@@ -49,6 +63,7 @@ static struct {
 	uint32_t chunk;         /* forced, or 0 */
 	double latency_us, gbps; /* given, or 0 */
 	bool probe;             /* SLUICE_LINK_PROBE */
+	unsigned channels;      /* SLUICE_CHANNELS, or 0: as many as the communicator has */
 	double gamma, delta;    /* us per byte reduced, us per byte copied aside */
 } cfg = { .once = PTHREAD_ONCE_INIT };
 
@@ -147,10 +162,29 @@ static bool parse_probe(void)
 	return true;
 }
 
+static bool parse_channels(void)
+{
+	const char *s = getenv("SLUICE_CHANNELS");
+	char *end;
+	unsigned long v;
+
+	if (!s || !*s)
+		return true;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	_Static_assert(SL_MAX_CHANNELS == 8, "the message below names SL_MAX_CHANNELS");
+	if (end == s || *end || errno || *s == '-' || v == 0 || v > SL_MAX_CHANNELS)
+		return bad("%s=\"%s\" is not valid: expected the most channels a call may be split over, from 1 "
+			   "(no splitting) to 8", "SLUICE_CHANNELS", s);
+	cfg.channels = (unsigned)v;
+	return true;
+}
+
 static void load(void)
 {
 	cfg.status = SLUICE_OK;
-	if (parse_algo() && parse_chunk() && parse_probe() && parse_positive("SLUICE_LINK_LATENCY_US", &cfg.latency_us))
+	if (parse_algo() && parse_chunk() && parse_probe() && parse_channels() &&
+	    parse_positive("SLUICE_LINK_LATENCY_US", &cfg.latency_us))
 		parse_positive("SLUICE_LINK_GBPS", &cfg.gbps);
 	cfg.gamma = 1e-3 / REDUCE_GBPS;
 	cfg.delta = 1e-3 / COPY_GBPS;
@@ -319,6 +353,8 @@ static void model_for(const struct sluice_comm *comm, struct model *m)
 static void log_choice(const struct sluice_comm *comm, const struct sl_call *call, double b,
 		       const double cost[], const struct sl_plan *out, bool forced)
 {
+	char parts_s[96] = "";
+
 	char costs_s[256] = "", chunk_s[48] = "the dataplane's default";
 	size_t len = 0;
 
@@ -328,8 +364,12 @@ static void log_choice(const struct sluice_comm *comm, const struct sl_call *cal
 						algo_names[a], cost[a]);
 	if (out->chunk_bytes)
 		snprintf(chunk_s, sizeof(chunk_s), "%u bytes%s", out->chunk_bytes, cfg.chunk ? " (SLUICE_CHUNK_SIZE)" : "");
-	sl_log(SL_LOG_INFO, SL_SUB_TUNING, "%s of %.0f bytes per block on %d ranks: %s%s, chunk %s (predicted us: %s)",
-	       call->fn, b, comm->nranks, algo_names[out->algo], forced ? " (SLUICE_ALGO)" : "", chunk_s, costs_s);
+	if (out->parts > 1)
+		snprintf(parts_s, sizeof(parts_s), " in %u slices of %.0f bytes, one per channel,", out->parts, b);
+	b *= out->parts;
+	sl_log(SL_LOG_INFO, SL_SUB_TUNING, "%s of %.0f bytes per block on %d ranks:%s %s%s, chunk %s (predicted "
+	       "us per slice: %s)", call->fn, b, comm->nranks, parts_s, algo_names[out->algo],
+	       forced ? " (SLUICE_ALGO)" : "", chunk_s, costs_s);
 }
 
 /* The error for SLUICE_ALGO listing no algorithm that runs the call. */
@@ -346,6 +386,33 @@ static sluice_result_t none_listed(const struct sluice_comm *comm, const struct 
 		       "\"%s,direct\")", call->fn, getenv("SLUICE_ALGO"), comm->nranks, runs, getenv("SLUICE_ALGO"));
 }
 
+/* Channels the call is split over: 1 unless it slices and each slice is worth a core. */
+static unsigned parts_for(const struct sluice_comm *comm, const struct sl_call *call, double b)
+{
+	unsigned most = comm->channels, parts;
+
+	if (cfg.channels && cfg.channels < most)
+		most = cfg.channels;
+	switch (call->opcode) {
+	case SL_OP_ALLREDUCE: case SL_OP_BROADCAST: case SL_OP_REDUCE: case SL_OP_SEND: case SL_OP_RECV:
+		break;
+	default:
+		return 1; /* their blocks interleave per rank: a slice of each would need strided buffers */
+	}
+	for (parts = most; parts > 1 && b / parts < CHANNEL_MIN_BYTES; parts--)
+		;
+	return parts ? parts : 1;
+}
+
+void sl_plan_slice(const struct sl_call *call, unsigned parts, unsigned p, uint64_t *first, uint64_t *count)
+{
+	uint64_t unit = SLICE_ALIGN / sluice_datatype_size(call->dtype);
+	uint64_t per = (call->count / parts + unit - 1) / unit * unit;
+
+	*first = p * per < call->count ? p * per : call->count;
+	*count = p + 1 == parts ? call->count - *first : (call->count - *first < per ? call->count - *first : per);
+}
+
 sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_call *call, struct sl_plan *out)
 {
 	double b = (double)call->count * (double)sluice_datatype_size(call->dtype);
@@ -357,9 +424,11 @@ sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_cal
 		return res;
 	/* sluice's own calls (link_probe.c) name theirs; one rank copies locally, whatever the algorithm */
 	if (call->algo || comm->nranks == 1) {
-		*out = (struct sl_plan){ .algo = call->algo ? call->algo : SL_ALGO_ID_DIRECT };
+		*out = (struct sl_plan){ .algo = call->algo ? call->algo : SL_ALGO_ID_DIRECT, .parts = 1 };
 		return SLUICE_OK;
 	}
+	out->parts = parts_for(comm, call, b);
+	b /= out->parts; /* each channel runs one slice */
 	model_for(comm, &m);
 	cost[0] = INFINITY;
 	for (uint32_t a = 1; a < SL_ALGO_ID_COUNT; a++)

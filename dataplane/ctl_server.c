@@ -4,9 +4,11 @@
  * Applications (libsluice) connect to a unix SOCK_SEQPACKET socket and send
  * struct sl_ctl_msg requests (abi.h): HELLO with their client page, REG with
  * memory files, communicator creation.  This thread checks each request,
- * maps what it is given, and hands the result to the engine through
- * dp_engine_call; it never touches the engine's tables itself.  A peer of
- * another user is refused (SO_PEERCRED) unless the daemon was told to share.
+ * maps what it is given, and hands the result to every channel's engine
+ * through dp_engine_call; it never touches an engine's tables itself.
+ * Channel 0's engine owns the mappings and the others borrow them, so
+ * removals go to the owner last.  A peer of another user is refused
+ * (SO_PEERCRED) unless the daemon was told to share.
  */
 #include <errno.h>
 #include <poll.h>
@@ -34,7 +36,8 @@ struct conn {
 };
 
 struct server {
-	struct dp_engine *e;
+	struct dp_engine *const *e;       /* one engine per channel; e[0] owns the mappings */
+	unsigned nch;
 	const struct dp_server_cfg *cfg;
 	int listen_fd;
 	struct conn conns[DP_MAX_CLIENTS];
@@ -77,20 +80,31 @@ static void *map_fd(int fd, uint64_t want, struct sl_ctl_reply *r, const char *w
 	return p;
 }
 
-static void call_engine(struct server *s, struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
+static void call_engine(struct dp_engine *e, struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
 {
 	char why[SL_ERRMSG_LEN] = "";
 	int32_t res;
 
 	req->why = why;
-	if ((res = dp_engine_call(s->e, req)) != 0)
+	if ((res = dp_engine_call(e, req)) != 0)
 		reply_err(r, res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : fail, "%s", why);
+}
+
+/* A removal, channel 0 (the owner) last; the first refusal stops it and is
+ * the reply.  libsluice removes nothing in use, so a refusal means a client
+ * that broke the protocol; the channels it reached have let go, and calls
+ * that name the object there fail with a clear error. */
+static void remove_all(struct server *s, const struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
+{
+	for (unsigned ch = s->nch; ch-- > 0 && r->status == SLUICE_OK;) {
+		struct dp_ctl_req q = *req;
+		call_engine(s->e[ch], &q, r, fail);
+	}
 }
 
 static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 {
 	struct dp_client c = { .id = (uint32_t)ci };
-	struct dp_ctl_req req = { .op = DP_CTL_ADD_CLIENT, .client = (uint32_t)ci, .obj = &c };
 
 	if (s->conns[ci].hello) {
 		reply_err(r, SLUICE_ERR_INVALID_USAGE, "HELLO sent twice on one connection");
@@ -107,12 +121,18 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 		munmap(c.page, c.page_len);
 		return;
 	}
-	/* Ring geometry comes from the ABI, never from the page. */
-	sl_spsc_attach(&c.submit, (void *)((uint8_t *)c.page + sl_page_submit_off()), SL_SUBMIT_SLOTS,
-		       sizeof(struct sl_cmd), false);
-	sl_spsc_attach(&c.complete, (void *)((uint8_t *)c.page + sl_page_complete_off()), SL_COMPLETE_SLOTS,
-		       sizeof(struct sl_cpl), true);
-	call_engine(s, &req, r, SLUICE_ERR_INTERNAL);
+	/* Ring geometry comes from the ABI, never from the page.  Each engine
+	 * copies its own view at once (dp_engine_call waits), so c is reused. */
+	for (unsigned ch = 0; ch < s->nch; ch++) {
+		struct dp_ctl_req req = { .op = DP_CTL_ADD_CLIENT, .client = (uint32_t)ci, .obj = &c };
+		c.owner = ch == 0;
+		c.bell = &c.page->bell[ch];
+		sl_spsc_attach(&c.submit, (void *)((uint8_t *)c.page + sl_page_submit_off(ch)), SL_SUBMIT_SLOTS,
+			       sizeof(struct sl_cmd), false);
+		sl_spsc_attach(&c.complete, (void *)((uint8_t *)c.page + sl_page_complete_off(ch)),
+			       SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), true);
+		call_engine(s->e[ch], &req, r, SLUICE_ERR_INTERNAL);
+	}
 	s->conns[ci].hello = true;
 	r->value = (uint32_t)ci;
 }
@@ -165,7 +185,6 @@ static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m,
 {
 	struct conn *cn = &s->conns[ci];
 	struct dp_region reg = { .size = m->a.size, .gpu = -1 };
-	struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = (uint32_t)ci, .obj = &reg };
 	unsigned i;
 
 	for (i = 0; i < SL_MAX_REGIONS && cn->region_used[i]; i++)
@@ -184,8 +203,11 @@ static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m,
 	} else if (!(reg.base = map_fd(fd, m->a.size, r, "registered memory"))) {
 		return;
 	}
-	req.index = i;
-	call_engine(s, &req, r, SLUICE_ERR_INTERNAL);
+	for (unsigned ch = 0; ch < s->nch; ch++) { /* taking a region is never refused */
+		struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = (uint32_t)ci, .index = i, .obj = &reg };
+		reg.owner = ch == 0;
+		call_engine(s->e[ch], &req, r, SLUICE_ERR_INTERNAL);
+	}
 	cn->region_used[i] = true;
 	r->value = i;
 }
@@ -199,7 +221,7 @@ static void do_dereg(struct server *s, int ci, const struct sl_ctl_msg *m, struc
 			  m->a.region);
 		return;
 	}
-	call_engine(s, &req, r, SLUICE_ERR_INVALID_USAGE);
+	remove_all(s, &req, r, SLUICE_ERR_INVALID_USAGE);
 	if (r->status == SLUICE_OK)
 		s->conns[ci].region_used[m->a.region] = false;
 }
@@ -210,16 +232,16 @@ static const char *check_comm(const struct server *s, const struct sl_ctl_msg *m
 
 	if (n == 0 || n > SL_MAX_RANKS || m->c.rank >= n)
 		return "rank or rank count out of range";
-	if (m->c.node[m->c.rank] != s->e->node) {
+	if (m->c.node[m->c.rank] != s->e[0]->node) {
 		snprintf(buf, SL_ERRMSG_LEN, "the communicator places this rank on dataplane node %u, but "
-			 "this dataplane is node %u", m->c.node[m->c.rank], s->e->node);
+			 "this dataplane is node %u", m->c.node[m->c.rank], s->e[0]->node);
 		return buf;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		if (i != m->c.rank && m->c.node[i] == s->e->node) {
+		if (i != m->c.rank && m->c.node[i] == s->e[0]->node) {
 			snprintf(buf, SL_ERRMSG_LEN, "ranks %u and %u share dataplane node %u: this version runs "
 				 "one rank of a communicator per dataplane (sluice-run -n N starts N)",
-				 m->c.rank, i, s->e->node);
+				 m->c.rank, i, s->e[0]->node);
 			return buf;
 		}
 		if (m->c.node[i] >= SL_MAX_NODES)
@@ -231,10 +253,9 @@ static const char *check_comm(const struct server *s, const struct sl_ctl_msg *m
 static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
 {
 	struct dp_comm comm = { 0 };
-	struct dp_ctl_req req = { .op = DP_CTL_ADD_COMM, .client = (uint32_t)ci, .obj = &comm };
 	char buf[SL_ERRMSG_LEN];
 	const char *bad = check_comm(s, m, buf);
-	unsigned i;
+	unsigned i, ch;
 
 	if (bad) {
 		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "communicator creation: %s", bad);
@@ -253,9 +274,17 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 	comm.nranks = m->c.nranks;
 	for (uint32_t k = 0; k < comm.nranks; k++)
 		comm.node[k] = (uint16_t)m->c.node[k];
-	comm.client = &s->e->clients[ci];
-	req.index = i;
-	call_engine(s, &req, r, SLUICE_ERR_INVALID_ARGUMENT);
+	for (ch = 0; ch < s->nch && r->status == SLUICE_OK; ch++) {
+		struct dp_ctl_req req = { .op = DP_CTL_ADD_COMM, .client = (uint32_t)ci, .index = i, .obj = &comm };
+		comm.client = &s->e[ch]->clients[ci];
+		call_engine(s->e[ch], &req, r, SLUICE_ERR_INVALID_ARGUMENT);
+	}
+	/* refused by one channel: the ones before it let go of it (nothing ran on it yet) */
+	for (unsigned k = 0; r->status != SLUICE_OK && k + 1 < ch; k++) {
+		struct dp_ctl_req undo = { .op = DP_CTL_DEL_COMM, .client = (uint32_t)ci, .index = i };
+		struct sl_ctl_reply ignored = { 0 };
+		call_engine(s->e[k], &undo, &ignored, SLUICE_ERR_INTERNAL);
+	}
 	if (r->status == SLUICE_OK) {
 		s->comm_owner[i] = ci;
 		r->value = i;
@@ -272,7 +301,7 @@ static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m
 			  m->a.comm);
 		return;
 	}
-	call_engine(s, &req, r, SLUICE_ERR_INVALID_USAGE);
+	remove_all(s, &req, r, SLUICE_ERR_INVALID_USAGE);
 	/* refused only while collectives run; a failure reported at destroy released it */
 	if (r->status != SLUICE_ERR_INVALID_USAGE)
 		s->comm_owner[m->a.comm] = -1;
@@ -282,7 +311,8 @@ static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m
 static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd, struct sl_ctl_reply *r,
 		   int *reply_fd)
 {
-	r->node = s->e->node;
+	r->node = s->e[0]->node;
+	r->channels = s->nch;
 	if (m->version != SL_ABI_VERSION) {
 		reply_err(r, SLUICE_ERR_INVALID_USAGE, "request of ABI version %u, this dataplane speaks %u: "
 			  "use libsluice and sluiced from the same build", m->version, SL_ABI_VERSION);
@@ -301,7 +331,7 @@ static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd,
 	case SL_CTL_COMM_DESTROY: do_comm_destroy(s, ci, m, r); break;
 	case SL_CTL_INFO: break;
 	case SL_CTL_TRACE_ATTACH:
-		*reply_fd = dp_trace_attach(s->cfg->trace, s->e, m, r);
+		*reply_fd = dp_trace_attach(s->cfg->trace, s->e[0], m, r);
 		s->conns[ci].tracer |= *reply_fd >= 0;
 		break;
 	default: reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "unknown request type %u", m->type);
@@ -332,12 +362,13 @@ static int recv_req(int fd, struct sl_ctl_msg *m, int *passed, bool *short_msg)
 
 static void drop_conn(struct server *s, int ci)
 {
-	struct dp_ctl_req req = { .op = DP_CTL_DEL_CLIENT, .client = (uint32_t)ci };
-	char why[SL_ERRMSG_LEN];
-
 	if (s->conns[ci].hello) {
-		req.why = why;
-		dp_engine_call(s->e, &req);
+		for (unsigned ch = s->nch; ch-- > 0;) { /* the owner last */
+			struct dp_ctl_req req = { .op = DP_CTL_DEL_CLIENT, .client = (uint32_t)ci };
+			char why[SL_ERRMSG_LEN];
+			req.why = why;
+			dp_engine_call(s->e[ch], &req);
+		}
 	}
 	if (s->conns[ci].tracer)
 		dp_trace_detach(s->cfg->trace);
@@ -455,10 +486,10 @@ static int open_listener(const char *path, char *err, size_t len)
 	return fd;
 }
 
-int dp_server_run(struct dp_engine *e, const struct dp_server_cfg *cfg, _Atomic bool *ready, char *err,
-		  size_t len)
+int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const struct dp_server_cfg *cfg,
+		  _Atomic bool *ready, char *err, size_t len)
 {
-	struct server s = { .e = e, .cfg = cfg };
+	struct server s = { .e = engines, .nch = nengines, .cfg = cfg };
 	struct pollfd pfd[DP_MAX_CLIENTS + 1];
 
 	s.listen_fd = open_listener(cfg->socket_path, err, len);

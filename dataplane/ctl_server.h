@@ -14,11 +14,12 @@ struct dp_server_cfg {
 	const char *socket_path;
 	bool allow_any_user;  /* serve peers of other uids too */
 	_Atomic bool *stop;   /* set to make dp_server_run return */
-	struct dp_trace *trace; /* the engine's trace taps (trace_tap.h), or NULL: none */
+	struct dp_trace *trace; /* channel 0's trace taps (trace_tap.h), or NULL: none */
 };
 
-/* Serve until *cfg->stop; sets *ready once listening.  0, or -1 with err. */
-int dp_server_run(struct dp_engine *e, const struct dp_server_cfg *cfg, _Atomic bool *ready, char *err,
-		  size_t len);
+/* Serve the engines of every channel (engines[0] owns the mappings) until
+ * *cfg->stop; sets *ready once listening.  0, or -1 with err. */
+int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const struct dp_server_cfg *cfg,
+		  _Atomic bool *ready, char *err, size_t len);
 
 #endif

@@ -35,6 +35,7 @@ struct dp_region {
 	uint8_t *base;  /* the dataplane's mapping of the client's memory */
 	uint64_t size;
 	bool live;
+	bool owner;     /* this engine unmaps (or closes) it; the other channels' engines borrow it */
 	int gpu;        /* -1: host memory; else device memory of this CUDA device */
 	void *ipc_base; /* device memory opened from an IPC handle: what to close */
 };
@@ -45,6 +46,8 @@ struct dp_client {
 	pid_t pid;
 	struct sl_client_page *page;
 	size_t page_len;
+	bool owner;               /* this engine unmaps the page; the other channels' engines borrow it */
+	struct sl_channel_bell *bell; /* this engine's doorbell in the page */
 	struct sl_spsc submit;    /* consumer side */
 	struct sl_spsc complete;  /* producer side */
 	struct dp_region regions[SL_MAX_REGIONS];
@@ -166,9 +169,13 @@ struct dp_ctl_req {
 	char *why;            /* SL_ERRMSG_LEN bytes for a refusal */
 };
 
+/* One engine per channel: its own core, links, transport and tables.  The
+ * control server gives every engine the same clients, regions and
+ * communicators (channel 0's engine owns the mappings). */
 struct dp_engine {
 	struct sl_tp *tp;
 	uint16_t node;
+	uint32_t channel;         /* index among the dataplane's engines */
 	uint32_t payload;
 	uint64_t timeout_ns;      /* a collective with no progress this long fails */
 	struct sl_clock clock;
@@ -195,6 +202,7 @@ struct dp_engine {
 /* engine.c */
 struct dp_engine_cfg {
 	uint16_t node;         /* this dataplane's node id */
+	uint32_t channel;      /* which of the dataplane's engines this is */
 	uint32_t max_frame;    /* the smallest max_frame of its ports */
 	uint32_t payload;      /* bytes per packet; 0 = as much as max_frame allows */
 	uint64_t timeout_ns;   /* no progress this long fails a collective or a peer */

@@ -3,11 +3,17 @@
  * program and the embedded mode.
  *
  * Order matters: EAL first, then the ports (their frame size decides the
- * packet payload), then the engine and its routes, then wait until every
- * link is up (the peers start in any order), launch the engine on its
+ * packet payload), then the engines and their routes, then wait until every
+ * link is up (the peers start in any order), launch each engine on its
  * lcore, and serve the attach socket on this thread until told to stop.
- * Stopping stops the engine and the server; the ports stay open until the
+ * Stopping stops the engines and the server; the ports stay open until the
  * process exits (see the end of run()).
+ *
+ * With --channels K the dataplane runs K engines, each on its own core with
+ * its own copy of every link, its own transport and its own tables: a
+ * collective split into K slices (libsluice's planner decides) moves K
+ * times the bytes one core can.  Channel c of one node talks only to
+ * channel c of the others.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -60,6 +66,7 @@ struct link {
 
 struct opts {
 	int node;
+	unsigned channels;   /* engines, each with its own links */
 	int nodes;
 	const char *memif_dir;
 	struct link links[SL_MAX_PORTS];
@@ -96,7 +103,11 @@ static void usage(FILE *f)
 		"                        for several nodes on one segment (a bridge); a node named by\n"
 		"                        several links is reached over all of them (multipath)\n"
 		"  --socket PATH         attach socket (env SLUICE_SOCKET, default %s)\n"
-		"  --engine-cpu C        pin the engine to CPU C (default: any)\n"
+		"  --engine-cpu C        pin the engine to CPU C, channel c's to the c-th CPU after it\n"
+		"                        (default: any)\n"
+		"  --channels K          run K engines (1..%u), each on its own core with its own memif\n"
+		"                        links (needs --nodes/--memif-dir); large collectives are split\n"
+		"                        across them (default 1)\n"
 		"  --payload B           bytes of data per packet (default: what the frame allows)\n"
 		"  --frame B             largest frame on the links (default %u)\n"
 		"  --window P            packets in flight per peer (default %u, at most %u)\n"
@@ -118,7 +129,7 @@ static void usage(FILE *f)
 		"                        packets later, here gpu_dma's CPU consumer): for testing it without a GPU\n"
 		"                        (also SLUICE_GATE_HOST=1)\n"
 		"  --quiet               no start/stop messages\n",
-		DEFAULT_SOCKET, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
+		DEFAULT_SOCKET, SL_MAX_CHANNELS, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
 		SL_MAX_WINDOW, SL_MAX_PATHS, DEFAULT_CC_TARGET_US);
 }
 
@@ -213,7 +224,22 @@ static int parse_link(struct opts *o, const char *arg)
 	return 0;
 }
 
-/* Every other node of the mesh: node i is the memif server towards higher ids. */
+/* Channel ch's memif link to node j: node i is the server towards higher
+ * ids; each channel has its own socket file and vdev name. */
+static void memif_devargs(const struct opts *o, int j, unsigned ch, char *buf, size_t len)
+{
+	int lo = o->node < j ? o->node : j, hi = o->node < j ? j : o->node;
+	char suffix[16] = "";
+
+	if (ch > 0)
+		snprintf(suffix, sizeof(suffix), "c%u", ch);
+	/* 256-slot rings (rsize=8): four windows of frames, and a quarter of the
+	 * pages that each process faults in on first use of the default 1024. */
+	snprintf(buf, len, "net_memif%d%s,role=%s,socket=%s/memif-%d-%d%s.sock,socket-abstract=no,rsize=8", j,
+		 suffix, o->node < j ? "server" : "client", o->memif_dir, lo, hi, suffix);
+}
+
+/* Every other node of the mesh, channel 0's links (the others' follow from them). */
 static int add_memif_mesh(struct opts *o)
 {
 	for (int j = 0; j < o->nodes; j++) {
@@ -224,13 +250,8 @@ static int add_memif_mesh(struct opts *o)
 				SL_MAX_PORTS);
 			return -1;
 		}
-		int lo = o->node < j ? o->node : j, hi = o->node < j ? j : o->node;
 		o->links[o->nlinks].node = (uint16_t)j;
-		/* 256-slot rings (rsize=8): four windows of frames, and a quarter of the
-		 * pages that each process faults in on first use of the default 1024. */
-		snprintf(o->links[o->nlinks].devargs, sizeof(o->links[0].devargs),
-			 "net_memif%d,role=%s,socket=%s/memif-%d-%d.sock,socket-abstract=no,rsize=8", j,
-			 o->node < j ? "server" : "client", o->memif_dir, lo, hi);
+		memif_devargs(o, j, 0, o->links[o->nlinks].devargs, sizeof(o->links[0].devargs));
 		o->nlinks++;
 	}
 	return 0;
@@ -250,13 +271,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "cc", required_argument, NULL, 'G' },        { "cc-target", required_argument, NULL, 'T' },
 		{ "gate-host", no_argument, NULL, 'g' },       { "simd", required_argument, NULL, 'S' },
 		{ "rx-credit", required_argument, NULL, 'R' }, { "paths", required_argument, NULL, 'P' },
-		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
+		{ "channels", required_argument, NULL, 'K' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
 	const char *env;
 	int c;
 
-	*o = (struct opts){ .node = -1, .engine_cpu = -1, .frame = DEFAULT_FRAME, .timeout_s = 30,
+	*o = (struct opts){ .node = -1, .channels = 1, .engine_cpu = -1, .frame = DEFAULT_FRAME, .timeout_s = 30,
 			    .cc_target_us = DEFAULT_CC_TARGET_US,
 			    .window = DEFAULT_WINDOW, .rto_min_us = DEFAULT_RTO_MIN_US,
 			    .socket_path = DEFAULT_SOCKET };
@@ -278,6 +300,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'l': if (parse_link(o, optarg)) return -1; break;
 		case 's': o->socket_path = optarg; break;
 		case 'c': if (parse_uint(optarg, "--engine-cpu", 4095, &v)) return -1; o->engine_cpu = (int)v; break;
+		case 'K': if (parse_uint(optarg, "--channels", SL_MAX_CHANNELS, &v) || v == 0) return -1; o->channels = (unsigned)v; break;
 		case 'p': if (parse_uint(optarg, "--payload", 65536, &v)) return -1; o->payload = (unsigned)v; break;
 		case 'f': if (parse_uint(optarg, "--frame", 65536, &v)) return -1; o->frame = (unsigned)v; break;
 		case 't': if (parse_timeout(optarg, "--timeout", &o->timeout_s)) return -1; break;
@@ -307,6 +330,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "sluiced: --nodes and --memif-dir go together, and --node must be below --nodes\n");
 		return -1;
 	}
+	if (o->channels > 1 && o->nodes == 0) {
+		fprintf(stderr, "sluiced: --channels above 1 needs a memif mesh (--nodes and --memif-dir): a "
+			"--link device belongs to one engine\n");
+		return -1;
+	}
 	if (o->frame < SL_FRAME_OVERHEAD + 16) {
 		fprintf(stderr, "sluiced: --frame must be at least %u\n", SL_FRAME_OVERHEAD + 16);
 		return -1;
@@ -314,14 +342,23 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	return o->nodes > 0 ? add_memif_mesh(o) : 0;
 }
 
+/* Every channel's copy of every link: channel ch's link i at ports[ch * nlinks + i]. */
 static int open_links(const struct opts *o, struct sl_port **ports, char *err, size_t len)
 {
-	for (unsigned i = 0; i < o->nlinks; i++) {
-		ports[i] = sl_dpdk_port_open(o->links[i].devargs, o->frame, PORT_DESC, PORT_DESC, err, len);
-		if (!ports[i])
-			return -1;
+	char devargs[sizeof(o->links[0].devargs)];
+
+	for (unsigned ch = 0; ch < o->channels; ch++) {
+		for (unsigned i = 0; i < o->nlinks; i++) {
+			if (ch == 0)
+				snprintf(devargs, sizeof(devargs), "%s", o->links[i].devargs);
+			else
+				memif_devargs(o, o->links[i].node, ch, devargs, sizeof(devargs));
+			ports[ch * o->nlinks + i] = sl_dpdk_port_open(devargs, o->frame, PORT_DESC, PORT_DESC, err, len);
+			if (!ports[ch * o->nlinks + i])
+				return -1;
+		}
 	}
-	for (unsigned i = 0; i < o->nlinks; i++)
+	for (unsigned i = 0; i < o->channels * o->nlinks; i++)
 		if (sl_dpdk_port_wait_up(ports[i], LINK_UP_MS, err, len) != 0)
 			return -1;
 	return 0;
@@ -338,15 +375,15 @@ static int open_links(const struct opts *o, struct sl_port **ports, char *err, s
 #define MEMIF_RING 256  /* rsize=8 in add_memif_mesh */
 #define PRIME_MS 3000
 
-static void prime_links(const struct opts *o, struct sl_port **ports)
+static void prime_links(struct sl_port **ports, unsigned nports)
 {
-	unsigned sent[SL_MAX_PORTS] = { 0 }, got[SL_MAX_PORTS] = { 0 }, done = 0;
+	unsigned sent[SL_MAX_CHANNELS * SL_MAX_PORTS] = { 0 }, got[SL_MAX_CHANNELS * SL_MAX_PORTS] = { 0 }, done = 0;
 	struct timespec t0, t;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (done < o->nlinks) {
+	while (done < nports) {
 		done = 0;
-		for (unsigned i = 0; i < o->nlinks; i++) {
+		for (unsigned i = 0; i < nports; i++) {
 			struct sl_port *p = ports[i];
 			struct sl_pkt pk[32];
 			uint16_t n = p->ops->rx_burst(p, pk, 32);
@@ -379,13 +416,15 @@ static void prime_links(const struct opts *o, struct sl_port **ports)
 static int prepare_links(const struct opts *o, struct sl_port **ports, struct sl_port **faulty,
 			 const struct sl_clock *clock, char *err, size_t len)
 {
-	for (unsigned i = 0; i < o->nlinks; i++) {
+	for (unsigned i = 0; i < o->channels * o->nlinks; i++) {
 		ports[i]->crc = !o->no_crc;
 		faulty[i] = NULL;
 		if (!sl_fault_active(&o->fault))
 			continue;
-		/* one generator per (node, link), all fixed by the spec's seed */
-		faulty[i] = sl_fault_port_wrap(ports[i], &o->fault, (uint64_t)o->node << 8 | i, clock);
+		/* one generator per (channel, node, link), all fixed by the spec's seed */
+		faulty[i] = sl_fault_port_wrap(ports[i], &o->fault,
+					       (uint64_t)(i / o->nlinks) << 16 | (uint64_t)o->node << 8 | i % o->nlinks,
+					       clock);
 		if (!faulty[i]) {
 			snprintf(err, len, "out of memory wrapping link %u in the fault injector", i);
 			return -1;
@@ -421,18 +460,29 @@ static int add_routes(struct dp_engine *e, const struct opts *o, struct sl_port 
 	return 0;
 }
 
+/* "node 3", or "node 3 channel 1" beyond the first channel: how the lines below name an engine. */
+static const char *engine_name(const struct dp_engine *e, char *buf, size_t len)
+{
+	if (e->channel == 0)
+		snprintf(buf, len, "node %u", e->node);
+	else
+		snprintf(buf, len, "node %u channel %u", e->node, e->channel);
+	return buf;
+}
+
 static void print_counters(const struct dp_engine *e)
 {
 	const struct sl_tp_stats *t = sl_tp_get_stats(e->tp);
+	char name[48];
 
 	fprintf(stderr,
-		"sluiced node %u: collectives posted %llu done %llu failed %llu rejected %llu; "
+		"sluiced %s: collectives posted %llu done %llu failed %llu rejected %llu; "
 		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu, moved off dead paths %llu), "
 		"dup %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu; "
 		"credit stalls %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
 		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu\n",
-		e->node, (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
+		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
 		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
 		/* "sack": every selective retransmission, probes included (tools sum rto + sack) */
@@ -453,11 +503,13 @@ static void print_counters(const struct dp_engine *e)
 static void print_links(const struct dp_engine *e, const struct opts *o, struct sl_port *const *base)
 {
 	struct sl_tp_flow_info fi;
+	char name[48];
 
+	engine_name(e, name, sizeof(name));
 	for (unsigned i = 0; i < o->nlinks; i++) {
 		const struct sl_port_counters *c = &base[i]->stats;
-		fprintf(stderr, "sluiced node %u: link %u (to node %u): tx %llu refused %llu, rx %llu "
-			"chained %llu, staged %u\n", e->node, i, o->links[i].node,
+		fprintf(stderr, "sluiced %s: link %u (to node %u): tx %llu refused %llu, rx %llu "
+			"chained %llu, staged %u\n", name, i, o->links[i].node,
 			(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_full,
 			(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_chained,
 			sl_tp_port_staged(e->tp, (uint16_t)i));
@@ -465,23 +517,26 @@ static void print_links(const struct dp_engine *e, const struct opts *o, struct 
 	for (uint16_t n = 0; n < SL_MAX_NODES; n++) {
 		if (n == e->node || sl_tp_flow_info(e->tp, n, &fi) != 0)
 			continue;
-		fprintf(stderr, "sluiced node %u: flow to node %u: in flight %u, credit %u, paths alive %u of %u, "
-			"srtt %llu us, rto %llu us\n", e->node, n, fi.in_flight, fi.credit, fi.paths_alive,
+		fprintf(stderr, "sluiced %s: flow to node %u: in flight %u, credit %u, paths alive %u of %u, "
+			"srtt %llu us, rto %llu us\n", name, n, fi.in_flight, fi.credit, fi.paths_alive,
 			fi.paths, (unsigned long long)fi.srtt_ns / 1000, (unsigned long long)fi.rto_ns / 1000);
 	}
 }
 
-static void print_faults(const struct opts *o, struct sl_port *const *faulty)
+static void print_faults(const struct dp_engine *e, const struct opts *o, struct sl_port *const *faulty)
 {
+	char name[48];
+
+	engine_name(e, name, sizeof(name));
 	for (unsigned i = 0; i < o->nlinks; i++) {
 		if (!faulty[i])
 			continue;
 		const struct sl_fault_counters *c = sl_fault_port_counters(faulty[i]);
 		fprintf(stderr,
-			"sluiced node %d: faults injected on link %u (to node %u): frames %llu dropped "
+			"sluiced %s: faults injected on link %u (to node %u): frames %llu dropped "
 			"%llu data-dropped %llu duplicated %llu corrupted %llu corrupted-covered %llu "
 			"reordered %llu\n",
-			o->node, i, o->links[i].node, (unsigned long long)c->frames,
+			name, i, o->links[i].node, (unsigned long long)c->frames,
 			(unsigned long long)c->dropped, (unsigned long long)c->dropped_data,
 			(unsigned long long)c->duplicated, (unsigned long long)c->corrupted,
 			(unsigned long long)c->corrupted_covered, (unsigned long long)c->reordered);
@@ -495,19 +550,44 @@ static int engine_main(void *arg)
 	return dp_engine_run(arg);
 }
 
+/* Set up channel ch's engine over its links (ports of that channel). */
+static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, uint32_t frame,
+			struct sl_port **ports, char *err, size_t len)
+{
+	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .channel = ch, .max_frame = frame,
+				     .payload = o->payload, .timeout_ns = (uint64_t)(o->timeout_s * 1e9),
+				     .window = o->window, .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3),
+				     .gate_host = o->gate_host, .rx_credit = o->rx_credit, .paths = (uint8_t)o->paths };
+
+	if (dp_engine_init(e, &cfg, err, len) != 0)
+		return -1;
+	/* before the routes: each flow starts its controller when it is made */
+	if (sl_tp_set_cc(e->tp, o->cc, (uint64_t)o->cc_target_us * 1000) != 0)
+		snprintf(err, len, "cannot set congestion control (a bug: routes exist already)");
+	if (*err || add_routes(e, o, ports, err, len) != 0) {
+		dp_engine_fini(e);
+		return -1;
+	}
+	return 0;
+}
+
 static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, char *err, size_t len)
 {
-	static struct dp_engine engine;
+	static struct dp_engine engines[SL_MAX_CHANNELS];
+	static struct dp_engine *eptr[SL_MAX_CHANNELS];
 	static struct dp_trace trace;
-	/* Static: the ports outlive this call (see the end) and stay reachable. */
-	static struct sl_port *ports[SL_MAX_PORTS], *base[SL_MAX_PORTS], *faulty[SL_MAX_PORTS];
+	/* Static: the ports outlive this call (see the end) and stay reachable.
+	 * Channel ch's link i is at [ch * o->nlinks + i]. */
+	static struct sl_port *ports[SL_MAX_CHANNELS * SL_MAX_PORTS], *base[SL_MAX_CHANNELS * SL_MAX_PORTS],
+		*faulty[SL_MAX_CHANNELS * SL_MAX_PORTS];
 	const struct sl_clock clock = { dp_now_ns, NULL };
 	const char *const no_vdevs[] = { NULL };
+	const unsigned nports = o->channels * o->nlinks;
 	char prefix[64];
-	unsigned lcore;
+	unsigned lcore, ready_engines = 0;
 	uint32_t frame = o->frame;
-	size_t mem_mb = EAL_REST_MB + (o->nlinks * sl_dpdk_port_pool_bytes(o->frame, PORT_DESC, PORT_DESC) >> 20);
-	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu,
+	size_t mem_mb = EAL_REST_MB + (nports * sl_dpdk_port_pool_bytes(o->frame, PORT_DESC, PORT_DESC) >> 20);
+	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu, .engines = o->channels,
 				 .mem_mb = (unsigned)(mem_mb > EAL_MIN_MB ? mem_mb : EAL_MIN_MB),
 				 .huge = !o->no_huge, .log_level = "*:error", .vdevs = no_vdevs };
 	struct dp_server_cfg sc = { .socket_path = o->socket_path, .allow_any_user = o->allow_any_user,
@@ -520,49 +600,57 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	if (open_links(o, ports, err, len) != 0)
 		goto out;
 	if (o->nodes > 0)
-		prime_links(o, ports);
-	for (unsigned i = 0; i < o->nlinks; i++) { /* count the engine's frames, not the primers */
+		prime_links(ports, nports);
+	for (unsigned i = 0; i < nports; i++) { /* count the engines' frames, not the primers */
 		base[i] = ports[i];
 		memset(&base[i]->stats, 0, sizeof(base[i]->stats));
 	}
 	/* CRC32C and fault injection (--no-crc, --fault): the innermost wrap */
 	if (prepare_links(o, ports, faulty, &clock, err, len) != 0)
 		goto out;
-	/* sluice-trace's taps (trace_tap.h), outermost: they record what the transport sends and sees. */
+	/* sluice-trace's taps (trace_tap.h), outermost: they record what the
+	 * transport sends and sees.  One trace ring has one producer: channel 0's engine. */
 	for (unsigned i = 0; i < o->nlinks; i++)
 		ports[i] = dp_trace_tap(&trace, ports[i], o->links[i].node);
-	for (unsigned i = 0; i < o->nlinks; i++)
+	for (unsigned i = 0; i < nports; i++)
 		frame = ports[i]->max_frame < frame ? ports[i]->max_frame : frame;
-	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .max_frame = frame, .payload = o->payload,
-				     .timeout_ns = (uint64_t)(o->timeout_s * 1e9), .window = o->window,
-				     .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3), .gate_host = o->gate_host,
-				     .rx_credit = o->rx_credit, .paths = (uint8_t)o->paths };
-	if (dp_engine_init(&engine, &cfg, err, len) != 0)
-		goto out;
-	/* before the routes: each flow starts its controller when it is made */
-	if (sl_tp_set_cc(engine.tp, o->cc, (uint64_t)o->cc_target_us * 1000) != 0)
-		snprintf(err, len, "cannot set congestion control (a bug: routes exist already)");
-	if (*err || add_routes(&engine, o, ports, err, len) != 0 ||
-	    rte_eal_remote_launch(engine_main, &engine, lcore) != 0) {
-		if (!*err)
-			snprintf(err, len, "cannot launch the engine on lcore %u", lcore);
-		dp_engine_fini(&engine);
-		goto out;
+	for (; ready_engines < o->channels; ready_engines++) {
+		unsigned ch = ready_engines;
+		eptr[ch] = &engines[ch];
+		if (engine_setup(&engines[ch], o, ch, frame, ports + ch * o->nlinks, err, len) != 0)
+			goto fini;
+	}
+	for (unsigned ch = 0; ch < o->channels; ch++) {
+		if (rte_eal_remote_launch(engine_main, &engines[ch], lcore + ch) != 0) {
+			snprintf(err, len, "cannot launch channel %u's engine on lcore %u", ch, lcore + ch);
+			for (unsigned k = 0; k < ch; k++) {
+				atomic_store(&engines[k].stop, true);
+				rte_eal_wait_lcore(lcore + k);
+			}
+			goto fini;
+		}
 	}
 	if (!o->quiet)
-		fprintf(stderr, "sluiced node %u: %u link(s) up, payload %u B, %s reductions, serving %s\n",
-			o->node, o->nlinks, engine.payload, sl_simd_name(sl_simd_active()), o->socket_path);
-	atomic_store(&dp_running_engine, &engine);
-	rc = dp_server_run(&engine, &sc, ready, err, len);
+		fprintf(stderr, "sluiced node %u: %u link(s) up%s, payload %u B, %s reductions, serving %s\n",
+			o->node, o->nlinks, o->channels > 1 ? " per channel" : "", engines[0].payload,
+			sl_simd_name(sl_simd_active()), o->socket_path);
+	if (!o->quiet && o->channels > 1)
+		fprintf(stderr, "sluiced node %u: %u channels, an engine each\n", o->node, o->channels);
+	atomic_store(&dp_running_engine, &engines[0]);
+	rc = dp_server_run(eptr, o->channels, &sc, ready, err, len);
 	atomic_store(&dp_running_engine, NULL);
-	atomic_store(&engine.stop, true);
-	rte_eal_wait_lcore(lcore);
-	if (!o->quiet) {
-		print_counters(&engine);
-		print_links(&engine, o, base);
-		print_faults(o, faulty);
+	for (unsigned ch = 0; ch < o->channels; ch++)
+		atomic_store(&engines[ch].stop, true);
+	for (unsigned ch = 0; ch < o->channels; ch++)
+		rte_eal_wait_lcore(lcore + ch);
+	for (unsigned ch = 0; ch < o->channels && !o->quiet; ch++) {
+		print_counters(&engines[ch]);
+		print_links(&engines[ch], o, base + ch * o->nlinks);
+		print_faults(&engines[ch], o, faulty + ch * o->nlinks);
 	}
-	dp_engine_fini(&engine);
+fini:
+	while (ready_engines > 0)
+		dp_engine_fini(&engines[--ready_engines]);
 out:
 	/* Ports and EAL are left to the process's exit: 22.11's memif can crash
 	 * its interrupt thread when a port is torn down while a peer's

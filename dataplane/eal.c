@@ -101,23 +101,36 @@ static int format_cpuset(const cpu_set_t *set, char *buf, size_t len)
 	return off < len ? 0 : -1;
 }
 
-/*
- * "--lcores=0@(main set),1@(engine set)".  The main lcore (the calling thread,
- * which EAL re-pins to its set) floats over the CPUs we may use, minus the
- * engine's, so it never competes with the poller; only the engine is pinned.
- */
-static char *lcores_arg(int engine_cpu, char *err, size_t errlen)
+/* The n-th CPU of allowed at or after first, wrapping around; -1 if none. */
+static int nth_allowed_cpu(const cpu_set_t *allowed, int first, unsigned n)
 {
-	cpu_set_t allowed, main_set, engine_set;
-	char main_str[512], engine_str[512];
-	char *arg;
+	for (int k = 0; k < CPU_SETSIZE; k++) {
+		int cpu = (first + k) % CPU_SETSIZE;
+		if (CPU_ISSET(cpu, allowed) && n-- == 0)
+			return cpu;
+	}
+	return -1;
+}
+
+/*
+ * "--lcores=0@(main set),1@(engine 0's set),2@(engine 1's set)...".  The
+ * main lcore (the calling thread, which EAL re-pins to its set) floats over
+ * the CPUs we may use, minus the engines', so it never competes with a
+ * poller; only the engines are pinned, engine c to the c-th allowed CPU from
+ * engine_cpu on.  Without engine_cpu every engine floats.
+ */
+static char *lcores_arg(int engine_cpu, unsigned engines, char *err, size_t errlen)
+{
+	cpu_set_t allowed, main_set, engine_set[SL_EAL_MAX_ENGINES];
+	char main_str[512], engine_str[512], *arg, *more;
 
 	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
 		sl_set_err(err, errlen, "sched_getaffinity: %s", strerror(errno));
 		return NULL;
 	}
 	main_set = allowed;
-	engine_set = allowed;
+	for (unsigned c = 0; c < engines; c++)
+		engine_set[c] = allowed;
 	if (engine_cpu >= 0) {
 		if (engine_cpu >= CPU_SETSIZE || !CPU_ISSET(engine_cpu, &allowed)) {
 			sl_set_err(err, errlen,
@@ -125,18 +138,29 @@ static char *lcores_arg(int engine_cpu, char *err, size_t errlen)
 				"pick another or -1 for any", engine_cpu, CPU_COUNT(&allowed));
 			return NULL;
 		}
-		CPU_ZERO(&engine_set);
-		CPU_SET(engine_cpu, &engine_set);
-		CPU_CLR(engine_cpu, &main_set);
+		for (unsigned c = 0; c < engines; c++) {
+			int cpu = nth_allowed_cpu(&allowed, engine_cpu, c % (unsigned)CPU_COUNT(&allowed));
+			CPU_ZERO(&engine_set[c]);
+			CPU_SET(cpu, &engine_set[c]);
+			CPU_CLR(cpu, &main_set);
+		}
 		if (CPU_COUNT(&main_set) == 0)
 			main_set = allowed;
 	}
 	if (format_cpuset(&main_set, main_str, sizeof(main_str)) != 0 ||
-	    format_cpuset(&engine_set, engine_str, sizeof(engine_str)) != 0 ||
-	    asprintf(&arg, "--lcores=%u@%s,%u@%s", SL_EAL_MAIN_LCORE, main_str,
-		     SL_EAL_ENGINE_LCORE, engine_str) < 0) {
+	    asprintf(&arg, "--lcores=%u@%s", SL_EAL_MAIN_LCORE, main_str) < 0) {
 		sl_set_err(err, errlen, "cannot format the lcore map");
 		return NULL;
+	}
+	for (unsigned c = 0; c < engines; c++) {
+		if (format_cpuset(&engine_set[c], engine_str, sizeof(engine_str)) != 0 ||
+		    asprintf(&more, "%s,%u@%s", arg, SL_EAL_ENGINE_LCORE + c, engine_str) < 0) {
+			free(arg);
+			sl_set_err(err, errlen, "cannot format the lcore map");
+			return NULL;
+		}
+		free(arg);
+		arg = more;
 	}
 	return arg;
 }
@@ -198,6 +222,10 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 		sl_set_err(err, errlen, "sl_eal_start: a file prefix is required (one per dataplane instance)");
 		return -1;
 	}
+	if (cfg->engines > SL_EAL_MAX_ENGINES) {
+		sl_set_err(err, errlen, "sl_eal_start: %u engines, at most %u", cfg->engines, SL_EAL_MAX_ENGINES);
+		return -1;
+	}
 	if (eal_state != EAL_UNUSED) {
 		sl_set_err(err, errlen, "sl_eal_start: %s", init_hint(EALREADY));
 		return -1;
@@ -230,7 +258,7 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 		rc |= push_arg(strdup("--no-shconf"));
 	}
 	if (rc == 0)
-		rc = push_arg(lcores_arg(cfg->engine_cpu, err, errlen));
+		rc = push_arg(lcores_arg(cfg->engine_cpu, cfg->engines ? cfg->engines : 1, err, errlen));
 	else
 		sl_set_err(err, errlen, "sl_eal_start: out of memory");
 	if (rc != 0) {

@@ -13,9 +13,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define SL_EAL_MAX_ENGINES 8
+
 struct sl_eal_cfg {
 	const char *prefix;       /* distinct file prefix per instance, e.g. "sluice-n0-<pid>" */
-	int engine_cpu;           /* CPU for the engine lcore, -1 = any */
+	int engine_cpu;           /* CPU for the first engine lcore (the next ones follow), -1 = any */
+	unsigned engines;         /* engine lcores, 1 to SL_EAL_MAX_ENGINES (0: 1) */
 	unsigned mem_mb;          /* memory for --no-huge runs (0: 512) */
 	bool huge;                /* use hugepages if reserved and free, else --no-huge */
 	const char *log_level;    /* e.g. "*:error"; NULL: "*:error" */
@@ -25,7 +28,8 @@ struct sl_eal_cfg {
 /*
  * Start EAL.  May be called from any thread (embedded mode runs it on a
  * thread the application made); that thread becomes EAL's main lcore and must
- * be the one that later calls rte_eal_remote_launch() for *engine_lcore.
+ * be the one that later calls rte_eal_remote_launch() for *engine_lcore (the
+ * first engine's; engine c runs on *engine_lcore + c).
  * Once per process: EAL cannot be started again after sl_eal_stop().
  * Returns 0, or -1 with a message in err.
  */

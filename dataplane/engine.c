@@ -50,6 +50,7 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 
 	memset(e, 0, sizeof(*e));
 	e->node = cfg->node;
+	e->channel = cfg->channel;
 	e->timeout_ns = cfg->timeout_ns;
 	e->gate_host = cfg->gate_host;
 	e->clock.now_ns = dp_now_ns;
@@ -96,11 +97,14 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 static void region_release(struct dp_engine *e, struct dp_region *r)
 {
 	if (r->gpu < 0) {
-		munmap(r->base, r->size);
+		if (r->owner)
+			munmap(r->base, r->size);
 	} else if (r->ipc_base) {
+		/* every channel stops its kernel; the owner, released last, closes */
 		if (e->gdev[r->gpu])
 			sl_gdma_stop(e->gdev[r->gpu]->g);
-		sl_gdma_ipc_close(r->ipc_base, NULL, 0);
+		if (r->owner)
+			sl_gdma_ipc_close(r->ipc_base, NULL, 0);
 	}
 	r->live = false;
 }
@@ -110,7 +114,7 @@ static void client_unmap(struct dp_engine *e, struct dp_client *c)
 	for (unsigned i = 0; i < SL_MAX_REGIONS; i++)
 		if (c->regions[i].live)
 			region_release(e, &c->regions[i]);
-	if (c->page)
+	if (c->page && c->owner)
 		munmap(c->page, c->page_len);
 	memset(c, 0, sizeof(*c));
 }
@@ -271,20 +275,20 @@ static void nap(struct dp_engine *e)
 	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++) {
 		if (!e->clients[i].live)
 			continue;
-		atomic_store(&e->clients[i].page->engine_napping, 1);
+		atomic_store(&e->clients[i].bell->engine_napping, 1);
 		if (!first)
 			first = &e->clients[i];
 	}
 	if (first) {
-		uint32_t seen = atomic_load(&first->page->doorbell);
+		uint32_t seen = atomic_load(&first->bell->doorbell);
 		if (sl_spsc_count(&first->submit) == 0)
-			syscall(SYS_futex, &first->page->doorbell, FUTEX_WAIT, seen, &ts, NULL, 0);
+			syscall(SYS_futex, &first->bell->doorbell, FUTEX_WAIT, seen, &ts, NULL, 0);
 	} else {
 		nanosleep(&ts, NULL);
 	}
 	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++)
 		if (e->clients[i].live)
-			atomic_store(&e->clients[i].page->engine_napping, 0);
+			atomic_store(&e->clients[i].bell->engine_napping, 0);
 }
 
 int32_t dp_engine_try_poll(struct dp_engine *e)

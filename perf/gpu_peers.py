@@ -11,11 +11,14 @@ columns (size, count, type, redop, time, algbw, busbw):
                engine core each), sluice-perf -G from the build in SLUICE_BUILD
                (default build-dev); its time is the mean per call of a timed loop
                without Python, the torch modes' the median with Python around it
+  sluice-cK    the same with K channels per dataplane (sluice-run --channels K:
+               K engines, each on its own core and memif link; large calls split
+               over them)
 
 Usage: python3 perf/gpu_peers.py [--ranks 2] [--min 8] [--max 1G]
                                  [--modes sluice,nccl-socket,nccl,gloo] [--json FILE]
 Each mode runs in fresh processes, since NCCL reads its variables at start.
-The last table puts every mode's busbw side by side, with sluice / nccl-socket.
+The last table puts every mode's busbw side by side, with each sluice mode / nccl-socket.
 """
 import argparse
 import json
@@ -107,17 +110,19 @@ def run_mode(mode, nranks, sizes, port):
     return rows
 
 
-def run_sluice(nranks, sizes):
+def run_sluice(mode, nranks, sizes):
+    """mode "sluice", or "sluice-cK": dataplanes of K channels (an engine and core each)."""
     build = os.environ.get("SLUICE_BUILD", "build-dev")
+    channels = mode[len("sluice-c"):] if mode.startswith("sluice-c") else "1"
     with tempfile.NamedTemporaryFile(suffix=".json") as js:
-        cmd = [f"{build}/dataplane/sluice-run", "-n", str(nranks), "--daemons", "--",
+        cmd = [f"{build}/dataplane/sluice-run", "-n", str(nranks), "--daemons", "--channels", channels, "--",
                f"{build}/perf/sluice-perf", "-G", "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f", "2",
                "-n", "50", "-w", "5", "-B", str(4 << 30), "-J", js.name]
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
         if done.returncode != 0:
             sys.exit(f"gpu_peers: sluice failed ({' '.join(cmd)}):\n{done.stdout[-3000:]}")
         lines = [json.loads(line) for line in open(js.name) if line.strip()]
-    return [{"mode": "sluice", "bytes": r["size"], "count": r["count"], "us": r["oop_time_us"],
+    return [{"mode": mode, "bytes": r["size"], "count": r["count"], "us": r["oop_time_us"],
              "algbw": r["oop_algbw"], "busbw": r["oop_busbw"], "wrong": r["oop_wrong"], "iters": r["iters"]}
             for r in lines]
 
@@ -126,14 +131,15 @@ def side_by_side(allrows, modes):
     by = {(r["mode"], r["bytes"]): r for r in allrows}
     sizes = sorted({r["bytes"] for r in allrows})
     print("\n# all-reduce busbw (GB/s) side by side; time (us) of the smallest size in the first rows")
+    ours = [m for m in modes if m.startswith("sluice")] if "nccl-socket" in modes else []
     print(f"{'size':>12} " + " ".join(f"{m:>12}" for m in modes) +
-          (f" {'sluice/nccl-socket':>19}" if "sluice" in modes and "nccl-socket" in modes else ""))
+          "".join(f" {m + '/nccl-socket':>22}" for m in ours))
     for size in sizes:
         cells = [by.get((m, size)) for m in modes]
         line = f"{size:>12} " + " ".join(f"{c['busbw']:>12.3f}" if c else f"{'-':>12}" for c in cells)
-        a, b = by.get(("sluice", size)), by.get(("nccl-socket", size))
-        if a and b and b["busbw"] > 0:
-            line += f" {a['busbw'] / b['busbw']:>19.2f}"
+        for m in ours:
+            a, b = by.get((m, size)), by.get(("nccl-socket", size))
+            line += f" {a['busbw'] / b['busbw']:>22.2f}" if a and b and b["busbw"] > 0 else f" {'-':>22}"
         print(line)
     print(f"{'8 B us':>12} " + " ".join(f"{by[(m, sizes[0])]['us']:>12.1f}" if (m, sizes[0]) in by else
                                        f"{'-':>12}" for m in modes))
@@ -144,7 +150,8 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--min", default="8")
     ap.add_argument("--max", default="1G")
-    ap.add_argument("--modes", default="sluice,nccl-socket,nccl,gloo")
+    ap.add_argument("--modes", default="sluice,nccl-socket,nccl,gloo",
+                    help="sluice-cK runs sluice with K channels (engines) per dataplane")
     ap.add_argument("--json", help="also write every row here")
     args = ap.parse_args()
     if torch.cuda.device_count() < args.ranks:
@@ -157,7 +164,7 @@ def main():
     allrows = []
     for i, mode in enumerate(args.modes.split(",")):
         t0 = time.time()
-        rows = run_sluice(args.ranks, sizes) if mode == "sluice" else run_mode(mode, args.ranks, sizes,
+        rows = run_sluice(mode, args.ranks, sizes) if mode.startswith("sluice") else run_mode(mode, args.ranks, sizes,
                                                                              29500 + 17 * i)
         allrows += rows
         print(f"\n# {mode}: all-reduce float32 sum, {args.ranks} ranks, torch {torch.__version__}, "

@@ -32,14 +32,16 @@ if has tests; then
   grep -h -E "^(reduce|large|lifecycle|mem|stage):|FAIL" build-dev/meson-logs/testlog.txt | head -40
 fi
 if has colls; then
-  timeout 560 meson test -C build-dev --no-rebuild gpu_colls_2ranks_embedded gpu_colls_2ranks_daemons --print-errorlogs 2>&1 | tee "$out/colls.txt" | grep -E "^ *[0-9]+/|ok:|FAIL" | tail -70
+  timeout 580 meson test -C build-dev --no-rebuild ${COLLS_TESTS:-gpu_colls_2ranks_embedded gpu_colls_2ranks_daemons gpu_colls_2ranks_daemons_4channels} --print-errorlogs 2>&1 | tee "$out/colls.txt" | grep -E "^ *[0-9]+/|ok:|FAIL" | tail -70
   cp build-dev/meson-logs/testlog.txt "$out/colls-testlog.txt"
 fi
 if has bench; then
   build-dev/gpu_dma/gpu-dma-bench 1024 2>&1 | tee "$out/bench.txt"
 fi
 if has peers; then
-  PYTHONUNBUFFERED=1 timeout 400 python3 perf/gpu_peers.py --json "$out/peers.json" 2>&1 | tee "$out/peers.txt" | grep -v Warning
+  # PEER_MODES picks the modes (gpu_peers.py --modes), e.g. sluice,sluice-c4,nccl-socket
+  PYTHONUNBUFFERED=1 timeout 500 python3 perf/gpu_peers.py --modes "${PEER_MODES:-sluice,nccl-socket,nccl,gloo}" \
+    --max "${PEER_MAX:-1G}" --json "$out/peers.json" 2>&1 | tee "$out/peers.txt" | grep -v Warning
 fi
 if has sanitizer; then
   for t in "memcheck reduce" "racecheck reduce" "synccheck reduce" "memcheck stage"; do

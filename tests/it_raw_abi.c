@@ -91,11 +91,9 @@ static void hello(struct raw_client *c)
 	c->page = map;
 	c->page->magic = SL_ABI_MAGIC;
 	c->page->version = SL_ABI_VERSION;
-	c->page->submit_off = sl_page_submit_off();
-	c->page->complete_off = sl_page_complete_off();
-	sl_spsc_attach(&c->submit, (void *)((uint8_t *)map + sl_page_submit_off()), SL_SUBMIT_SLOTS,
+	sl_spsc_attach(&c->submit, (void *)((uint8_t *)map + sl_page_submit_off(0)), SL_SUBMIT_SLOTS,
 		       sizeof(struct sl_cmd), true);
-	sl_spsc_attach(&c->complete, (void *)((uint8_t *)map + sl_page_complete_off()), SL_COMPLETE_SLOTS,
+	sl_spsc_attach(&c->complete, (void *)((uint8_t *)map + sl_page_complete_off(0)), SL_COMPLETE_SLOTS,
 		       sizeof(struct sl_cpl), false);
 	c->fd = connect_socket();
 	assert_true(c->fd >= 0);

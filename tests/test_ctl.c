@@ -184,8 +184,9 @@ static void *boot_thread(void *arg)
 {
 	struct boot_rank *r = arg;
 
+	/* ranks bring 4, 3, 2... channels: all must agree on the fewest */
 	r->exchanged = sl_boot_exchange(&r->b, "127.0.0.1", r->port, r->rank, r->nranks,
-					10 + (uint32_t)r->rank, r->timeout_s);
+					10 + (uint32_t)r->rank, 4 - (uint32_t)r->rank % 4, r->timeout_s);
 	if (r->exchanged != SLUICE_OK) {
 		snprintf(r->msg, sizeof(r->msg), "%s", sluice_last_error());
 		return NULL;
@@ -229,6 +230,7 @@ static void bootstrap_agrees(void **state)
 		assert_int_equal(r[i].exchanged, SLUICE_OK);
 		assert_int_equal(r[i].barrier, SLUICE_OK);
 		assert_true(r[i].b.key == r[0].b.key);
+		assert_int_equal(r[i].b.channels, 2);
 		for (int j = 0; j < 3; j++)
 			assert_int_equal(r[i].b.node[j], 10 + j);
 	}
@@ -323,7 +325,7 @@ enum fake_mode {
 struct fake_client {
 	int fd;
 	struct sl_client_page *page;
-	struct sl_spsc submit, complete;
+	struct sl_spsc submit[SL_MAX_CHANNELS], complete[SL_MAX_CHANNELS];
 	uint8_t *region[SL_MAX_REGIONS];
 	size_t region_size[SL_MAX_REGIONS];
 };
@@ -335,6 +337,9 @@ static struct fake {
 	atomic_bool stop, release, hang_up;
 	_Atomic int mode;
 	_Atomic int commands;
+	unsigned channels;          /* what HELLO answers (0: 1) */
+	_Atomic int fail_channel;   /* 1 + the channel whose commands fail, 0: none */
+	_Atomic int release_only;   /* 1 + the one channel to release, 0: all */
 	struct fake_client client[FAKE_MAX_CLIENTS];
 	int nclients;
 	/* what COMM_CREATE was told */
@@ -346,6 +351,7 @@ static struct fake {
 	/* commands held in FAKE_HOLD */
 	struct {
 		int client;
+		unsigned ch;
 		struct sl_cmd cmd;
 	} held[MAX_HELD];
 	int nheld;
@@ -372,16 +378,17 @@ static int recv_with_fd(int sock, struct sl_ctl_msg *msg, int *fd)
 static void fake_hello(struct fake_client *c, int fd, struct sl_ctl_reply *reply)
 {
 	c->page = mmap(NULL, sl_page_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (c->page == MAP_FAILED || c->page->magic != SL_ABI_MAGIC || c->page->version != SL_ABI_VERSION ||
-	    c->page->submit_off != sl_page_submit_off() || c->page->complete_off != sl_page_complete_off()) {
+	if (c->page == MAP_FAILED || c->page->magic != SL_ABI_MAGIC || c->page->version != SL_ABI_VERSION) {
 		reply->status = SLUICE_ERR_INVALID_ARGUMENT;
 		snprintf(reply->msg, sizeof(reply->msg), "bad client page");
 		return;
 	}
-	sl_spsc_attach(&c->submit, (void *)((char *)c->page + c->page->submit_off), SL_SUBMIT_SLOTS,
-		       sizeof(struct sl_cmd), false);
-	sl_spsc_attach(&c->complete, (void *)((char *)c->page + c->page->complete_off), SL_COMPLETE_SLOTS,
-		       sizeof(struct sl_cpl), true);
+	for (uint32_t ch = 0; ch < SL_MAX_CHANNELS; ch++) {
+		sl_spsc_attach(&c->submit[ch], (void *)((char *)c->page + sl_page_submit_off(ch)), SL_SUBMIT_SLOTS,
+			       sizeof(struct sl_cmd), false);
+		sl_spsc_attach(&c->complete[ch], (void *)((char *)c->page + sl_page_complete_off(ch)),
+			       SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), true);
+	}
 	reply->value = (uint32_t)(c - fake.client);
 }
 
@@ -400,7 +407,8 @@ static void fake_reg(struct fake_client *c, const struct sl_ctl_msg *m, int fd, 
 
 static void fake_request(struct fake_client *c, int fd, const struct sl_ctl_msg *m)
 {
-	struct sl_ctl_reply reply = {.status = SLUICE_OK, .node = FAKE_NODE};
+	struct sl_ctl_reply reply = {.status = SLUICE_OK, .node = FAKE_NODE,
+				     .channels = fake.channels ? fake.channels : 1};
 	uint32_t idx = m->a.region - FAKE_REGION_BASE;
 
 	switch (m->type) {
@@ -441,19 +449,19 @@ static uint8_t *fake_range(struct fake_client *c, uint32_t region, uint64_t off,
 	return c->region[idx] + off;
 }
 
-static void fake_complete(struct fake_client *c, const struct sl_cmd *cmd, int mode)
+static void fake_complete(struct fake_client *c, const struct sl_cmd *cmd, int mode, unsigned ch)
 {
 	struct sl_cpl cpl = {.req = cmd->req, .status = SLUICE_OK};
 	uint64_t bytes = cmd->count * sluice_datatype_size(cmd->dtype);
 
-	if (mode == FAKE_FAIL) {
+	if (mode == FAKE_FAIL || fake.fail_channel == (int)ch + 1) {
 		cpl.status = SLUICE_ERR_REMOTE;
 		snprintf(cpl.msg, sizeof(cpl.msg), "rank 1 of comm %u vanished: check that host", cmd->comm);
-	} else if (bytes > 0) {
+	} else if (bytes > 0 && cmd->send_region != SL_REGION_NONE) {
 		memmove(fake_range(c, cmd->recv_region, cmd->recv_off, bytes),
 			fake_range(c, cmd->send_region, cmd->send_off, bytes), bytes);
 	}
-	while (!sl_spsc_enqueue(&c->complete, &cpl))
+	while (!sl_spsc_enqueue(&c->complete[ch], &cpl))
 		usleep(10);
 	atomic_fetch_add(&c->page->cpl_seq, 1);
 	if (atomic_load(&c->page->client_sleeping))
@@ -464,15 +472,19 @@ static void fake_drain(struct fake_client *c)
 {
 	struct sl_cmd cmd;
 
-	while (sl_spsc_dequeue(&c->submit, &cmd)) {
-		fake.last = cmd;
-		fake.commands++;
-		if (fake.mode == FAKE_HOLD) {
-			FAKE_CHECK(fake.nheld < MAX_HELD);
-			fake.held[fake.nheld].client = (int)(c - fake.client);
-			fake.held[fake.nheld++].cmd = cmd;
-		} else {
-			fake_complete(c, &cmd, fake.mode);
+	for (unsigned ch = 0; ch < SL_MAX_CHANNELS; ch++) {
+		while (sl_spsc_dequeue(&c->submit[ch], &cmd)) {
+			FAKE_CHECK(ch < (fake.channels ? fake.channels : 1));
+			fake.last = cmd;
+			fake.commands++;
+			if (fake.mode == FAKE_HOLD) {
+				FAKE_CHECK(fake.nheld < MAX_HELD);
+				fake.held[fake.nheld].client = (int)(c - fake.client);
+				fake.held[fake.nheld].ch = ch;
+				fake.held[fake.nheld++].cmd = cmd;
+			} else {
+				fake_complete(c, &cmd, fake.mode, ch);
+			}
 		}
 	}
 }
@@ -510,9 +522,15 @@ static void *fake_thread(void *unused)
 			if (fake.client[i].page)
 				fake_drain(&fake.client[i]);
 		if (fake.release) {
-			for (int i = 0; i < fake.nheld; i++)
-				fake_complete(&fake.client[fake.held[i].client], &fake.held[i].cmd, FAKE_COMPLETE);
-			fake.nheld = 0;
+			int kept = 0;
+			for (int i = 0; i < fake.nheld; i++) {
+				if (fake.release_only && fake.release_only != (int)fake.held[i].ch + 1)
+					fake.held[kept++] = fake.held[i];
+				else
+					fake_complete(&fake.client[fake.held[i].client], &fake.held[i].cmd, FAKE_COMPLETE,
+						      fake.held[i].ch);
+			}
+			fake.nheld = kept;
 			fake.release = false;
 		}
 		if (fake.hang_up) {
@@ -680,7 +698,7 @@ static void allreduce_round_trip(void **state)
 			assert_int_equal(sluice_wait(reqs[i]), SLUICE_OK);
 	}
 	assert_int_equal(fake.commands, 2 + 3 * 600);
-	assert_true(atomic_load(&ctx->page->doorbell) == 2 + 3 * 600);
+	assert_true(atomic_load(&ctx->page->bell[0].doorbell) == 2 + 3 * 600);
 	close_all(ctx, comm, buf);
 }
 
@@ -817,6 +835,136 @@ static void comm_init_two_ranks(void **state)
 	assert_int_equal(fake.node0[0], FAKE_NODE);
 }
 
+/* Rank 1 of split_over_channels: joins, then waits to be let go. */
+struct idle_rank {
+	pthread_t thread;
+	char root[32];
+	atomic_bool done;
+	sluice_result_t res;
+};
+
+static void *idle_rank_thread(void *arg)
+{
+	struct idle_rank *r = arg;
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+
+	r->res = sluice_init(&ctx);
+	if (r->res == SLUICE_OK && (r->res = sluice_comm_init(ctx, 2, 1, r->root, &comm)) == SLUICE_OK) {
+		while (!r->done)
+			usleep(1000);
+		r->res = sluice_comm_destroy(comm);
+	}
+	if (r->res == SLUICE_OK)
+		r->res = sluice_finalize(ctx);
+	return NULL;
+}
+
+/* Wait until the fake holds n commands, channel 0's first. */
+static void wait_held(int n)
+{
+	for (int i = 0; i < 10000 && fake.nheld < n; i++)
+		usleep(100);
+	assert_int_equal(fake.nheld, n);
+	if (n == 2 && fake.held[0].ch == 1) { /* the fake saw channel 1's part first */
+		__typeof__(fake.held[0]) t = fake.held[0];
+		fake.held[0] = fake.held[1];
+		fake.held[1] = t;
+	}
+}
+
+/* Complete what the fake holds (on channel only - 1, or all for 0), and wait until it has. */
+static void release_held(int only)
+{
+	fake.release_only = only;
+	fake.release = true;
+	while (fake.release)
+		usleep(100);
+	fake.release_only = 0;
+}
+
+/* Held part p: on channel p, slice p of the call (offsets from the region's start). */
+static void assert_part(int p, uint64_t count, uint64_t send_off, uint64_t recv_off)
+{
+	assert_int_equal(fake.held[p].ch, p);
+	assert_int_equal(fake.held[p].cmd.count, count);
+	if (send_off != UINT64_MAX)
+		assert_int_equal(fake.held[p].cmd.send_off, send_off);
+	else
+		assert_int_equal(fake.held[p].cmd.send_region, SL_REGION_NONE);
+	assert_int_equal(fake.held[p].cmd.recv_off, recv_off);
+}
+
+static void split_over_channels(void **state)
+{
+	const size_t n = 1 << 18, half = n / 2; /* 1 MiB of float32 */
+	struct idle_rank other = { 0 };
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	float *buf;
+
+	(void)state;
+	setenv("SLUICE_LINK_PROBE", "0", 1);
+	fake.channels = 2;
+	snprintf(other.root, sizeof(other.root), "localhost:%u", free_port());
+	assert_int_equal(pthread_create(&other.thread, NULL, idle_rank_thread, &other), 0);
+	assert_int_equal(sluice_init(&ctx), SLUICE_OK);
+	assert_int_equal(sluice_comm_init(ctx, 2, 0, other.root, &comm), SLUICE_OK);
+	assert_int_equal(sluice_mem_alloc(ctx, 2 * n * sizeof(float), (void **)&buf), SLUICE_OK);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (float)i;
+
+	/* a large all-reduce: one slice per channel, done only when both are */
+	fake.mode = FAKE_HOLD;
+	assert_int_equal(sluice_allreduce(comm, buf, buf + n, n, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	wait_held(2);
+	assert_part(0, half, 0, n * 4);
+	assert_part(1, half, half * 4, n * 4 + half * 4);
+	assert_int_equal(fake.held[0].cmd.req, fake.held[1].cmd.req);
+	release_held(1);
+	assert_int_equal(fake.nheld, 1);
+	assert_int_equal(sluice_test(req), SLUICE_IN_PROGRESS); /* channel 1's slice is still out */
+	release_held(0);
+	assert_int_equal(sluice_wait(req), SLUICE_OK);
+	for (size_t i = 0; i < n; i++)
+		assert_true(buf[n + i] == (float)i);
+
+	/* broadcast from rank 1: no send buffer here, the recv buffer sliced */
+	assert_int_equal(sluice_broadcast(comm, NULL, buf, n, SLUICE_FLOAT32, 1, &req), SLUICE_OK);
+	wait_held(2);
+	assert_part(0, half, UINT64_MAX, 0);
+	assert_part(1, half, UINT64_MAX, half * 4);
+	release_held(0);
+	assert_int_equal(sluice_wait(req), SLUICE_OK);
+
+	/* too small to split, or not sliceable: channel 0 alone */
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 4096, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	wait_held(1);
+	assert_part(0, 4096, 0, 0);
+	release_held(0);
+	assert_int_equal(sluice_wait(req), SLUICE_OK);
+	assert_int_equal(sluice_allgather(comm, buf, buf + half, half, SLUICE_FLOAT32, &req), SLUICE_OK);
+	wait_held(1);
+	assert_part(0, half, 0, half * 4);
+	release_held(0);
+	assert_int_equal(sluice_wait(req), SLUICE_OK);
+
+	/* one slice fails: the call fails with its reason, once both are in */
+	fake.mode = FAKE_COMPLETE;
+	fake.fail_channel = 2;
+	assert_int_equal(sluice_allreduce(comm, buf, buf, n, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	assert_error(sluice_wait(req), SLUICE_ERR_REMOTE, "rank 1 of comm");
+	fake.fail_channel = 0;
+
+	assert_int_equal(sluice_mem_free(ctx, buf), SLUICE_OK);
+	assert_int_equal(sluice_comm_destroy(comm), SLUICE_OK);
+	assert_int_equal(sluice_finalize(ctx), SLUICE_OK);
+	other.done = true;
+	pthread_join(other.thread, NULL);
+	assert_int_equal(other.res, SLUICE_OK);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -838,6 +986,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(wait_times_out_and_abandons, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(wait_sees_dataplane_exit, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(comm_init_two_ranks, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(split_over_channels, fake_setup, fake_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

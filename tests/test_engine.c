@@ -67,17 +67,19 @@ static void add_client(struct node *n)
 	memset(n->page, 0, sl_page_bytes());
 	base = (uint8_t *)n->page;
 	c.page = n->page;
-	sl_spsc_attach(&c.submit, (void *)(base + sl_page_submit_off()), SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), false);
-	sl_spsc_attach(&c.complete, (void *)(base + sl_page_complete_off()), SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), true);
-	sl_spsc_attach(&n->submit, (void *)(base + sl_page_submit_off()), SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), true);
-	sl_spsc_attach(&n->complete, (void *)(base + sl_page_complete_off()), SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), false);
+	c.owner = true;
+	c.bell = &n->page->bell[0];
+	sl_spsc_attach(&c.submit, (void *)(base + sl_page_submit_off(0)), SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), false);
+	sl_spsc_attach(&c.complete, (void *)(base + sl_page_complete_off(0)), SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), true);
+	sl_spsc_attach(&n->submit, (void *)(base + sl_page_submit_off(0)), SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), true);
+	sl_spsc_attach(&n->complete, (void *)(base + sl_page_complete_off(0)), SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), false);
 	ctl(n, DP_CTL_ADD_CLIENT, 0, &c);
 	/* Regions 0 and 1: the send and receive buffers.  The engine unmaps
 	 * regions it drops, so they are mapped memory here too. */
 	n->send = malloc(buf_bytes);
 	n->recv = malloc(buf_bytes);
-	struct dp_region rs = { .base = n->send, .size = buf_bytes, .gpu = -1 },
-			 rr = { .base = n->recv, .size = buf_bytes, .gpu = -1 };
+	struct dp_region rs = { .base = n->send, .size = buf_bytes, .gpu = -1, .owner = true },
+			 rr = { .base = n->recv, .size = buf_bytes, .gpu = -1, .owner = true };
 	ctl(n, DP_CTL_ADD_REGION, 0, &rs);
 	ctl(n, DP_CTL_ADD_REGION, 1, &rr);
 }

@@ -6,9 +6,12 @@
  *    struct sl_ctl_msg (plus a file descriptor for HELLO and REG), each
  *    answer one struct sl_ctl_reply.
  * 2. The client page: one shared memory file per client, created by the
- *    client and passed with HELLO, holding a submission ring (client ->
+ *    client and passed with HELLO, holding for each channel (an engine of
+ *    the dataplane, on its own core and links) a submission ring (client ->
  *    dataplane, struct sl_cmd) and a completion ring (dataplane -> client,
- *    struct sl_cpl), plus the words both sides sleep and wake on.
+ *    struct sl_cpl), plus the words both sides sleep and wake on.  A
+ *    dataplane runs 1 to SL_MAX_CHANNELS channels (HELLO's reply says how
+ *    many); the page always has room for the most.
  * 3. Registered memory: shared memory files the client passes with REG, or
  *    GPU memory (REG of kind SL_REGION_DEVICE: the client's address, used as
  *    it is by a dataplane in the client's own process, and the buffer's CUDA
@@ -28,7 +31,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 4
+#define SL_ABI_VERSION 5
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -36,6 +39,7 @@
 #define SL_MAX_RANKS 256u
 #define SL_MAX_REGIONS 64u
 #define SL_ERRMSG_LEN 192u
+#define SL_MAX_CHANNELS 8u
 
 /* ---- rings ---- */
 
@@ -132,34 +136,48 @@ struct sl_cpl {
 	char msg[SL_ERRMSG_LEN];   /* why, when status is not SLUICE_OK */
 };
 
-/* The client page.  Each ring's shared part follows at its offset. */
+/* A channel's engine naps on its doorbell when idle: the client rings it after submitting. */
+struct sl_channel_bell {
+	alignas(SL_CACHE_LINE) _Atomic uint32_t doorbell; /* futex word, bumped per submission */
+	_Atomic uint32_t engine_napping;                   /* engine is (about to be) in futex_wait */
+};
+
+/* The client page.  Each channel's rings follow at sl_page_submit_off(ch)
+ * and sl_page_complete_off(ch). */
 struct sl_client_page {
 	uint32_t magic;          /* SL_ABI_MAGIC */
 	uint32_t version;        /* SL_ABI_VERSION */
-	uint32_t submit_off;     /* byte offset of the submission ring */
-	uint32_t complete_off;   /* byte offset of the completion ring */
-	/* the client sleeps on cpl_seq when it is set: the engine bumps it and wakes */
+	/* the client sleeps on cpl_seq when it is set: every channel's engine bumps it and wakes */
 	alignas(SL_CACHE_LINE) _Atomic uint32_t cpl_seq;   /* futex word, bumped per completion */
 	_Atomic uint32_t client_sleeping;                   /* client is (about to be) in futex_wait */
-	/* the engine naps on doorbell when idle: the client rings it after submitting */
-	alignas(SL_CACHE_LINE) _Atomic uint32_t doorbell;  /* futex word, bumped per submission */
-	_Atomic uint32_t engine_napping;                    /* engine is (about to be) in futex_wait */
+	struct sl_channel_bell bell[SL_MAX_CHANNELS];
 };
 
-static inline uint32_t sl_page_submit_off(void)
+static inline size_t sl_page_align(size_t n)
 {
-	return (uint32_t)((sizeof(struct sl_client_page) + SL_CACHE_LINE - 1) & ~(size_t)(SL_CACHE_LINE - 1));
+	return (n + SL_CACHE_LINE - 1) & ~(size_t)(SL_CACHE_LINE - 1);
 }
 
-static inline uint32_t sl_page_complete_off(void)
+/* One channel's two rings, cache-line aligned. */
+static inline size_t sl_page_channel_bytes(void)
 {
-	size_t end = sl_page_submit_off() + sl_spsc_bytes(SL_SUBMIT_SLOTS, sizeof(struct sl_cmd));
-	return (uint32_t)((end + SL_CACHE_LINE - 1) & ~(size_t)(SL_CACHE_LINE - 1));
+	return sl_page_align(sl_spsc_bytes(SL_SUBMIT_SLOTS, sizeof(struct sl_cmd))) +
+	       sl_page_align(sl_spsc_bytes(SL_COMPLETE_SLOTS, sizeof(struct sl_cpl)));
+}
+
+static inline uint32_t sl_page_submit_off(uint32_t ch)
+{
+	return (uint32_t)(sl_page_align(sizeof(struct sl_client_page)) + ch * sl_page_channel_bytes());
+}
+
+static inline uint32_t sl_page_complete_off(uint32_t ch)
+{
+	return (uint32_t)(sl_page_submit_off(ch) + sl_page_align(sl_spsc_bytes(SL_SUBMIT_SLOTS, sizeof(struct sl_cmd))));
 }
 
 static inline size_t sl_page_bytes(void)
 {
-	return sl_page_complete_off() + sl_spsc_bytes(SL_COMPLETE_SLOTS, sizeof(struct sl_cpl));
+	return sl_page_submit_off(SL_MAX_CHANNELS);
 }
 
 /* Bytes of ALLTOALLV's buffers: the furthest end of any peer's block.
@@ -185,13 +203,13 @@ static inline bool sl_vmeta_bytes(const struct sl_vmeta *v, uint32_t nranks, uin
 /* ---- attach socket ---- */
 
 enum sl_ctl_type {
-	SL_CTL_HELLO = 1,        /* fd: client page.  reply.value = client id */
+	SL_CTL_HELLO = 1,        /* fd: client page.  reply.value = client id, reply.channels */
 	SL_CTL_REG = 2,          /* fd: memory file of a.size bytes (host), or none (device).
 				    reply.value = region id */
 	SL_CTL_DEREG = 3,        /* a.region */
 	SL_CTL_COMM_CREATE = 4,  /* c.*; reply.value = comm handle */
 	SL_CTL_COMM_DESTROY = 5, /* a.comm */
-	SL_CTL_INFO = 6,         /* reply.node = this dataplane's node id */
+	SL_CTL_INFO = 6,         /* reply.node = this dataplane's node id, reply.channels */
 	SL_CTL_TRACE_ATTACH = 7, /* t.*; no HELLO needed.  Reply carries the trace ring's memfd
 				    (trace.h); the tracer stays attached until it closes the socket */
 };
@@ -234,7 +252,7 @@ struct sl_ctl_reply {
 	int32_t status;           /* sluice_result_t */
 	uint32_t value;           /* client id, region id or comm handle */
 	uint32_t node;            /* this dataplane's node id */
-	uint32_t reserved;
+	uint32_t channels;        /* its channels (engines), 1 to SL_MAX_CHANNELS */
 	char msg[SL_ERRMSG_LEN];  /* why, when status is not SLUICE_OK */
 };
 
