@@ -391,7 +391,12 @@ sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, 
 	sluice_result_t res;
 	unsigned went;
 
-	if ((res = sl_plan_pick(comm, c, &plan)) != SLUICE_OK ||
+	struct sl_call planned = *c;
+
+	pthread_mutex_lock(&ctx->lock);
+	planned.device = sl_mem_is_device(ctx, c->recv ? c->recv : c->send);
+	pthread_mutex_unlock(&ctx->lock);
+	if ((res = sl_plan_pick(comm, &planned, &plan)) != SLUICE_OK ||
 	    (c->opcode == SL_OP_ALLTOALLV && (res = vmeta_area(ctx)) != SLUICE_OK))
 		return res;
 	cmds[0].algo = plan.algo;

@@ -169,6 +169,8 @@ struct sl_range {
 /* Caller holds ctx->lock. */
 sluice_result_t sl_mem_find(struct sluice_ctx *ctx, const char *what, const void *ptr, size_t bytes,
 			    struct sl_range *out);
+/* Whether ptr lies in registered GPU memory (caller holds ctx->lock). */
+bool sl_mem_is_device(const struct sluice_ctx *ctx, const void *ptr);
 /* Unmap every region (finalize: the dataplane drops them with the client). */
 void sl_mem_unmap_all(struct sluice_ctx *ctx);
 
@@ -187,6 +189,7 @@ struct sl_call {
 	uint64_t send_bytes, recv_bytes; /* this rank's buffers, from sl_cmd_bytes */
 	const size_t *v[4];      /* all-to-allv: send counts, send displs, recv counts, recv displs */
 	uint32_t algo;           /* enum sl_algo_id for sluice's own calls; 0: the planner's choice */
+	bool device;             /* its buffers are GPU memory (sl_coll_post finds out) */
 };
 
 /* Plan, describe and submit a checked call (held until sluice_group_end inside a group). */

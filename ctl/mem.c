@@ -236,6 +236,18 @@ sluice_result_t sluice_mem_free(sluice_ctx_t *ctx, void *ptr)
 	return res;
 }
 
+bool sl_mem_is_device(const struct sluice_ctx *ctx, const void *ptr)
+{
+	uintptr_t p = (uintptr_t)ptr;
+
+	for (unsigned i = 0; ptr && i < SL_MAX_REGIONS; i++) {
+		const struct sl_region *r = &ctx->regions[i];
+		if (r->base && p >= (uintptr_t)r->base && p - (uintptr_t)r->base < r->size)
+			return r->device;
+	}
+	return false;
+}
+
 sluice_result_t sl_mem_find(struct sluice_ctx *ctx, const char *what, const void *ptr, size_t bytes,
 			    struct sl_range *out)
 {

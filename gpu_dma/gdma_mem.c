@@ -190,13 +190,16 @@ int sl_gdma_host_unregister(void *p, char *err, size_t errlen)
 	return 0;
 }
 
-/* One private stream per device for the engine's own allocations and
- * copies.  Makes device current and stores the caller's device in *prev,
- * which the caller restores (the engine may run on the application's
- * thread). */
+/* A private stream per device and thread for an engine's own allocations
+ * and copies: each channel's engine is a thread, and a shared stream made
+ * their synchronizations wait for each other (its lazy creation also raced;
+ * eight engines starting at once had allocations fail with "invalid
+ * resource handle").  Makes device current and stores the caller's device
+ * in *prev, which the caller restores (the engine may run on the
+ * application's thread). */
 static cudaStream_t aux_stream(int device, int *prev, char *err, size_t errlen)
 {
-	static cudaStream_t streams[64];
+	static __thread cudaStream_t streams[64];
 	cudaError_t e;
 
 	*prev = -1;

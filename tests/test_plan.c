@@ -21,42 +21,56 @@ struct want {
 	uint32_t opcode;
 	int nranks;
 	size_t count;     /* float32 elements per block */
-	uint32_t algo;    /* expected algorithm, or 0: the call is refused */
+	uint32_t algo;    /* expected algorithm, 0: the call is refused, or UINT32_MAX: any */
 	uint32_t chunk;   /* expected chunk bytes, or UINT32_MAX: any */
 	double link_us, link_gbps; /* the communicator's measured links, 0: none */
 };
 
+/* What a call is split into (test_channels); the other tests take one channel. */
+struct split {
+	unsigned channels; /* the communicator's */
+	unsigned parts;    /* expected slices */
+	bool device;       /* GPU buffers */
+};
+
 /* In a child: set the variables ("NAME=value", NULL-terminated), plan each
  * call, exit 0 when all match (1 + index of the first miss). */
-static int run_child(char *const env[], const struct want *w, size_t n)
+static int run_child(char *const env[], const struct want *w, const struct split *sp, size_t n)
 {
 	for (size_t i = 0; env && env[i]; i++)
 		putenv(env[i]);
 	for (size_t i = 0; i < n; i++) {
+		struct split one = { 1, 1, false }, x = sp ? sp[i] : one;
 		struct sluice_comm comm = { .nranks = w[i].nranks, .link_latency_us = w[i].link_us,
-					    .link_gbps = w[i].link_gbps };
+					    .link_gbps = w[i].link_gbps, .channels = x.channels };
 		struct sl_call call = { .fn = "test", .opcode = w[i].opcode, .count = w[i].count,
-					.dtype = SLUICE_FLOAT32 };
+					.dtype = SLUICE_FLOAT32, .device = x.device };
 		struct sl_plan plan;
 		sluice_result_t res = sl_plan_pick(&comm, &call, &plan);
 		if (!w[i].algo ? res != SLUICE_ERR_INVALID_ARGUMENT || !strstr(sluice_last_error(), "SLUICE_")
-			       : res != SLUICE_OK || plan.algo != w[i].algo ||
-				 (w[i].chunk != UINT32_MAX && plan.chunk_bytes != w[i].chunk))
+			       : res != SLUICE_OK || (w[i].algo != UINT32_MAX && plan.algo != w[i].algo) ||
+				 (w[i].chunk != UINT32_MAX && plan.chunk_bytes != w[i].chunk) ||
+				 plan.parts != x.parts)
 			return 1 + (int)i;
 	}
 	return 0;
 }
 
-static int in_child(char *const env[], const struct want *w, size_t n)
+static int in_child_split(char *const env[], const struct want *w, const struct split *sp, size_t n)
 {
 	int status;
 	pid_t pid = fork();
 
 	assert_true(pid >= 0);
 	if (pid == 0)
-		_exit(run_child(env, w, n));
+		_exit(run_child(env, w, sp, n));
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int in_child(char *const env[], const struct want *w, size_t n)
+{
+	return in_child_split(env, w, NULL, n);
 }
 
 #define RING SL_ALGO_ID_RING
@@ -150,13 +164,60 @@ static void test_overrides(void **state)
 	assert_int_equal(in_child(env_rhd, only_rhd, N(only_rhd)), 0);
 }
 
+/* Splitting over channels: only calls that slice, only while a slice keeps
+ * 64 KiB, never over more than the communicator has or SLUICE_CHANNELS
+ * allows; GPU buffers pipeline in 128 KiB chunks where the dataplane would
+ * take whole 512 KiB ones. */
+static void test_channels(void **state)
+{
+	const struct want w[] = {
+		{ SL_OP_ALLREDUCE, 2, 1 << 18, DIRECT, 0, 0, 0 },          /* 1 MiB */
+		{ SL_OP_ALLREDUCE, 2, 50 << 10, DIRECT, 0, 0, 0 },         /* 200 KiB */
+		{ SL_OP_ALLREDUCE, 2, 16 << 10, DIRECT, 0, 0, 0 },         /* 64 KiB */
+		{ SL_OP_BROADCAST, 3, 1 << 18, ANY, ANY, 0, 0 },
+		{ SL_OP_REDUCE, 3, 1 << 18, ANY, ANY, 0, 0 },
+		{ SL_OP_SEND, 2, 1 << 18, DIRECT, 0, 0, 0 },
+		{ SL_OP_ALLGATHER, 2, 1 << 18, ANY, ANY, 0, 0 },
+		{ SL_OP_ALLTOALL, 2, 1 << 18, ANY, ANY, 0, 0 },
+		{ SL_OP_ALLREDUCE, 2, 1 << 18, DIRECT, 128 << 10, 0, 0 },  /* 1 MiB of GPU memory */
+		{ SL_OP_ALLREDUCE, 2, 16 << 10, DIRECT, 0, 0, 0 },         /* 64 KiB of it */
+	};
+	const struct split sp[N(w)] = {
+		{ 4, 4, false }, /* four slices of 256 KiB */
+		{ 4, 3, false }, /* three of 66 */
+		{ 4, 1, false }, /* not worth a second */
+		{ 8, 8, false }, { 2, 2, false }, { 4, 4, false },
+		{ 4, 1, false }, { 4, 1, false }, /* blocks per rank: not sliced */
+		{ 4, 4, true },  /* 128 KiB chunks in each 256 KiB slice */
+		{ 4, 1, true },  /* one chunk anyway */
+	};
+	const struct want capped[] = { { SL_OP_ALLREDUCE, 2, 1 << 18, ANY, ANY, 0, 0 } };
+	const struct split capped_sp[] = { { 8, 2, false } };
+	char *env_cap[] = { "SLUICE_CHANNELS=2", NULL };
+	struct sl_call call = { .count = 1000003, .dtype = SLUICE_FLOAT64 };
+	uint64_t next = 0, first, count;
+
+	(void)state;
+	assert_int_equal(in_child_split(NULL, w, sp, N(w)), 0);
+	assert_int_equal(in_child_split(env_cap, capped, capped_sp, N(capped)), 0);
+	/* slices tile the buffer, each but the last starting on 4 KiB */
+	for (unsigned p = 0; p < 3; p++) {
+		sl_plan_slice(&call, 3, p, &first, &count);
+		assert_int_equal(first, next);
+		assert_int_equal(first * 8 % 4096, 0);
+		assert_true(count > 0);
+		next = first + count;
+	}
+	assert_int_equal(next, call.count);
+}
+
 static void test_bad_values(void **state)
 {
 	const struct want any[] = { { SL_OP_ALLREDUCE, 2, 2, DIRECT, 0, 0, 0 } };
 	static char *bad[][2] = {
 		{ "SLUICE_ALGO=trees" }, { "SLUICE_ALGO=rd,rd" }, { "SLUICE_ALGO=rd," }, { "SLUICE_ALGO=,rd" },
 		{ "SLUICE_CHUNK_SIZE=0" }, { "SLUICE_CHUNK_SIZE=17M" }, { "SLUICE_CHUNK_SIZE=64Q" },
-		{ "SLUICE_LINK_PROBE=yes" }, { "SLUICE_LINK_GBPS=-1" },
+		{ "SLUICE_LINK_PROBE=yes" }, { "SLUICE_LINK_GBPS=-1" }, { "SLUICE_CHANNELS=0" }, { "SLUICE_CHANNELS=9" },
 	};
 	(void)state;
 	for (size_t i = 0; i < N(bad); i++)
@@ -199,6 +260,7 @@ int main(void)
 		cmocka_unit_test(test_cost_model),
 		cmocka_unit_test(test_link_figures),
 		cmocka_unit_test(test_overrides),
+		cmocka_unit_test(test_channels),
 		cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_probe_wanted),
 	};
