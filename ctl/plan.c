@@ -53,11 +53,14 @@
  * completion and schedule cost a few microseconds on top of its bytes. */
 #define CHANNEL_MIN_BYTES (64.0 * 1024)
 #define SLICE_ALIGN 4096         /* slices start on this many bytes: whole packets, aligned copies */
-/* Where the algorithm leaves the chunk to the dataplane (512 KiB), GPU
- * buffers get this one: each chunk is staged device-to-host, sent, then
- * reduced by the GPU's kernel, and these stages overlap only across chunks.
- * On nvidia-h200-x2 (2 ranks, 8 channels) 128 KiB chunks gave 6.0-7.2 GB/s
- * from 2 to 16 MiB against 3.8-6.0 with 512 KiB, and beat 16 and 32 KiB. */
+/* GPU buffers pipeline in chunks of this size whatever the algorithm: each
+ * chunk is staged device-to-host, sent, then reduced by the GPU's kernel,
+ * and these stages overlap only across chunks, while each chunk costs a
+ * round of staging and kernel posts that the host model's 4-16 KiB chunks
+ * do not pay for.  On nvidia-h200-x2 (2 ranks, 8 channels) the model's
+ * choice (rhd, 4-16 KiB chunks) gave 3.4-4.3 GB/s from 1 to 16 MiB, 128 KiB
+ * chunks 5.4-8.4, 16 and 32 KiB ones less, 512 KiB (the dataplane's
+ * default) 3.8-6.0. */
 #define GPU_CHUNK (128u << 10)
 
 static struct {
@@ -449,7 +452,7 @@ sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_cal
 		if (!out->algo || cost[a] < cost[out->algo])
 			out->algo = a;
 	out->chunk_bytes = cfg.chunk ? cfg.chunk : (uint32_t)chunk[out->algo];
-	if (!out->chunk_bytes && call->device && b > GPU_CHUNK)
+	if (call->device && !cfg.chunk)
 		out->chunk_bytes = GPU_CHUNK;
 	if (sl_log_on(SL_LOG_INFO, SL_SUB_TUNING))
 		log_choice(comm, call, b, cost, out, cfg.nalgos > 0);
