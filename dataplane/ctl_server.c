@@ -90,15 +90,26 @@ static void call_engine(struct dp_engine *e, struct dp_ctl_req *req, struct sl_c
 		reply_err(r, res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : fail, "%s", why);
 }
 
-/* A removal, channel 0 (the owner) last; the first refusal stops it and is
- * the reply.  libsluice removes nothing in use, so a refusal means a client
- * that broke the protocol; the channels it reached have let go, and calls
- * that name the object there fail with a clear error. */
-static void remove_all(struct server *s, const struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
+/* A removal, channel 0 (the owner) last.  A refusal (1: still in use)
+ * stops it and is the reply: libsluice removes nothing in use, so it means
+ * a client that broke the protocol, and the channels already reached have
+ * let go (calls that name the object there fail with a clear error).  A
+ * failure reported on the way (a communicator's, at destroy) does not stop
+ * it: that channel let go too, and the first such report is the reply. */
+static void remove_all(struct server *s, const struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t refused)
 {
-	for (unsigned ch = s->nch; ch-- > 0 && r->status == SLUICE_OK;) {
+	for (unsigned ch = s->nch; ch-- > 0;) {
 		struct dp_ctl_req q = *req;
-		call_engine(s->e[ch], &q, r, fail);
+		char why[SL_ERRMSG_LEN] = "";
+		int32_t res;
+
+		q.why = why;
+		if ((res = dp_engine_call(s->e[ch], &q)) == 0)
+			continue;
+		if (r->status == SLUICE_OK)
+			reply_err(r, res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : refused, "%s", why);
+		if (res < DP_CTL_STATUS)
+			return;
 	}
 }
 
