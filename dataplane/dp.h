@@ -196,6 +196,7 @@ struct dp_engine {
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
 	struct dp_gdev *cpu_gdev;  /* --gate-host's stand-in */
 	bool gate_host;            /* run host collectives through the CPU stand-in (tests) */
+	uint32_t gpu_blocks;       /* blocks of each GPU reducer's kernel; 0 = gpu_dma's default */
 	uint64_t next_timer_ns;
 };
 
@@ -211,6 +212,7 @@ struct dp_engine_cfg {
 	bool gate_host;        /* host collectives through the asynchronous (GPU) path, on the CPU */
 	uint32_t rx_credit;    /* receive budget shared among active senders; 0 = the default */
 	uint8_t paths;         /* UDP source ports (paths) per link; 0 = the default */
+	uint32_t gpu_blocks;   /* persistent blocks (SMs) of each GPU reducer; 0 = gpu_dma's default */
 };
 
 /* Set up the engine and its transport; ports and routes are added after. */

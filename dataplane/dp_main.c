@@ -56,7 +56,12 @@
 /* Above the RTT of an idle veth or memif path here (5 to 50 us), below a
  * queue worth noticing. */
 #define DEFAULT_CC_TARGET_US 100
-
+/* One GPU reducer's 8 blocks reduce 45-51 GB/s from pinned host memory
+ * (perf/GPU-NOTES.md section 1), where a channel carries about 1 GB/s: K
+ * channels share those 8 SMs out, each keeping 2 for its latency. */
+#define GPU_BLOCKS_TOTAL 8
+#define GPU_BLOCKS_MIN 2
+#define GPU_BLOCKS_MAX 1024
 struct link {
 	uint16_t node;
 	uint16_t more[SL_MAX_NODES]; /* further nodes on the same segment (a bridge): NODE,NODE,... */
@@ -67,6 +72,7 @@ struct link {
 struct opts {
 	int node;
 	unsigned channels;   /* engines, each with its own links */
+	unsigned gpu_blocks; /* blocks of each GPU reducer, 0: 8 shared out among the channels */
 	int nodes;
 	const char *memif_dir;
 	struct link links[SL_MAX_PORTS];
@@ -108,6 +114,9 @@ static void usage(FILE *f)
 		"  --channels K          run K engines (1..%u), each on its own core with its own memif\n"
 		"                        links (needs --nodes/--memif-dir); large collectives are split\n"
 		"                        across them (default 1)\n"
+		"  --gpu-blocks B        blocks (SMs) of each channel's persistent reduction kernel on a GPU\n"
+		"                        (env SLUICE_GPU_BLOCKS; default 8 shared out among the channels,\n"
+		"                        at least 2 each)\n"
 		"  --payload B           bytes of data per packet (default: what the frame allows)\n"
 		"  --frame B             largest frame on the links (default %u)\n"
 		"  --window P            packets in flight per peer (default %u, at most %u)\n"
@@ -133,13 +142,13 @@ static void usage(FILE *f)
 		SL_MAX_WINDOW, SL_MAX_PATHS, DEFAULT_CC_TARGET_US);
 }
 
-static int parse_uint(const char *s, const char *what, unsigned long max, unsigned long *out)
+static int parse_uint(const char *s, const char *what, unsigned long min, unsigned long max, unsigned long *out)
 {
 	char *end;
 	errno = 0;
 	*out = strtoul(s, &end, 10);
-	if (errno || *s == '\0' || *end != '\0' || *s == '-' || *out > max) {
-		fprintf(stderr, "sluiced: %s must be a whole number from 0 to %lu, not '%s'\n", what, max, s);
+	if (errno || *s == '\0' || *end != '\0' || *s == '-' || *out < min || *out > max) {
+		fprintf(stderr, "sluiced: %s must be a whole number from %lu to %lu, not '%s'\n", what, min, max, s);
 		return -1;
 	}
 	return 0;
@@ -212,7 +221,7 @@ static int parse_link(struct opts *o, const char *arg)
 	nums[colon - arg] = '\0';
 	/* several nodes: one port onto a shared segment, routed by each node's MAC */
 	for (char *n = strtok_r(nums, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
-		if (parse_uint(n, "--link's node", SL_MAX_NODES - 1, &node))
+		if (parse_uint(n, "--link's node", 0, SL_MAX_NODES - 1, &node))
 			return -1;
 		if (n == nums)
 			l->node = (uint16_t)node;
@@ -271,7 +280,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "cc", required_argument, NULL, 'G' },        { "cc-target", required_argument, NULL, 'T' },
 		{ "gate-host", no_argument, NULL, 'g' },       { "simd", required_argument, NULL, 'S' },
 		{ "rx-credit", required_argument, NULL, 'R' }, { "paths", required_argument, NULL, 'P' },
-		{ "channels", required_argument, NULL, 'K' }, { "help", no_argument, NULL, 'h' },
+		{ "channels", required_argument, NULL, 'K' }, { "gpu-blocks", required_argument, NULL, 'B' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -291,29 +301,35 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->gate_host = (env = getenv("SLUICE_GATE_HOST")) && strcmp(env, "1") == 0;
 	if ((env = getenv("SLUICE_SIMD")) && parse_simd(env, "SLUICE_SIMD"))
 		return -1;
+	if ((env = getenv("SLUICE_GPU_BLOCKS")) && *env) {
+		if (parse_uint(env, "SLUICE_GPU_BLOCKS", 1, GPU_BLOCKS_MAX, &v))
+			return -1;
+		o->gpu_blocks = (unsigned)v;
+	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (c) {
-		case 'n': if (parse_uint(optarg, "--node", SL_MAX_NODES - 1, &v)) return -1; o->node = (int)v; break;
-		case 'N': if (parse_uint(optarg, "--nodes", SL_MAX_NODES, &v)) return -1; o->nodes = (int)v; break;
+		case 'n': if (parse_uint(optarg, "--node", 0, SL_MAX_NODES - 1, &v)) return -1; o->node = (int)v; break;
+		case 'N': if (parse_uint(optarg, "--nodes", 0, SL_MAX_NODES, &v)) return -1; o->nodes = (int)v; break;
 		case 'm': o->memif_dir = optarg; break;
 		case 'l': if (parse_link(o, optarg)) return -1; break;
 		case 's': o->socket_path = optarg; break;
-		case 'c': if (parse_uint(optarg, "--engine-cpu", 4095, &v)) return -1; o->engine_cpu = (int)v; break;
-		case 'K': if (parse_uint(optarg, "--channels", SL_MAX_CHANNELS, &v) || v == 0) return -1; o->channels = (unsigned)v; break;
-		case 'p': if (parse_uint(optarg, "--payload", 65536, &v)) return -1; o->payload = (unsigned)v; break;
-		case 'f': if (parse_uint(optarg, "--frame", 65536, &v)) return -1; o->frame = (unsigned)v; break;
+		case 'c': if (parse_uint(optarg, "--engine-cpu", 0, 4095, &v)) return -1; o->engine_cpu = (int)v; break;
+		case 'K': if (parse_uint(optarg, "--channels", 1, SL_MAX_CHANNELS, &v)) return -1; o->channels = (unsigned)v; break;
+		case 'B': if (parse_uint(optarg, "--gpu-blocks", 1, GPU_BLOCKS_MAX, &v)) return -1; o->gpu_blocks = (unsigned)v; break;
+		case 'p': if (parse_uint(optarg, "--payload", 0, 65536, &v)) return -1; o->payload = (unsigned)v; break;
+		case 'f': if (parse_uint(optarg, "--frame", 0, 65536, &v)) return -1; o->frame = (unsigned)v; break;
 		case 't': if (parse_timeout(optarg, "--timeout", &o->timeout_s)) return -1; break;
-		case 'w': if (parse_uint(optarg, "--window", SL_MAX_WINDOW, &v) || v == 0) return -1; o->window = (unsigned)v; break;
-		case 'r': if (parse_uint(optarg, "--rto-min", 10000000, &v) || v == 0) return -1; o->rto_min_us = (double)v; break;
-		case 'R': if (parse_uint(optarg, "--rx-credit", 1000000, &v) || v == 0) return -1; o->rx_credit = (unsigned)v; break;
-		case 'P': if (parse_uint(optarg, "--paths", SL_MAX_PATHS, &v) || v == 0) return -1; o->paths = (unsigned)v; break;
+		case 'w': if (parse_uint(optarg, "--window", 1, SL_MAX_WINDOW, &v)) return -1; o->window = (unsigned)v; break;
+		case 'r': if (parse_uint(optarg, "--rto-min", 1, 10000000, &v)) return -1; o->rto_min_us = (double)v; break;
+		case 'R': if (parse_uint(optarg, "--rx-credit", 1, 1000000, &v)) return -1; o->rx_credit = (unsigned)v; break;
+		case 'P': if (parse_uint(optarg, "--paths", 1, SL_MAX_PATHS, &v)) return -1; o->paths = (unsigned)v; break;
 		case 'F': if (parse_fault(optarg, "--fault", &o->fault)) return -1; break;
 		case 'C': o->no_crc = true; break;
 		case 'g': o->gate_host = true; break;
 		case 'G': if (parse_cc(optarg, &o->cc)) return -1; break;
 		case 'S': if (parse_simd(optarg, "--simd")) return -1; break;
-		case 'T': if (parse_uint(optarg, "--cc-target", 1000000, &v) || v == 0) return -1; o->cc_target_us = (unsigned)v; break;
+		case 'T': if (parse_uint(optarg, "--cc-target", 1, 1000000, &v)) return -1; o->cc_target_us = (unsigned)v; break;
 		case 'H': o->no_huge = true; break;
 		case 'A': o->allow_any_user = true; break;
 		case 'q': o->quiet = true; break;
@@ -557,7 +573,12 @@ static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, 
 	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .channel = ch, .max_frame = frame,
 				     .payload = o->payload, .timeout_ns = (uint64_t)(o->timeout_s * 1e9),
 				     .window = o->window, .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3),
-				     .gate_host = o->gate_host, .rx_credit = o->rx_credit, .paths = (uint8_t)o->paths };
+				     .gate_host = o->gate_host, .rx_credit = o->rx_credit, .paths = (uint8_t)o->paths,
+				     .gpu_blocks = o->gpu_blocks };
+
+	if (!cfg.gpu_blocks && o->channels > 1)
+		cfg.gpu_blocks = GPU_BLOCKS_TOTAL / o->channels > GPU_BLOCKS_MIN ? GPU_BLOCKS_TOTAL / o->channels
+										  : GPU_BLOCKS_MIN;
 
 	if (dp_engine_init(e, &cfg, err, len) != 0)
 		return -1;
