@@ -301,6 +301,10 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 		return;
 	comm->failed = status;
 	vsnprintf(comm->why, sizeof(comm->why), fmt, ap);
+	if (comm->channels_failed) {
+		int32_t none = 0;
+		atomic_compare_exchange_strong(comm->channels_failed, &none, status);
+	}
 	fprintf(stderr, "sluiced node %u: communicator %#" PRIx64 " rank %u failed: %s\n", e->node,
 		comm->key, comm->rank, comm->why);
 	for (struct dp_coll *k = comm->colls; k; k = k->next) {
@@ -1000,6 +1004,18 @@ static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 	send_ready(e, k);
 }
 
+/* Another channel failed this communicator: so does this one (and tells its peers). */
+static void check_channels(struct dp_engine *e, struct dp_comm *comm)
+{
+	int32_t status;
+
+	if (comm->failed != SLUICE_OK || !comm->channels_failed ||
+	    (status = atomic_load_explicit(comm->channels_failed, memory_order_relaxed)) == 0)
+		return;
+	comm_fail(e, comm, status, comm->colls->seq, true, "another channel of this dataplane failed "
+		  "communicator %#" PRIx64 " (status %d): its error names the cause", comm->key, status);
+}
+
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
@@ -1037,6 +1053,8 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			now = sl_tp_poll_ns(e->tp);
 			timers = now >= e->next_timer_ns;
 		}
+		if (timers)
+			check_channels(e, comm);
 		for (k = comm->colls; k; k = next) {
 			next = k->next;
 			left--;

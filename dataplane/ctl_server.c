@@ -35,6 +35,10 @@ struct conn {
 	bool region_used[SL_MAX_REGIONS];
 };
 
+/* Per communicator slot, what its first failing channel stored (dp.h's
+ * channels_failed): static, since engines outlive the server's frame. */
+static _Atomic int32_t comm_channels_failed[DP_MAX_COMMS];
+
 struct server {
 	struct dp_engine *const *e;       /* one engine per channel; e[0] owns the mappings */
 	unsigned nch;
@@ -285,6 +289,8 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 	comm.nranks = m->c.nranks;
 	for (uint32_t k = 0; k < comm.nranks; k++)
 		comm.node[k] = (uint16_t)m->c.node[k];
+	atomic_store(&comm_channels_failed[i], 0);
+	comm.channels_failed = s->nch > 1 ? &comm_channels_failed[i] : NULL;
 	for (ch = 0; ch < s->nch && r->status == SLUICE_OK; ch++) {
 		struct dp_ctl_req req = { .op = DP_CTL_ADD_COMM, .client = (uint32_t)ci, .index = i, .obj = &comm };
 		comm.client = &s->e[ch]->clients[ci];

@@ -97,6 +97,10 @@ struct dp_comm {
 	char why[SL_ERRMSG_LEN];
 	struct sl_tp_msg *abort_msgs; /* [nranks], the abort notices it sent */
 	bool failure_told;        /* a completion or refusal has carried `failed` to the client */
+	/* Shared by this communicator's copies on every channel: the first to
+	 * fail stores its status, and the others fail too at their next timer
+	 * pass, so that a call's other slices do not wait for the timeout. */
+	_Atomic int32_t *channels_failed;
 	uint32_t nlinger;         /* collectives in colls reported done that linger */
 	/* the client's destroy, answered once the lingering ones are gone (the server waits on it) */
 	_Atomic int32_t *close_done;
