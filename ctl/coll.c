@@ -386,12 +386,11 @@ sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, 
 	struct sl_cmd cmds[SL_MAX_CHANNELS] = { { .opcode = c->opcode, .count = c->count, .dtype = c->dtype,
 						  .redop = c->op, .root = (uint32_t)c->root } };
 	struct sluice_ctx *ctx = comm->ctx;
+	struct sl_call planned = *c;
 	struct sluice_req *r;
 	struct sl_plan plan;
 	sluice_result_t res;
 	unsigned went;
-
-	struct sl_call planned = *c;
 
 	pthread_mutex_lock(&ctx->lock);
 	planned.device = sl_mem_is_device(ctx, c->recv ? c->recv : c->send);

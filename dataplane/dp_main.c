@@ -62,6 +62,7 @@
 #define GPU_BLOCKS_TOTAL 8
 #define GPU_BLOCKS_MIN 2
 #define GPU_BLOCKS_MAX 1024
+
 struct link {
 	uint16_t node;
 	uint16_t more[SL_MAX_NODES]; /* further nodes on the same segment (a bridge): NODE,NODE,... */
