@@ -7,6 +7,11 @@
 # the ratios the issue asks about (>= 0.95 at 0.1%, >= 0.80 at 1%), the best
 # run of each (on a shared machine the best is what a stack can do, the
 # median what it did), and sluice against Open MPI at each loss.
+# Each round runs every loss once, in reverse order every other round, so
+# that a slow minute of the shared machine hits lossless and lossy runs
+# alike; "paired" is the median, and the range, of each round's lossy run
+# over the same round's lossless one.  The load average is printed at the
+# start and the end.
 #
 # Where the loss happens: in the bridge, for both stacks (sluice-run --loss:
 # an nftables rule drops each forwarded frame with probability P).  This
@@ -55,13 +60,16 @@ one() { # stack loss
 			--mca btl_tcp_if_include veth0 -x SLUICE_HOSTS \
 			bash -c 'h=($SLUICE_HOSTS); exec ip netns exec "${h[$OMPI_COMM_WORLD_RANK]}" "$@"' _ \
 			"$mpi_perf" "${bench[@]}"
-	fi 2>/dev/null | awk -v n="$n" '!/^#/ && NF >= 8 { printf "%.3f\n", $1 * 2 * (n - 1) / n / $6 / 1000; exit }'
+	fi 2>/dev/null | awk -v n="$n" '!/^#/ && NF >= 8 { printf "%.4f\n", $1 * 2 * (n - 1) / n / $6 / 1000; exit }'
 }
 
 losses=(0 0.001 0.01)
 declare -A got
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 0; r < reps; r++)); do
-	for loss in "${losses[@]}"; do
+	order=("${losses[@]}")
+	[ $((r % 2)) = 1 ] && order=(0.01 0.001 0)
+	for loss in "${order[@]}"; do
 		for s in $stacks; do
 			bw=$(one "$s" "$loss")
 			got[$s,$loss]="${got[$s,$loss]:-} ${bw:-fail}"
@@ -71,14 +79,24 @@ done
 
 median() { tr ' ' '\n' | grep -v '^$' | grep -v fail | sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "fail" }'; }
 best() { tr ' ' '\n' | grep -v '^$' | grep -v fail | sort -g | tail -1; }
+spread() { tr ' ' '\n' | grep -v '^$' | grep -v fail | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%s..%s", v[1], v[NR]; else print "-" }'; }
+# each round's run at a loss over the same round's lossless run
+paired() { # lossy-runs lossless-runs
+	awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); split(b, y, " ")
+		for (i = 1; i <= n; i++) if (x[i] + 0 > 0 && y[i] + 0 > 0) printf "%.3f\n", x[i] / y[i] }'
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 echo "# all-reduce $size, $n ranks on veth hosts, links at $rate, loss in the bridge, sluice cc $cc, $reps runs each (GB/s busbw)"
+echo "# load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 for s in $stacks; do
 	base=$(echo "${got[$s,0]}" | median) base_best=$(echo "${got[$s,0]}" | best)
 	for loss in "${losses[@]}"; do
 		m=$(echo "${got[$s,$loss]}" | median) b=$(echo "${got[$s,$loss]}" | best)
-		printf "%-6s loss %-6s median %-6s (x%-5s of lossless)  best %-6s (x%-5s)  runs:%s\n" "$s" "$loss" \
-			"$m" "$(ratio "$m" "$base")" "$b" "$(ratio "$b" "$base_best")" "${got[$s,$loss]}"
+		pr=$(paired "${got[$s,$loss]}" "${got[$s,0]}" | tr '\n' ' ')
+		printf "%-6s loss %-6s median %-7s (x%-5s of lossless)  best %-7s (x%-5s)  paired x%s (%s)  range %s\n" \
+			"$s" "$loss" "$m" "$(ratio "$m" "$base")" "$b" "$(ratio "$b" "$base_best")" \
+			"$(echo "$pr" | median)" "$(echo "$pr" | spread)" "$(echo "${got[$s,$loss]}" | spread)"
+		echo "#   runs:${got[$s,$loss]}"
 	done
 done
 if [ "$stacks" != sluice ]; then
