@@ -38,7 +38,7 @@ struct sl_cc_ops {
 	/* acked packets newly acknowledged; delay_ns the RTT this ACK measured
 	 * (0: none, e.g. only retransmissions acked); ce: the path marked congestion */
 	void (*on_ack)(struct sl_cc *cc, uint32_t acked, uint64_t delay_ns, bool ce, uint64_t now_ns);
-	/* a hole was found by SACK (once per ACK that finds any) */
+	/* packets were found lost (once per ACK or timer scan that finds any: tp_loss.c) */
 	void (*on_loss)(struct sl_cc *cc, uint64_t now_ns);
 	/* the retransmission timer expired */
 	void (*on_timeout)(struct sl_cc *cc, uint64_t now_ns);

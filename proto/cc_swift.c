@@ -8,7 +8,11 @@
  *     excess, cwnd *= max(1 - beta * (delay - target) / delay, 1 - max_mdf),
  *     at most once per RTT so that one queue build-up is not punished for
  *     every packet it delays;
- *   - a loss found by SACK: decrease by max_mdf, again at most once per RTT;
+ *   - a loss found by SACK: decrease by max_mdf, again at most once per RTT,
+ *     but only while the latest delay is above target: a queue fills past
+ *     the target before it overflows, so a loss at low delay is the wire's
+ *     (random loss), and cutting for it only idles the link (Swift's paper
+ *     cuts on every fast recovery: its fabric loses only to queues);
  *     every timeout: decrease by max_mdf;
  *   - a congestion mark from the path (ECN CE) counts as a delay above
  *     target: the queue is building somewhere we cannot time.
@@ -69,7 +73,7 @@ static void swift_on_ack(struct sl_cc *cc, uint32_t acked, uint64_t delay_ns, bo
 
 static void swift_on_loss(struct sl_cc *cc, uint64_t now_ns)
 {
-	if (can_decrease(cc, now_ns))
+	if (cc->rtt_ns > cc->p.target_ns && can_decrease(cc, now_ns))
 		decrease(cc, 1 - cc->p.max_mdf, now_ns);
 	clamp_and_pace(cc);
 }

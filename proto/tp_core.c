@@ -113,7 +113,7 @@ static struct tp_flow *flow_new(struct sl_tp *tp, uint16_t node)
 		return NULL;
 	}
 	f->node = node;
-	f->snd_una = f->snd_nxt = f->rcv_cum = TP_FIRST_PSN;
+	f->snd_una = f->snd_nxt = f->sacked_end = f->rcv_cum = TP_FIRST_PSN;
 	f->rcv_grant = tp->cfg.init_credit;
 	f->credit_end = TP_FIRST_PSN + (tp->cfg.init_credit < tp->cfg.window ? tp->cfg.init_credit :
 									   tp->cfg.window);

@@ -90,10 +90,10 @@ struct ack_result {
 	uint32_t acked;   /* PSNs newly acknowledged */
 	bool progress;    /* something new was acknowledged */
 	bool clean;       /* ... of which a packet never retransmitted: an RTT sample */
-	uint64_t sent_ns[SL_MAX_PATHS]; /* the latest send time among them, by path */
 };
 
-/* Retire one in-flight PSN, if not acknowledged before. */
+/* Retire one in-flight PSN, if not acknowledged before; note what loss
+ * detection (tp_loss.c) learns from it. */
 static void ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, struct ack_result *r)
 {
 	struct tp_slot *s = tp_slot(tp, f, psn);
@@ -104,9 +104,14 @@ static void ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, struct ac
 	s->acked = true;
 	r->acked++;
 	r->progress = true;
-	r->clean |= s->retx == 0;
-	if (s->sent_ns > r->sent_ns[s->path])
-		r->sent_ns[s->path] = s->sent_ns;
+	if (!s->retx) { /* a retransmission's send time is ambiguous: which copy arrived? */
+		r->clean = true;
+		f->reordering_seen |= psn_before(psn, f->sacked_end);
+		if (s->sent_ns > f->rack_sent_ns)
+			f->rack_sent_ns = s->sent_ns;
+	}
+	if (!psn_before(psn, f->sacked_end))
+		f->sacked_end = psn + 1;
 	tp_path_acked(f, s);
 	if (m && --m->unacked == 0 && !m->queued)
 		tp->cb.acked(tp->cb.arg, m);
@@ -132,37 +137,8 @@ static void ack_apply(struct sl_tp *tp, struct tp_flow *f, const struct sl_ack *
 	}
 	while (f->snd_una != f->snd_nxt && tp_slot(tp, f, f->snd_una)->acked)
 		f->snd_una++;
-}
-
-/* Retransmit the holes that must be losses: with at least TP_DUPTHRESH
- * SACKed PSNs above them, or (as in RACK) sent more than a quarter RTT
- * before a packet this ACK retired, which reordering that small cannot
- * explain; unless already retransmitted within the last smoothed RTT.  Both
- * count only packets sent on the hole's own path: paths differ in delay, so
- * packets overtake each other across them without any loss. */
-static bool fast_retransmit(struct sl_tp *tp, struct tp_flow *f, const uint64_t acked_sent_ns[])
-{
-	bool any = false;
-
-	uint64_t guard = f->rtt_valid ? f->srtt_ns : f->rto_ns;
-	uint64_t reorder = f->rtt_valid ? f->srtt_ns / 4 : f->rto_ns;
-	uint32_t sacked_above[SL_MAX_PATHS] = { 0 };
-
-	for (uint32_t psn = f->snd_nxt; psn != f->snd_una;) {
-		struct tp_slot *s = tp_slot(tp, f, --psn);
-		if (s->acked) {
-			sacked_above[s->path]++;
-			continue;
-		}
-		bool lost = sacked_above[s->path] >= TP_DUPTHRESH ||
-			    s->sent_ns + reorder < acked_sent_ns[s->path];
-		if (!lost || (s->retx && tp->now_ns - s->sent_ns < guard))
-			continue;
-		if (!tp_retransmit(tp, f, psn, &tp->stats.retx_sack))
-			break;
-		any = true;
-	}
-	return any;
+	if (psn_before(f->sacked_end, f->snd_una))
+		f->sacked_end = f->snd_una; /* no holes: keep it close, PSNs wrap */
 }
 
 static bool has_sack(const struct sl_ack *ack)
@@ -194,8 +170,8 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	 * what we know says nothing */
 	if (!psn_before(ack->cum_psn, una))
 		f->credit_end = ack->cum_psn + (ack->credit < SL_MAX_WINDOW ? ack->credit : SL_MAX_WINDOW);
-	if (has_sack(ack) && fast_retransmit(tp, f, r.sent_ns) && tp->cfg.cc)
-		tp->cfg.cc->on_loss(&f->cc, tp->now_ns);
+	if (has_sack(ack))
+		tp_detect_losses(tp, f);
 }
 
 static struct tp_flow *rx_flow(const struct sl_tp *tp, const struct sl_hdr *h)

@@ -88,6 +88,9 @@ struct tp_flow {
 	uint64_t progress_ns;    /* last ACK progress (or start of being busy) */
 	uint64_t last_tx_ns;     /* last DATA (re)transmission */
 	bool tlp_sent;           /* a tail-loss probe is out since the last progress */
+	uint32_t sacked_end;     /* one past the highest PSN acknowledged: holes lie below it */
+	uint64_t rack_sent_ns;   /* latest send time of a delivered packet never retransmitted */
+	bool reordering_seen;    /* such a packet arrived after a higher PSN (tp_loss.c) */
 	struct sl_cc cc;         /* congestion control state (cfg.cc) */
 	uint64_t next_send_ns;   /* paced (cc.pace_ns): no new packet before this */
 	struct sl_twheel_node pace_node; /* on tp->pacer while waiting for next_send_ns */
@@ -167,6 +170,10 @@ uint16_t tp_entropy(const struct sl_tp *tp, uint16_t node, uint32_t salt);
 
 /* tp_input.c */
 uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx);
+
+/* tp_loss.c */
+uint64_t tp_reorder_window(const struct tp_flow *f);
+uint32_t tp_detect_losses(struct sl_tp *tp, struct tp_flow *f);
 
 /* tp_output.c */
 uint32_t tp_flow_window(const struct sl_tp *tp, const struct tp_flow *f);

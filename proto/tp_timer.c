@@ -5,7 +5,9 @@
  * it, a tail-loss probe: when a flow's last packets go unacknowledged for two
  * smoothed RTTs, its highest unacknowledged packet is sent again, so that
  * the ACK it draws reveals any hole to SACK recovery long before the RTO
- * (losses at the end of a message have no later packets to reveal them).  A flow
+ * (losses at the end of a message have no later packets to reveal them).
+ * Holes that SACK already revealed are retried from here too once they are
+ * overdue (tp_loss.c), as no further ACK may come to find them.  A flow
  * whose packets go unacknowledged for dead_ns is declared dead; a path that
  * stops delivering, much sooner (tp_path.c).  The same scan counts the
  * senders active at this receiver, whose number divides its credit.  Timers
@@ -140,7 +142,7 @@ uint32_t tp_run_timers(struct sl_tp *tp)
 		if (tp->now_ns - f->progress_ns >= tp->cfg.dead_ns)
 			flow_die(tp, f);
 		else
-			moved += rto_scan(tp, f) + tlp_scan(tp, f);
+			moved += tp_detect_losses(tp, f) + rto_scan(tp, f) + tlp_scan(tp, f);
 	}
 	tp->rx_active = active ? active : 1;
 	return moved;

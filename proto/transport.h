@@ -94,9 +94,8 @@ struct sl_tp_stats {
 	uint64_t data_tx, data_rx, bytes_tx, bytes_rx; /* tx: built and queued for a port, retx
 							   included; rx: delivered (SL_DELIVER_DONE) */
 	uint64_t ack_tx, ack_rx;
-	uint64_t retx_rto, retx_sack;   /* retransmissions by cause: timeout, SACK holes (a hole with
-					   TP_DUPTHRESH PSNs SACKed above, or sent well before one
-					   that was), */
+	uint64_t retx_rto, retx_sack;   /* retransmissions by cause: timeout, SACK holes (overdue
+					   below a PSN that arrived: tp_loss.c), */
 	uint64_t retx_tlp;              /* and tail-loss probes */
 	uint64_t rx_dup;                /* DATA for a PSN already applied */
 	uint64_t rx_void;               /* void DATA (cancelled message): PSN marked, nothing delivered */

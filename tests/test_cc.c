@@ -61,6 +61,30 @@ static void test_swift_rules(void **state)
 	assert_true(cc.cwnd > 1 && cc.pace_ns == 0);
 }
 
+/* A loss at a delay below the target is the wire's, not a queue's: the
+ * window stays.  Above the target it is halved, once per RTT. */
+static void test_swift_random_loss(void **state)
+{
+	(void)state;
+	struct sl_cc_params p;
+	struct sl_cc cc;
+	const uint64_t t0 = 1000000;
+
+	sl_cc_params_default(&p, TARGET_NS, WIN);
+	sl_cc_swift.init(&cc, &p);
+	cc.cwnd = 20;
+	sl_cc_swift.on_ack(&cc, 1, TARGET_NS / 2, false, t0);
+	double before = cc.cwnd;
+	sl_cc_swift.on_loss(&cc, t0 + 1000);
+	assert_true(cc.cwnd == before);
+	sl_cc_swift.on_ack(&cc, 1, TARGET_NS + TARGET_NS / 10, false, t0 + 4 * TARGET_NS);
+	before = cc.cwnd;
+	sl_cc_swift.on_loss(&cc, t0 + 8 * TARGET_NS);
+	assert_true(cc.cwnd > before * 0.49 && cc.cwnd < before * 0.51);
+	sl_cc_swift.on_loss(&cc, t0 + 8 * TARGET_NS + 1000); /* within the RTT: once */
+	assert_true(cc.cwnd > before * 0.49 && cc.cwnd < before * 0.51);
+}
+
 /* ---- senders and a receiver over a bottleneck ---- */
 
 #define PAYLOAD 1024
@@ -425,6 +449,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_swift_rules),
+		cmocka_unit_test(test_swift_random_loss),
 		cmocka_unit_test(test_swift_ce_once_per_rtt),
 		cmocka_unit_test(test_swift_holds_the_queue),
 		cmocka_unit_test(test_swift_incast_paces),
