@@ -24,6 +24,7 @@
 #include "internal.h"
 
 #define SPIN_NS (5 * 1000LL)          /* busy-poll this long before sleeping */
+#define DRIVE_IDLE_NS (50 * 1000LL)    /* embedded: drive an idle engine this long, then hand it back */
 #define NAP_NS (1000 * 1000LL)         /* one futex sleep, at most */
 #define HUP_CHECK_NS (5 * 1000000LL)   /* how often to ask whether the dataplane is alive */
 #define WAIT_MARGIN_S 2                /* past SLUICE_TIMEOUT: the dataplane reports peer failures first */
@@ -520,6 +521,8 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 		return SLUICE_ERR_INVALID_USAGE;
 	}
 	reap(ctx);
+	int64_t idle_since = 0;
+	bool driving = ctx->drive != NULL;
 	while (req->state == SL_REQ_POSTED) {
 		int64_t now = sl_now_ns();
 
@@ -539,9 +542,17 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 		/* Embedded, this thread is the engine while it waits.  When the
 		 * engine's thread is mid-pass, yield: it may share this core, and
 		 * spinning would keep it from finishing (and from ACKing). */
-		if (ctx->drive) {
-			if (ctx->drive() < 0)
+		if (driving) {
+			int32_t work = ctx->drive();
+			if (work < 0)
 				sched_yield();
+			idle_since = work ? 0 : idle_since ? idle_since : now;
+			/* Nothing to do for a while: the engine's thread waits for the
+			 * wire, asleep (dataplane/idle.c), and so does this one. */
+			if (idle_since && now - idle_since > DRIVE_IDLE_NS && !ctx->cfg.busy_poll) {
+				ctx->release();
+				driving = false;
+			}
 		}
 		else if (now - start > SPIN_NS)
 			nap(ctx);

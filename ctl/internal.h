@@ -59,6 +59,7 @@ struct sl_config {
 	const char *embedded_args; /* SLUICE_EMBEDDED_ARGS, "" when unset */
 	const char *dp_lib;        /* SLUICE_DP_LIB, NULL when unset */
 	int timeout_s;             /* SLUICE_TIMEOUT */
+	bool busy_poll;            /* SLUICE_BUSY_POLL: an embedded wait drives the engine until done */
 };
 
 /* Read and check every variable sluice_init needs, SLUICE_DEBUG* included. */

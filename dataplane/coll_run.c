@@ -162,6 +162,7 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 
 	if (k->lingering) {
 		comm->nlinger--;
+		comm->linger_bytes -= k->linger_len;
 		e->lingering--;
 	} else {
 		if (!post_cpl(comm->client, k->cmd.req, k->status, k->why))
@@ -198,7 +199,8 @@ static bool may_linger(const struct dp_coll *k)
 
 	return !k->lingering && !k->gdev && k->status == SLUICE_OK && sl_sched_data_done(s) &&
 	       k->msgs_sent == k->msgs_used && !k->holding && k->comm->nlinger < DP_LINGER_MAX &&
-	       s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_EAGER_MAX;
+	       s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_EAGER_MAX &&
+	       k->comm->linger_bytes + s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_LINGER_BYTES;
 }
 
 static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
@@ -217,6 +219,7 @@ static bool copy_sources(struct dp_coll *k)
 		slen = 0; /* the in-place snapshot: ours already */
 	if (!(k->linger_copy = malloc(slen + rlen + 1)))
 		return false;
+	k->linger_len = slen + rlen;
 	memcpy(k->linger_copy, sbuf, slen);
 	memcpy(k->linger_copy + slen, rbuf, rlen);
 	for (uint32_t i = 0; i < k->msgs_used; i++) {
@@ -240,6 +243,7 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 	e->count.colls_done++;
 	k->lingering = true;
 	k->comm->nlinger++;
+	k->comm->linger_bytes += k->linger_len;
 	e->lingering++;
 	return true;
 }

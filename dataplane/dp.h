@@ -18,6 +18,7 @@
 #include "gdma.h"
 #include "schedule.h"
 #include "transport.h"
+#include "wake.h"
 
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
@@ -25,9 +26,13 @@
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 /* A call whose send and recv buffers hold at most this many bytes may be
  * reported done before its sends are acknowledged (coll_run.c: lingering),
- * at most DP_LINGER_MAX of them per communicator. */
+ * at most DP_LINGER_MAX of them per communicator, holding at most
+ * DP_LINGER_BYTES of copies.  The root of a run of small rooted calls runs
+ * this far ahead of its peers, as an MPI root does through socket buffers
+ * (16 calls held it to its slowest peer's pace: 20-40x Open MPI's time). */
 #define DP_EAGER_MAX (64u << 10)
-#define DP_LINGER_MAX 16
+#define DP_LINGER_MAX 256
+#define DP_LINGER_BYTES (4u << 20)
 #define DP_MAX_GPUS 16
 #define DP_STAGE_BUFS 64  /* device-to-host staging buffers per GPU, one chunk each */
 
@@ -102,6 +107,7 @@ struct dp_comm {
 	 * pass, so that a call's other slices do not wait for the timeout. */
 	_Atomic int32_t *channels_failed;
 	uint32_t nlinger;         /* collectives in colls reported done that linger */
+	uint64_t linger_bytes;    /* their copies' bytes */
 	/* the client's destroy, answered once the lingering ones are gone (the server waits on it) */
 	_Atomic int32_t *close_done;
 	char *close_why;
@@ -142,6 +148,7 @@ struct dp_coll {
 	 * client's buffers. */
 	bool lingering;
 	uint8_t *linger_copy;
+	uint64_t linger_len;      /* its bytes */
 };
 
 struct dp_counters {
@@ -173,6 +180,27 @@ struct dp_ctl_req {
 	char *why;            /* SL_ERRMSG_LEN bytes for a refusal */
 };
 
+/* What an idle engine does (idle.c). */
+struct dp_idle_cfg {
+	bool busy_poll;         /* never sleep: the engine has a core of its own */
+	uint64_t spin_ns;       /* idle this long before sleeping; 0: the default */
+	uint64_t max_sleep_ns;  /* one sleep lasts at most this; 0: the default */
+};
+
+struct dp_idle {
+	struct dp_idle_cfg cfg;
+	struct dp_wake *wake;   /* this engine's wake word, which it owns */
+	bool all_links_wake;    /* every link's peer wakes it: it may sleep with collectives in flight */
+	uint64_t since;         /* when the idle stretch began; 0: busy */
+	uint32_t passes;        /* idle passes since the last clock read */
+	struct {
+		uint64_t sleeps;      /* waits begun */
+		uint64_t woke_peer;   /* ended by a peer's frames (its kick) */
+		uint64_t woke_client; /* ended by a client's doorbell */
+		uint64_t timed_out;   /* ran out */
+	} count;
+};
+
 /* One engine per channel: its own core, links, transport and tables.  The
  * control server gives every engine the same clients, regions and
  * communicators (channel 0's engine owns the mappings). */
@@ -202,6 +230,7 @@ struct dp_engine {
 	bool gate_host;            /* run host collectives through the CPU stand-in (tests) */
 	uint32_t gpu_blocks;       /* blocks of each GPU reducer's kernel; 0 = gpu_dma's default */
 	uint64_t next_timer_ns;
+	struct dp_idle idle;
 };
 
 /* engine.c */
@@ -217,6 +246,9 @@ struct dp_engine_cfg {
 	uint32_t rx_credit;    /* receive budget shared among active senders; 0 = the default */
 	uint8_t paths;         /* UDP source ports (paths) per link; 0 = the default */
 	uint32_t gpu_blocks;   /* persistent blocks (SMs) of each GPU reducer; 0 = gpu_dma's default */
+	struct dp_idle_cfg idle;
+	struct dp_wake *wake;  /* the engine's wake word, which it takes over; NULL: a private one */
+	bool all_links_wake;   /* every link's peer kicks wake (dp_wake_port_wrap) */
 };
 
 /* Set up the engine and its transport; ports and routes are added after. */
@@ -236,6 +268,18 @@ bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req);
 /* From the server thread: hand a request to the engine and wait for its answer. */
 int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req);
 uint64_t dp_now_ns(void *unused);
+
+/* idle.c */
+void dp_idle_init(struct dp_idle *d, const struct dp_idle_cfg *cfg, struct dp_wake *wake);
+/* The engine's pass found no work: spin, and after a while sleep until woken. */
+void dp_idle(struct dp_engine *e);
+/* Its counters, one line on stderr (sluiced -v). */
+void dp_idle_print(const struct dp_engine *e);
+/* A pass found work: the next idle stretch starts afresh. */
+static inline void dp_idle_busy(struct dp_idle *d)
+{
+	d->since = 0;
+}
 
 /* coll_run.c */
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd);

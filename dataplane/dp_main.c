@@ -95,6 +95,7 @@ struct opts {
 	bool no_huge;
 	bool allow_any_user;
 	bool quiet;
+	bool busy_poll;   /* the engine never sleeps (idle.c) */
 };
 
 static void usage(FILE *f)
@@ -138,6 +139,8 @@ static void usage(FILE *f)
 		"  --gate-host           run host collectives through the GPU path (a reducer that applies\n"
 		"                        packets later, here gpu_dma's CPU consumer): for testing it without a GPU\n"
 		"                        (also SLUICE_GATE_HOST=1)\n"
+		"  --busy-poll           never sleep when idle: for an engine with a core of its own\n"
+		"                        (also SLUICE_BUSY_POLL=1; default: spin 50 us, then sleep until woken)\n"
 		"  --quiet               no start/stop messages\n",
 		DEFAULT_SOCKET, SL_MAX_CHANNELS, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
 		SL_MAX_WINDOW, SL_MAX_PATHS, DEFAULT_CC_TARGET_US);
@@ -282,7 +285,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "gate-host", no_argument, NULL, 'g' },       { "simd", required_argument, NULL, 'S' },
 		{ "rx-credit", required_argument, NULL, 'R' }, { "paths", required_argument, NULL, 'P' },
 		{ "channels", required_argument, NULL, 'K' }, { "gpu-blocks", required_argument, NULL, 'B' },
-		{ "help", no_argument, NULL, 'h' },
+		{ "busy-poll", no_argument, NULL, 'Y' },       { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -300,6 +303,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if ((env = getenv("SLUICE_FAULT")) && parse_fault(env, "SLUICE_FAULT", &o->fault))
 		return -1;
 	o->gate_host = (env = getenv("SLUICE_GATE_HOST")) && strcmp(env, "1") == 0;
+	if ((env = getenv("SLUICE_BUSY_POLL")) && *env && strcmp(env, "0") && strcmp(env, "1")) {
+		fprintf(stderr, "sluiced: SLUICE_BUSY_POLL=\"%s\" is not valid: expected 1 (never sleep when "
+			"idle) or 0 (spin, then sleep until woken)\n", env);
+		return -1;
+	}
+	o->busy_poll = env && strcmp(env, "1") == 0;
 	if ((env = getenv("SLUICE_SIMD")) && parse_simd(env, "SLUICE_SIMD"))
 		return -1;
 	if ((env = getenv("SLUICE_GPU_BLOCKS")) && *env) {
@@ -334,6 +343,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'H': o->no_huge = true; break;
 		case 'A': o->allow_any_user = true; break;
 		case 'q': o->quiet = true; break;
+		case 'Y': o->busy_poll = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -424,6 +434,28 @@ static void prime_links(struct sl_port **ports, unsigned nports)
 		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > PRIME_MS)
 			break;
 	}
+}
+
+/* On a memif mesh every link kicks the engine it sends to awake (wake.h):
+ * the mesh's links are each channel's last nodes - 1, and channel ch's
+ * reach the peer's channel ch.  The peers made their wake words before
+ * their links, and the links are up. */
+static int wake_peers(const struct opts *o, struct sl_port **ports, char *err, size_t len)
+{
+	for (unsigned k = 0; k < o->channels * o->nlinks; k++) {
+		unsigned ch = k / o->nlinks, i = k % o->nlinks;
+		if (i < o->nlinks - (unsigned)(o->nodes - 1))
+			continue;
+		struct dp_wake *peer = dp_wake_open(o->memif_dir, o->links[i].node, ch, false, err, len);
+		struct sl_port *p = peer ? dp_wake_port_wrap(ports[k], peer) : NULL;
+		if (!p) {
+			if (peer && !*err)
+				snprintf(err, len, "out of memory wrapping link %u", i);
+			return -1;
+		}
+		ports[k] = p;
+	}
+	return 0;
 }
 
 /* Every link gets the CRC32C trailer (DPDK's vdevs have no FCS) unless
@@ -569,13 +601,14 @@ static int engine_main(void *arg)
 
 /* Set up channel ch's engine over its links (ports of that channel). */
 static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, uint32_t frame,
-			struct sl_port **ports, char *err, size_t len)
+			struct sl_port **ports, struct dp_wake *wake, char *err, size_t len)
 {
 	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .channel = ch, .max_frame = frame,
 				     .payload = o->payload, .timeout_ns = (uint64_t)(o->timeout_s * 1e9),
 				     .window = o->window, .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3),
 				     .gate_host = o->gate_host, .rx_credit = o->rx_credit, .paths = (uint8_t)o->paths,
-				     .gpu_blocks = o->gpu_blocks };
+				     .gpu_blocks = o->gpu_blocks, .idle = { .busy_poll = o->busy_poll }, .wake = wake,
+				     .all_links_wake = o->nodes > 0 && o->nlinks == (unsigned)o->nodes - 1 };
 
 	if (!cfg.gpu_blocks && o->channels > 1)
 		cfg.gpu_blocks = GPU_BLOCKS_TOTAL / o->channels > GPU_BLOCKS_MIN ? GPU_BLOCKS_TOTAL / o->channels
@@ -597,6 +630,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 {
 	static struct dp_engine engines[SL_MAX_CHANNELS];
 	static struct dp_engine *eptr[SL_MAX_CHANNELS];
+	static struct dp_wake *wakes[SL_MAX_CHANNELS];
 	static struct dp_trace trace;
 	/* Static: the ports outlive this call (see the end) and stay reachable.
 	 * Channel ch's link i is at [ch * o->nlinks + i]. */
@@ -619,6 +653,10 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	snprintf(prefix, sizeof(prefix), "sluice-n%d-%d", o->node, (int)getpid());
 	if (sl_eal_start(&ec, &lcore, err, len) != 0)
 		return -1;
+	/* before the links: a peer maps them once its links to us are up */
+	for (unsigned ch = 0; ch < o->channels; ch++)
+		if (!(wakes[ch] = dp_wake_open(o->nodes > 0 ? o->memif_dir : NULL, (unsigned)o->node, ch, true, err, len)))
+			goto out;
 	if (open_links(o, ports, err, len) != 0)
 		goto out;
 	if (o->nodes > 0)
@@ -627,6 +665,8 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		base[i] = ports[i];
 		memset(&base[i]->stats, 0, sizeof(base[i]->stats));
 	}
+	if (o->nodes > 0 && wake_peers(o, ports, err, len) != 0)
+		goto out;
 	/* CRC32C and fault injection (--no-crc, --fault): the innermost wrap */
 	if (prepare_links(o, ports, faulty, &clock, err, len) != 0)
 		goto out;
@@ -639,7 +679,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	for (; ready_engines < o->channels; ready_engines++) {
 		unsigned ch = ready_engines;
 		eptr[ch] = &engines[ch];
-		if (engine_setup(&engines[ch], o, ch, frame, ports + ch * o->nlinks, err, len) != 0)
+		if (engine_setup(&engines[ch], o, ch, frame, ports + ch * o->nlinks, wakes[ch], err, len) != 0)
 			goto fini;
 	}
 	for (unsigned ch = 0; ch < o->channels; ch++) {
@@ -667,6 +707,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		rte_eal_wait_lcore(lcore + ch);
 	for (unsigned ch = 0; ch < o->channels && !o->quiet; ch++) {
 		print_counters(&engines[ch]);
+		dp_idle_print(&engines[ch]);
 		print_links(&engines[ch], o, base + ch * o->nlinks);
 		print_faults(&engines[ch], o, faulty + ch * o->nlinks);
 	}

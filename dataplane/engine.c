@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,9 +24,6 @@
 #include "dp.h"
 
 #define CTL_SLOTS 64
-#define IDLE_SPINS 2000     /* idle passes spent spinning before yielding */
-#define IDLE_YIELDS 2000       /* then yielding, before napping */
-#define NAP_NS 50000        /* a nap: short enough to keep ports drained */
 /* The application drove the engine this recently: its thread stays off.
  * Each time it looks costs a wake-up, about 20 us of the core on these VMs,
  * so it looks once per holdoff; sl_dp_embedded_release calls it back sooner. */
@@ -75,9 +71,15 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 	if (cfg->paths)
 		tc.entropies = cfg->paths;
 	e->payload = tc.payload;
+	struct dp_wake *wake = cfg->wake ? cfg->wake : dp_wake_open(NULL, cfg->node, cfg->channel, true, err, len);
+	if (!wake)
+		return -1;
+	dp_idle_init(&e->idle, &cfg->idle, wake);
+	e->idle.all_links_wake = cfg->all_links_wake;
 	e->tp = sl_tp_create(&tc, &e->clock, &cb);
 	if (!e->tp) {
 		snprintf(err, len, "cannot create the transport (out of memory?)");
+		dp_wake_close(wake);
 		return -1;
 	}
 	e->ctl_mem = calloc(1, sl_spsc_bytes(CTL_SLOTS, sizeof(struct dp_ctl_req)));
@@ -85,6 +87,7 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 		snprintf(err, len, "cannot allocate the engine's control ring");
 		sl_tp_destroy(e->tp);
 		free(e->ctl_mem);
+		dp_wake_close(wake);
 		return -1;
 	}
 	return 0;
@@ -132,6 +135,7 @@ void dp_engine_fini(struct dp_engine *e)
 	sl_tp_destroy(e->tp);
 	free(e->ctl_mem);
 	free(e->spare);
+	dp_wake_close(e->idle.wake);
 }
 
 /* ---- control requests (server thread -> engine) ---- */
@@ -267,31 +271,6 @@ uint32_t dp_engine_poll(struct dp_engine *e)
 	return work;
 }
 
-/* Sleep until a client rings its doorbell or NAP_NS passes. */
-static void nap(struct dp_engine *e)
-{
-	struct dp_client *first = NULL;
-	struct timespec ts = { 0, NAP_NS };
-
-	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++) {
-		if (!e->clients[i].live)
-			continue;
-		atomic_store(&e->clients[i].bell->engine_napping, 1);
-		if (!first)
-			first = &e->clients[i];
-	}
-	if (first) {
-		uint32_t seen = atomic_load(&first->bell->doorbell);
-		if (sl_spsc_count(&first->submit) == 0)
-			syscall(SYS_futex, &first->bell->doorbell, FUTEX_WAIT, seen, &ts, NULL, 0);
-	} else {
-		nanosleep(&ts, NULL);
-	}
-	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++)
-		if (e->clients[i].live)
-			atomic_store(&e->clients[i].bell->engine_napping, 0);
-}
-
 int32_t dp_engine_try_poll(struct dp_engine *e)
 {
 	bool expected = false;
@@ -334,30 +313,19 @@ static bool park(struct dp_engine *e, bool app_in_pass)
 int dp_engine_run(void *engine)
 {
 	struct dp_engine *e = engine;
-	uint32_t idle = 0;
 
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
 		if (park(e, false)) {
-			idle = 0;
+			dp_idle_busy(&e->idle);
 			continue;
 		}
 		int32_t work = dp_engine_try_poll(e);
-		if (work < 0) { /* the application is in a pass */
+		if (work < 0) /* the application is in a pass */
 			park(e, true);
-			idle = 0;
-			continue;
-		}
-		if (work > 0) {
-			idle = 0;
-			continue;
-		}
-		idle++;
-		if (idle < IDLE_SPINS)
-			__builtin_ia32_pause();
-		else if (idle < IDLE_SPINS + IDLE_YIELDS || e->running)
-			sched_yield(); /* a collective in flight waits on the wire: never nap then */
+		if (work != 0)
+			dp_idle_busy(&e->idle);
 		else
-			nap(e);
+			dp_idle(e);
 	}
 	return 0;
 }

@@ -1,0 +1,110 @@
+/*
+ * idle.c: what an engine does when a pass finds no work.
+ *
+ * It spins for a short while (the next frame or submission is usually a
+ * few microseconds away), then sleeps until a peer or a client wakes it
+ * (wake.h) or its sleep runs out (timers: retransmission, collective
+ * timeouts).  Polling flat out cost too much on shared cores: three
+ * dataplanes and three ranks on two cores spent most of the time taking
+ * the CPU from each other.  --busy-poll keeps the old way for engines with
+ * a core of their own.
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dp.h"
+
+#define SPIN_NS 50000           /* idle this long before sleeping */
+#define MAX_SLEEP_NS 1000000    /* then sleep at most this long: timers fire late by at most this */
+#define CLOCK_EVERY 64          /* idle passes between clock reads (a read costs 100 ns here) */
+#define FALLBACK_NAP_NS 50000   /* kernels without futex_waitv (before 5.16) nap this long */
+
+void dp_idle_init(struct dp_idle *d, const struct dp_idle_cfg *cfg, struct dp_wake *wake)
+{
+	*d = (struct dp_idle){ .cfg = *cfg, .wake = wake };
+	if (!d->cfg.spin_ns)
+		d->cfg.spin_ns = SPIN_NS;
+	if (!d->cfg.max_sleep_ns)
+		d->cfg.max_sleep_ns = MAX_SLEEP_NS;
+}
+
+/* Say we sleep on every word that can wake us, look for work once more,
+ * and wait on all the words at once unless the look found some. */
+static void sleep_once(struct dp_engine *e)
+{
+	struct dp_idle *d = &e->idle;
+	struct futex_waitv w[1 + DP_MAX_CLIENTS] = { 0 };
+	unsigned n = 1;
+	struct timespec until;
+	long r;
+
+	atomic_store(&d->wake->sleeping, 1);
+	w[0] = (struct futex_waitv){ .val = atomic_load(&d->wake->seq), .uaddr = (uintptr_t)&d->wake->seq,
+				     .flags = FUTEX_32 };
+	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++) {
+		struct sl_channel_bell *b = e->clients[i].live ? e->clients[i].bell : NULL;
+		if (!b)
+			continue;
+		atomic_store(&b->engine_napping, 1);
+		w[n++] = (struct futex_waitv){ .val = atomic_load(&b->doorbell), .uaddr = (uintptr_t)&b->doorbell,
+					       .flags = FUTEX_32 };
+	}
+	if (dp_engine_try_poll(e) == 0) {
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += (long)d->cfg.max_sleep_ns;
+		until.tv_sec += until.tv_nsec / 1000000000;
+		until.tv_nsec %= 1000000000;
+		r = syscall(SYS_futex_waitv, w, n, 0, &until, CLOCK_MONOTONIC);
+		d->count.sleeps++;
+		if (r == 0)
+			d->count.woke_peer++;
+		else if (r > 0)
+			d->count.woke_client++;
+		else if (errno == ETIMEDOUT)
+			d->count.timed_out++;
+		else if (errno == ENOSYS)
+			nanosleep(&(struct timespec){ .tv_nsec = FALLBACK_NAP_NS }, NULL);
+	}
+	for (unsigned i = 0; i < DP_MAX_CLIENTS; i++)
+		if (e->clients[i].live && e->clients[i].bell)
+			atomic_store(&e->clients[i].bell->engine_napping, 0);
+	atomic_store(&d->wake->sleeping, 0);
+}
+
+void dp_idle(struct dp_engine *e)
+{
+	struct dp_idle *d = &e->idle;
+	uint64_t now;
+
+	__builtin_ia32_pause();
+	if (d->cfg.busy_poll || ++d->passes % CLOCK_EVERY)
+		return;
+	now = dp_now_ns(NULL);
+	if (!d->since)
+		d->since = now;
+	if (now - d->since < d->cfg.spin_ns)
+		return;
+	/* A frame from a link whose peer cannot wake us would wait for the
+	 * sleep to run out: with a collective in flight, stay up. */
+	if (e->running && !d->all_links_wake)
+		sched_yield();
+	else
+		sleep_once(e);
+}
+
+void dp_idle_print(const struct dp_engine *e)
+{
+	const struct dp_idle *d = &e->idle;
+
+	fprintf(stderr, "sluiced node %u: idle: %s, slept %llu times (woken by a peer %llu, by a client %llu, "
+		"ran out %llu)\n", e->node, d->cfg.busy_poll ? "busy-polled" : d->all_links_wake ?
+		"slept, also with collectives in flight" : "slept when no collective was in flight",
+		(unsigned long long)d->count.sleeps, (unsigned long long)d->count.woke_peer,
+		(unsigned long long)d->count.woke_client, (unsigned long long)d->count.timed_out);
+}
