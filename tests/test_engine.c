@@ -6,8 +6,12 @@
  * results (ring and direct) and every other collective and send/recv under
  * drop/duplicate/reorder, bitwise-identical results on every rank,
  * mismatched calls reported on every rank, and a dead peer turned into a
- * timeout error that names it.
+ * timeout error that names it.  Then engines on threads of their own, as
+ * sluiced runs them: one asleep still wakes for a peer's frames and for a
+ * submission.
  */
+#include <linux/futex.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -84,6 +91,15 @@ static void add_client(struct node *n)
 	ctl(n, DP_CTL_ADD_REGION, 1, &rr);
 }
 
+/* Engines on threads (test_sleep_*): set before setup_cluster. */
+static struct {
+	bool on;
+	struct dp_idle_cfg idle;
+	struct sl_port *wrapped[MAXN][MAXN]; /* what the engines were given: locked, then kicking */
+} threaded;
+
+static struct sl_port *wire_wrap(struct sl_port *inner, struct dp_wake *peer);
+
 static void setup_cluster(unsigned n, const struct sl_memport_faults *f, uint64_t timeout_ns)
 {
 	uint32_t frame = 1024 + SL_FRAME_OVERHEAD + 16;
@@ -93,7 +109,8 @@ static void setup_cluster(unsigned n, const struct sl_memport_faults *f, uint64_
 	nnodes = n;
 	for (unsigned i = 0; i < n; i++) {
 		struct dp_engine_cfg cfg = { .node = (uint16_t)i, .max_frame = frame, .payload = 1024,
-					     .timeout_ns = timeout_ns };
+					     .timeout_ns = timeout_ns, .idle = threaded.idle,
+					     .all_links_wake = threaded.on };
 		assert_int_equal(dp_engine_init(&nodes[i].e, &cfg, err, sizeof(err)), 0);
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -104,8 +121,13 @@ static void setup_cluster(unsigned n, const struct sl_memport_faults *f, uint64_
 			assert_int_equal(sl_memport_pair(&ports[i][j], &ports[j][i], frame, 4096, &fij), 0);
 			sl_addr_for_node((uint16_t)i, &ai);
 			sl_addr_for_node((uint16_t)j, &aj);
-			int pi = sl_tp_add_port(nodes[i].e.tp, ports[i][j]);
-			int pj = sl_tp_add_port(nodes[j].e.tp, ports[j][i]);
+			struct sl_port *to_j = ports[i][j], *to_i = ports[j][i];
+			if (threaded.on) {
+				to_j = threaded.wrapped[i][j] = wire_wrap(to_j, nodes[j].e.idle.wake);
+				to_i = threaded.wrapped[j][i] = wire_wrap(to_i, nodes[i].e.idle.wake);
+			}
+			int pi = sl_tp_add_port(nodes[i].e.tp, to_j);
+			int pj = sl_tp_add_port(nodes[j].e.tp, to_i);
 			assert_int_equal(sl_tp_add_route(nodes[i].e.tp, (uint16_t)j, (uint16_t)pi, &aj), 0);
 			assert_int_equal(sl_tp_add_route(nodes[j].e.tp, (uint16_t)i, (uint16_t)pj, &ai), 0);
 		}
@@ -132,9 +154,16 @@ static void teardown_cluster(void)
 		free(nodes[i].recv);
 		free(nodes[i].page);
 	}
-	for (unsigned i = 0; i < nnodes; i++)
-		for (unsigned j = i + 1; j < nnodes; j++)
+	for (unsigned i = 0; i < nnodes; i++) {
+		for (unsigned j = i + 1; j < nnodes; j++) {
+			if (threaded.on) {
+				threaded.wrapped[i][j]->ops->close(threaded.wrapped[i][j]);
+				threaded.wrapped[j][i]->ops->close(threaded.wrapped[j][i]);
+			}
 			sl_memport_pair_free(ports[i][j], ports[j][i]);
+		}
+	}
+	memset(&threaded, 0, sizeof(threaded));
 }
 
 static uint32_t algo; /* the descriptor's algorithm: 0 leaves it to the dataplane (ring) */
@@ -407,6 +436,211 @@ static void test_dead_peer(void **state)
 	teardown_cluster();
 }
 
+/* ---- engines on threads ---- */
+
+/* memports are single-threaded: one lock for every frame crossing. */
+static pthread_mutex_t wire_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct sl_port *inner_of(struct sl_port *p)
+{
+	return p->priv;
+}
+
+static uint16_t locked_rx(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	pthread_mutex_lock(&wire_lock);
+	n = inner_of(p)->ops->rx_burst(inner_of(p), pkts, n);
+	pthread_mutex_unlock(&wire_lock);
+	return n;
+}
+
+static uint16_t locked_tx(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	pthread_mutex_lock(&wire_lock);
+	n = inner_of(p)->ops->tx_burst(inner_of(p), pkts, n);
+	pthread_mutex_unlock(&wire_lock);
+	return n;
+}
+
+static uint16_t locked_alloc(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	pthread_mutex_lock(&wire_lock);
+	n = inner_of(p)->ops->alloc(inner_of(p), pkts, n);
+	pthread_mutex_unlock(&wire_lock);
+	return n;
+}
+
+static void locked_free(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	pthread_mutex_lock(&wire_lock);
+	inner_of(p)->ops->free(inner_of(p), pkts, n);
+	pthread_mutex_unlock(&wire_lock);
+}
+
+static void locked_close(struct sl_port *p)
+{
+	free(p); /* the memport goes with its pair */
+}
+
+static const struct sl_port_ops locked_ops = {
+	.name = "locked", .rx_burst = locked_rx, .tx_burst = locked_tx, .alloc = locked_alloc,
+	.free = locked_free, .close = locked_close,
+};
+
+/* inner behind the lock, kicking peer awake after each burst sent, as a memif link of sluiced's does. */
+static struct sl_port *wire_wrap(struct sl_port *inner, struct dp_wake *peer)
+{
+	struct sl_port *locked = malloc(sizeof(*locked)), *kicking;
+
+	assert_non_null(locked);
+	*locked = *inner;
+	locked->ops = &locked_ops;
+	locked->priv = inner;
+	kicking = dp_wake_port_wrap(locked, peer);
+	assert_non_null(kicking);
+	return kicking;
+}
+
+struct runner {
+	pthread_t thread;
+	struct dp_engine *e;
+	_Atomic bool finished;
+};
+
+static void *run_engine(void *arg)
+{
+	struct runner *r = arg;
+
+	dp_engine_run(r->e);
+	atomic_store(&r->finished, true);
+	return NULL;
+}
+
+static uint64_t now_ms(void)
+{
+	return dp_now_ns(NULL) / 1000000;
+}
+
+/* Wait (at most 5 s) until node i's engine has slept more than `sleeps`
+ * times and is asleep again. */
+static void wait_asleep(unsigned i, uint64_t sleeps)
+{
+	struct dp_engine *e = &nodes[i].e;
+	uint64_t deadline = now_ms() + 5000;
+
+	/* the counter is the engine thread's: read it racily, only to know when to look */
+	while (!(atomic_load(&e->idle.wake->sleeping) && *(volatile uint64_t *)&e->idle.count.sleeps > sleeps)) {
+		if (now_ms() > deadline)
+			fail_msg("node %u's engine did not begin sleep %llu within 5 s (slept %llu times; asleep now: "
+				 "%u): a wake-up it needed never came", i, (unsigned long long)sleeps + 1,
+				 (unsigned long long)e->idle.count.sleeps, atomic_load(&e->idle.wake->sleeping));
+		usleep(1000);
+	}
+}
+
+/* What libsluice does after a submission (ctl/coll.c: ring_doorbell). */
+static void ring_doorbell(struct node *n)
+{
+	atomic_fetch_add(&n->page->doorbell, 1);
+	if (atomic_load(&n->page->engine_napping))
+		syscall(SYS_futex, &n->page->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static void post_rung(struct node *n, uint64_t tag, uint64_t count)
+{
+	for (uint64_t k = 0; k < count; k++)
+		((int32_t *)n->send)[k] = (int32_t)(n - nodes + 1);
+	post(n, tag, count, SLUICE_INT32, SLUICE_SUM, false);
+	ring_doorbell(n);
+}
+
+/* The completion of node i's call, within 5 s: its engine sleeps far longer unless woken. */
+static void wait_done(unsigned i, uint64_t count)
+{
+	struct sl_cpl cpl;
+	uint64_t deadline = now_ms() + 5000;
+
+	while (!sl_spsc_dequeue(&nodes[i].complete, &cpl)) {
+		if (now_ms() > deadline)
+			fail_msg("node %u: no completion within 5 s (an engine slept through its wake-up)", i);
+		usleep(100);
+	}
+	assert_int_equal(cpl.status, SLUICE_OK);
+	for (uint64_t k = 0; k < count; k++)
+		assert_int_equal(((int32_t *)nodes[i].recv)[k], 3); /* ranks add 1 and 2 */
+}
+
+static void stop_engines(struct runner *r)
+{
+	for (unsigned i = 0; i < nnodes; i++) {
+		atomic_store(&nodes[i].e.stop, true);
+		/* it may have gone to sleep just before the flag: kick until it is out */
+		while (!atomic_load(&r[i].finished)) {
+			dp_wake_kick(nodes[i].e.idle.wake);
+			usleep(1000);
+		}
+		pthread_join(r[i].thread, NULL);
+	}
+}
+
+/* Two engines asleep (each sleep may last a minute): node 1's submission
+ * wakes its engine, whose frames wake node 0's; then node 0's submission
+ * wakes its own, whose frames wake node 1's, and both calls complete in
+ * time.  The counters say who woke whom. */
+static void test_sleep_wakes_for_frames_and_submissions(void **state)
+{
+	struct sl_memport_faults f = { .seed = 11 };
+	struct runner r[2] = { { .e = &nodes[0].e }, { .e = &nodes[1].e } };
+	(void)state;
+
+	threaded.on = true;
+	threaded.idle = (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 60ull * 1000000000 };
+	setup_cluster(2, &f, 30ull * 1000000000);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&r[i].thread, NULL, run_engine, &r[i]), 0);
+	wait_asleep(0, 0);
+	wait_asleep(1, 0);
+	post_rung(&nodes[1], 1, 3000);
+	wait_asleep(0, 1); /* woken by node 1's frames, and asleep again */
+	wait_asleep(1, 1); /* woken by its client, and asleep again, waiting for node 0 */
+	post_rung(&nodes[0], 1, 3000);
+	wait_done(0, 3000);
+	wait_done(1, 3000);
+	stop_engines(r);
+	for (unsigned i = 0; i < 2; i++) {
+		const struct dp_idle *d = &nodes[i].e.idle;
+		if (!d->count.woke_peer || !d->count.woke_client || d->count.timed_out)
+			fail_msg("node %u: slept %llu times, woken by its peer %llu, by its client %llu, ran out %llu: "
+				 "want both wake-ups and no sleep running out", i,
+				 (unsigned long long)d->count.sleeps, (unsigned long long)d->count.woke_peer,
+				 (unsigned long long)d->count.woke_client, (unsigned long long)d->count.timed_out);
+	}
+	teardown_cluster();
+}
+
+/* --busy-poll: the same calls, and no engine ever sleeps. */
+static void test_busy_poll_never_sleeps(void **state)
+{
+	struct sl_memport_faults f = { .seed = 12 };
+	struct runner r[2] = { { .e = &nodes[0].e }, { .e = &nodes[1].e } };
+	(void)state;
+
+	threaded.on = true;
+	threaded.idle = (struct dp_idle_cfg){ .busy_poll = true, .spin_ns = 1000 };
+	setup_cluster(2, &f, 30ull * 1000000000);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&r[i].thread, NULL, run_engine, &r[i]), 0);
+	usleep(20000); /* idle for 20 times the spin */
+	post_rung(&nodes[0], 1, 100);
+	post_rung(&nodes[1], 1, 100);
+	wait_done(0, 100);
+	wait_done(1, 100);
+	stop_engines(r);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(nodes[i].e.idle.count.sleeps, 0);
+	teardown_cluster();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -417,6 +651,8 @@ int main(void)
 		cmocka_unit_test(test_bitwise_deterministic),
 		cmocka_unit_test(test_mismatch_everywhere),
 		cmocka_unit_test(test_dead_peer),
+		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
+		cmocka_unit_test(test_busy_poll_never_sleeps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
