@@ -24,7 +24,7 @@
 #include "internal.h"
 
 #define SPIN_NS (5 * 1000LL)          /* busy-poll this long before sleeping */
-#define DRIVE_IDLE_NS (50 * 1000LL)    /* embedded: drive an idle engine this long, then hand it back */
+#define DRIVE_IDLE_NS (100 * 1000LL)    /* embedded: drive an idle engine this long, then hand it back */
 #define NAP_NS (1000 * 1000LL)         /* one futex sleep, at most */
 #define HUP_CHECK_NS (5 * 1000000LL)   /* how often to ask whether the dataplane is alive */
 #define WAIT_MARGIN_S 2                /* past SLUICE_TIMEOUT: the dataplane reports peer failures first */
@@ -165,10 +165,12 @@ static sluice_result_t req_take(struct sluice_req *r)
 
 /* ---- submitting ---- */
 
-static void ring_doorbell(struct sl_channel_bell *bell)
+/* Embedded, the wait that follows drives the engine: waking its thread
+ * would only take the caller's core (without a wait, it looks within 1 ms). */
+static void ring_doorbell(struct sluice_ctx *ctx, struct sl_channel_bell *bell)
 {
 	atomic_fetch_add_explicit(&bell->doorbell, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&bell->engine_napping, memory_order_seq_cst))
+	if (!ctx->drive && atomic_load_explicit(&bell->engine_napping, memory_order_seq_cst))
 		futex(&bell->doorbell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
@@ -190,7 +192,7 @@ static sluice_result_t submit(struct sluice_ctx *ctx, const struct sl_cmd *cmd, 
 		nanosleep(&(struct timespec){.tv_nsec = RING_FULL_NAP_NS}, NULL);
 		pthread_mutex_lock(&ctx->lock);
 	}
-	ring_doorbell(&ctx->page->bell[ch]);
+	ring_doorbell(ctx, &ctx->page->bell[ch]);
 	return SLUICE_OK;
 }
 

@@ -221,6 +221,10 @@ struct dp_engine {
 	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded); 0: handed back */
 	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */
 	_Atomic bool parked;        /* ... and says so: the hand-back wakes it only then */
+	/* the application's last pass (embedded), kept after an ordinary hand-back
+	 * and 0 after one with work left: while it drives call after call, its
+	 * engine's thread yields rather than sleeps (idle.c) */
+	_Atomic uint64_t drove_ns;
 	uint32_t running;         /* collectives posted and not finished */
 	uint32_t lingering;       /* of which reported done to their clients */
 	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */

@@ -124,7 +124,13 @@ int32_t sl_dp_embedded_drive(void)
 		registered = true;
 		(void)rte_thread_register();
 	}
-	atomic_store_explicit(&e->driven_ns, dp_now_ns(NULL), memory_order_relaxed);
+	uint64_t now = dp_now_ns(NULL);
+	atomic_store_explicit(&e->driven_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&e->drove_ns, now, memory_order_relaxed);
+	/* If the engine's thread sleeps (idle.c), peers' frames need not wake
+	 * it while this thread drives: it would only take this core. */
+	if (atomic_load_explicit(&e->idle.wake->sleeping, memory_order_relaxed))
+		atomic_store_explicit(&e->idle.wake->sleeping, 0, memory_order_relaxed);
 	return dp_engine_try_poll(e);
 }
 
@@ -149,5 +155,9 @@ void sl_dp_embedded_release(void)
 	if (running && atomic_load(&e->parked)) {
 		atomic_fetch_add(&e->park_seq, 1);
 		syscall(SYS_futex, &e->park_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	} else if (running) {
+		dp_wake_force(e->idle.wake); /* it may sleep, unkicked since this thread drove */
 	}
+	if (running) /* the engine's thread waits for the wire alone now: asleep when idle */
+		atomic_store_explicit(&e->drove_ns, 0, memory_order_relaxed);
 }

@@ -6,8 +6,8 @@
  * (wake.h) or its sleep runs out (timers: retransmission, collective
  * timeouts).  Polling flat out cost too much on shared cores: three
  * dataplanes and three ranks on two cores spent most of the time taking
- * the CPU from each other.  --busy-poll keeps the old way for engines with
- * a core of their own.
+ * the CPU from each other.  --busy-poll keeps it up (yielding the core
+ * when idle) for engines with a core of their own.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -24,6 +24,7 @@
 #define MAX_SLEEP_NS 1000000    /* then sleep at most this long: timers fire late by at most this */
 #define CLOCK_EVERY 64          /* idle passes between clock reads (a read costs 100 ns here) */
 #define FALLBACK_NAP_NS 50000   /* kernels without futex_waitv (before 5.16) nap this long */
+#define APP_DRIVES_NS 1000000   /* an embedded application that drove this recently still drives */
 
 void dp_idle_init(struct dp_idle *d, const struct dp_idle_cfg *cfg, struct dp_wake *wake)
 {
@@ -83,16 +84,21 @@ void dp_idle(struct dp_engine *e)
 	uint64_t now;
 
 	__builtin_ia32_pause();
-	if (d->cfg.busy_poll || ++d->passes % CLOCK_EVERY)
+	if (++d->passes % CLOCK_EVERY)
 		return;
 	now = dp_now_ns(NULL);
 	if (!d->since)
 		d->since = now;
 	if (now - d->since < d->cfg.spin_ns)
 		return;
-	/* A frame from a link whose peer cannot wake us would wait for the
-	 * sleep to run out: with a collective in flight, stay up. */
-	if (e->running && !d->all_links_wake)
+	/* Stay up, giving the core away, when told to; when a frame from a
+	 * link whose peer cannot wake us would wait for the sleep to run out
+	 * (a collective is in flight); and while an embedded application
+	 * drives call after call: waking this thread for its frames would only
+	 * take the application's core (its wait hands the engine back when it
+	 * has to wait long). */
+	uint64_t drove = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
+	if (d->cfg.busy_poll || (e->running && !d->all_links_wake) || (drove && now - drove < APP_DRIVES_NS))
 		sched_yield();
 	else
 		sleep_once(e);

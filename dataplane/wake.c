@@ -55,8 +55,12 @@ void dp_wake_kick(struct dp_wake *w)
 {
 	/* the frames (or the submission) are written: order that before the read */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!atomic_load_explicit(&w->sleeping, memory_order_relaxed))
-		return;
+	if (atomic_load_explicit(&w->sleeping, memory_order_relaxed))
+		dp_wake_force(w);
+}
+
+void dp_wake_force(struct dp_wake *w)
+{
 	atomic_fetch_add_explicit(&w->seq, 1, memory_order_seq_cst);
 	/* not private: the word is shared between processes */
 	syscall(SYS_futex, &w->seq, FUTEX_WAKE, 1, NULL, NULL, 0);

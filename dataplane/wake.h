@@ -37,6 +37,9 @@ struct dp_wake *dp_wake_open(const char *dir, unsigned node, unsigned channel, b
 void dp_wake_close(struct dp_wake *w);
 /* Wake w's engine if it sleeps. */
 void dp_wake_kick(struct dp_wake *w);
+/* Wake w's engine whether or not it says it sleeps (its own process, which
+ * may have told peers to stop kicking it). */
+void dp_wake_force(struct dp_wake *w);
 /* A port that forwards to inner and kicks peer after every burst it sent
  * something in.  NULL when out of memory. */
 struct sl_port *dp_wake_port_wrap(struct sl_port *inner, struct dp_wake *peer);

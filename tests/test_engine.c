@@ -541,9 +541,9 @@ static void wait_asleep(unsigned i, uint64_t sleeps)
 /* What libsluice does after a submission (ctl/coll.c: ring_doorbell). */
 static void ring_doorbell(struct node *n)
 {
-	atomic_fetch_add(&n->page->doorbell, 1);
-	if (atomic_load(&n->page->engine_napping))
-		syscall(SYS_futex, &n->page->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	atomic_fetch_add(&n->page->bell[0].doorbell, 1);
+	if (atomic_load(&n->page->bell[0].engine_napping))
+		syscall(SYS_futex, &n->page->bell[0].doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 static void post_rung(struct node *n, uint64_t tag, uint64_t count)
