@@ -174,6 +174,7 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 		comm->failure_told |= k->status != SLUICE_OK;
 	}
 	coll_unlink(k);
+	e->gated -= k->gdev != NULL;
 	coll_free(e, k);
 	e->running--;
 	if (comm->close_done && !comm->colls)
@@ -949,6 +950,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	k->seq = next_seq(comm, cmd);
 	e->count.colls_posted++;
 	e->running++;
+	e->gated += k->gdev != NULL;
 	for (tail = &comm->colls; *tail; tail = &(*tail)->next)
 		;
 	*tail = k;
@@ -1124,6 +1126,7 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 		struct dp_coll *k = comm->colls;
 		comm->colls = k->next;
 		e->lingering -= k->lingering;
+		e->gated -= k->gdev != NULL;
 		coll_free(e, k);
 		e->running--;
 	}

@@ -226,6 +226,7 @@ struct dp_engine {
 	 * engine's thread yields rather than sleeps (idle.c) */
 	_Atomic uint64_t drove_ns;
 	uint32_t running;         /* collectives posted and not finished */
+	uint32_t gated;           /* of which wait on a reducer (a GPU kernel), which wakes nobody */
 	uint32_t lingering;       /* of which reported done to their clients */
 	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */
 	uint64_t spare_len;

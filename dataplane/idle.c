@@ -93,12 +93,15 @@ void dp_idle(struct dp_engine *e)
 		return;
 	/* Stay up, giving the core away, when told to; when a frame from a
 	 * link whose peer cannot wake us would wait for the sleep to run out
-	 * (a collective is in flight); and while an embedded application
-	 * drives call after call: waking this thread for its frames would only
-	 * take the application's core (its wait hands the engine back when it
-	 * has to wait long). */
+	 * (a collective is in flight), or a reducer's work would (a GPU kernel
+	 * applies a gated collective's chunks and wakes nobody: a sleep would
+	 * hold each chunk up to MAX_SLEEP_NS); and while an embedded
+	 * application drives call after call: waking this thread for its
+	 * frames would only take the application's core (its wait hands the
+	 * engine back when it has to wait long). */
 	uint64_t drove = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
-	if (d->cfg.busy_poll || (e->running && !d->all_links_wake) || (drove && now - drove < APP_DRIVES_NS))
+	if (d->cfg.busy_poll || (e->running && (!d->all_links_wake || e->gated)) ||
+	    (drove && now - drove < APP_DRIVES_NS))
 		sched_yield();
 	else
 		sleep_once(e);
