@@ -29,15 +29,23 @@
 #define TARGET_NS 50000
 #define WIN 128
 
+#define T0 1000000ull /* the tests' first clock reading */
+
+/* A fresh Swift controller for the tests' target and window. */
+static void swift_fresh(struct sl_cc_params *p, struct sl_cc *cc)
+{
+	sl_cc_params_default(p, TARGET_NS, WIN);
+	sl_cc_swift.init(cc, p);
+}
+
 static void test_swift_rules(void **state)
 {
 	(void)state;
 	struct sl_cc_params p;
 	struct sl_cc cc;
-	const uint64_t t0 = 1000000;
+	const uint64_t t0 = T0;
 
-	sl_cc_params_default(&p, TARGET_NS, WIN);
-	sl_cc_swift.init(&cc, &p);
+	swift_fresh(&p, &cc);
 	assert_true(cc.cwnd == WIN);
 	cc.cwnd = 10;
 	sl_cc_swift.on_ack(&cc, 5, TARGET_NS / 2, false, t0); /* below target: + ai * 5 / 10 */
@@ -68,10 +76,9 @@ static void test_swift_random_loss(void **state)
 	(void)state;
 	struct sl_cc_params p;
 	struct sl_cc cc;
-	const uint64_t t0 = 1000000;
+	const uint64_t t0 = T0;
 
-	sl_cc_params_default(&p, TARGET_NS, WIN);
-	sl_cc_swift.init(&cc, &p);
+	swift_fresh(&p, &cc);
 	cc.cwnd = 20;
 	sl_cc_swift.on_ack(&cc, 1, TARGET_NS / 2, false, t0);
 	double before = cc.cwnd;
@@ -432,10 +439,9 @@ static void test_swift_ce_once_per_rtt(void **state)
 	struct sl_cc_params p;
 	struct sl_cc cc;
 
-	sl_cc_params_default(&p, TARGET_NS, WIN);
-	sl_cc_swift.init(&cc, &p);
+	swift_fresh(&p, &cc);
 	cc.cwnd = 10;
-	sl_cc_swift.on_ack(&cc, 1, TARGET_NS / 2, true, 1000000); /* delay fine, but a mark */
+	sl_cc_swift.on_ack(&cc, 1, TARGET_NS / 2, true, T0); /* delay fine, but a mark */
 	double cut = cc.cwnd;
 	assert_true(cut < 10);
 	for (int i = 1; i < 10; i++) /* more marks within the RTT: no further cut */

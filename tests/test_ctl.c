@@ -797,6 +797,8 @@ struct join {
 	pthread_t thread;
 	int rank;
 	char root[32];
+	bool hold;        /* keep the communicator until done is set */
+	atomic_bool done;
 	sluice_result_t res;
 };
 
@@ -809,6 +811,8 @@ static void *join_thread(void *arg)
 	j->res = sluice_init(&ctx);
 	if (j->res == SLUICE_OK)
 		j->res = sluice_comm_init(ctx, 2, j->rank, j->root, &comm);
+	while (j->res == SLUICE_OK && j->hold && !j->done)
+		usleep(1000);
 	if (j->res == SLUICE_OK)
 		j->res = sluice_comm_destroy(comm);
 	if (j->res == SLUICE_OK)
@@ -833,31 +837,6 @@ static void comm_init_two_ranks(void **state)
 	assert_int_equal(fake.creates, 2);
 	assert_true(fake.key[0] == fake.key[1]);
 	assert_int_equal(fake.node0[0], FAKE_NODE);
-}
-
-/* Rank 1 of split_over_channels: joins, then waits to be let go. */
-struct idle_rank {
-	pthread_t thread;
-	char root[32];
-	atomic_bool done;
-	sluice_result_t res;
-};
-
-static void *idle_rank_thread(void *arg)
-{
-	struct idle_rank *r = arg;
-	sluice_ctx_t *ctx;
-	sluice_comm_t *comm;
-
-	r->res = sluice_init(&ctx);
-	if (r->res == SLUICE_OK && (r->res = sluice_comm_init(ctx, 2, 1, r->root, &comm)) == SLUICE_OK) {
-		while (!r->done)
-			usleep(1000);
-		r->res = sluice_comm_destroy(comm);
-	}
-	if (r->res == SLUICE_OK)
-		r->res = sluice_finalize(ctx);
-	return NULL;
 }
 
 /* Wait until the fake holds n commands, channel 0's first. */
@@ -898,7 +877,7 @@ static void assert_part(int p, uint64_t count, uint64_t send_off, uint64_t recv_
 static void split_over_channels(void **state)
 {
 	const size_t n = 1 << 18, half = n / 2; /* 1 MiB of float32 */
-	struct idle_rank other = { 0 };
+	struct join other = { .rank = 1, .hold = true }; /* joins, then waits to be let go */
 	sluice_ctx_t *ctx;
 	sluice_comm_t *comm;
 	sluice_req_t *req;
@@ -908,7 +887,7 @@ static void split_over_channels(void **state)
 	setenv("SLUICE_LINK_PROBE", "0", 1);
 	fake.channels = 2;
 	snprintf(other.root, sizeof(other.root), "localhost:%u", free_port());
-	assert_int_equal(pthread_create(&other.thread, NULL, idle_rank_thread, &other), 0);
+	assert_int_equal(pthread_create(&other.thread, NULL, join_thread, &other), 0);
 	assert_int_equal(sluice_init(&ctx), SLUICE_OK);
 	assert_int_equal(sluice_comm_init(ctx, 2, 0, other.root, &comm), SLUICE_OK);
 	assert_int_equal(sluice_mem_alloc(ctx, 2 * n * sizeof(float), (void **)&buf), SLUICE_OK);
