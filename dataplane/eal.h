@@ -13,7 +13,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SL_EAL_MAX_ENGINES 8
+#include "sluice/abi.h"
+
+/* One engine lcore per channel. */
+#define SL_EAL_MAX_ENGINES SL_MAX_CHANNELS
 
 struct sl_eal_cfg {
 	const char *prefix;       /* distinct file prefix per instance, e.g. "sluice-n0-<pid>" */
