@@ -70,6 +70,7 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	ack_owed(tp, f, h, port_idx, false);
 	if (old || rcv_test(f, h->psn)) {
 		tp->stats.rx_dup++;
+		f->rcv_dup = true;
 		return;
 	}
 	if (h->flags & SL_F_VOID) {
@@ -158,6 +159,8 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	/* a dead flow calls nobody back; an ACK beyond snd_nxt is stale or forged */
 	if (f->dead || psn_before(f->snd_nxt, ack->cum_psn))
 		return;
+	if (h->flags & SL_F_DSACK)
+		tp_loss_on_dsack(tp, f);
 	ack_apply(tp, f, ack, &r);
 	if (r.progress)
 		tp_on_progress(tp, f);

@@ -18,6 +18,8 @@
 #define TP_SCAN_NS 20000     /* timers are scanned at most this often */
 #define TP_DUPTHRESH 3       /* SACKed PSNs above a hole that trigger fast retransmit */
 #define TP_TLP_MIN_NS 20000  /* a tail-loss probe waits at least this (and 2 smoothed RTTs) */
+#define TP_REO_MAX_QUARTERS 4 /* the reorder window widens up to this many quarter RTTs */
+#define TP_REO_PERSIST 16    /* loss recoveries without a duplicate that narrow it again */
 #define TP_MAP_WORDS (SL_MAX_WINDOW / 64)
 #define TP_INITIAL_CREDIT 64 /* packets a flow sends before the receiver's first ACK grants more */
 #define TP_MIN_CREDIT 2      /* a receiver never grants an active sender less */
@@ -91,6 +93,10 @@ struct tp_flow {
 	uint32_t sacked_end;     /* one past the highest PSN acknowledged: holes lie below it */
 	uint64_t rack_sent_ns;   /* latest send time of a delivered packet never retransmitted */
 	bool reordering_seen;    /* such a packet arrived after a higher PSN (tp_loss.c) */
+	uint8_t reo_quarters;    /* reorder window's RTT part in quarter RTTs, less one: grown
+				    by duplicates the peer reports (tp_loss_on_dsack) */
+	uint8_t reo_persist;     /* recoveries left before it narrows back */
+	uint64_t reo_grown_ns;   /* when it last grew: once per RTT at most */
 	struct sl_cc cc;         /* congestion control state (cfg.cc) */
 	uint64_t next_send_ns;   /* paced (cc.pace_ns): no new packet before this */
 	struct sl_twheel_node pace_node; /* on tp->pacer while waiting for next_send_ns */
@@ -108,6 +114,7 @@ struct tp_flow {
 	uint32_t rcv_new;        /* DATA applied since the last ACK: how far the grant may grow */
 	bool ack_due;            /* on tp->ack_list: owes an ACK after this burst */
 	bool probe_due;          /* ... and that ACK answers a probe (echo_path from it) */
+	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
 };
 
 /* Frames built but not yet taken by a port's tx_burst. */
@@ -174,6 +181,7 @@ uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx);
 /* tp_loss.c */
 uint64_t tp_reorder_window(const struct tp_flow *f);
 uint32_t tp_detect_losses(struct sl_tp *tp, struct tp_flow *f);
+void tp_loss_on_dsack(struct sl_tp *tp, struct tp_flow *f);
 
 /* tp_output.c */
 uint32_t tp_flow_window(const struct sl_tp *tp, const struct tp_flow *f);

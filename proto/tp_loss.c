@@ -13,7 +13,10 @@
  *     instant, where times cannot tell).
  * The reorder window is a quarter smoothed RTT plus the spread of the live
  * paths' RTTs, so that packets overtaking each other across paths of
- * different delay are not taken for lost.
+ * different delay are not taken for lost.  When the peer reports a
+ * duplicate (SL_F_DSACK: a retransmission was not needed), the RTT part
+ * grows by a quarter, once per RTT, up to a whole RTT, and narrows back
+ * after TP_REO_PERSIST recoveries without one (RFC 8985 6.2).
  */
 #include "tp_internal.h"
 
@@ -30,7 +33,17 @@ uint64_t tp_reorder_window(const struct tp_flow *f)
 		lo = p->srtt_ns < lo ? p->srtt_ns : lo;
 		hi = p->srtt_ns > hi ? p->srtt_ns : hi;
 	}
-	return f->srtt_ns / 4 + (hi > lo ? hi - lo : 0);
+	return (1u + f->reo_quarters) * (f->srtt_ns / 4) + (hi > lo ? hi - lo : 0);
+}
+
+void tp_loss_on_dsack(struct sl_tp *tp, struct tp_flow *f)
+{
+	f->reo_persist = TP_REO_PERSIST;
+	if (f->reo_quarters + 1 >= TP_REO_MAX_QUARTERS ||
+	    (f->reo_grown_ns && tp->now_ns - f->reo_grown_ns < f->srtt_ns))
+		return;
+	f->reo_quarters++;
+	f->reo_grown_ns = tp->now_ns;
 }
 
 /* Was packet s, never acknowledged, lost?  sacked_above: packets SACKed
@@ -69,6 +82,8 @@ uint32_t tp_detect_losses(struct sl_tp *tp, struct tp_flow *f)
 			break;
 		n++;
 	}
+	if (n && f->reo_persist && --f->reo_persist == 0)
+		f->reo_quarters = 0;
 	if (n && tp->cfg.cc)
 		tp->cfg.cc->on_loss(&f->cc, tp->now_ns);
 	return n;

@@ -278,6 +278,7 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 		return false;
 	if (path < 0) {
 		ack.credit = credit(tp, f);
+		h.flags = f->rcv_dup ? SL_F_DSACK : 0;
 	} else { /* a probe echoes nothing: no RTT sample, no marks counted twice */
 		h.flags = (uint16_t)(SL_F_PROBE | path << SL_F_PATH_SHIFT);
 		ack = (struct sl_ack){ .cum_psn = ack.cum_psn, .credit = ack.credit,
@@ -288,8 +289,10 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 	uint16_t entropy = path >= 0 ? pp->entropy : tp_entropy(tp, f->node, f->rcv_echo_path);
 	if (!txq_commit(tp, pp->port_idx, &pp->addr, entropy, p, &h, NULL, &ack))
 		return false;
-	if (path < 0)
+	if (path < 0) {
 		f->rcv_ce = 0;
+		f->rcv_dup = false;
+	}
 	tp->stats.ack_tx++;
 	return true;
 }

@@ -3,7 +3,7 @@
  * timestamps that ACKs echo; the retransmission timeout derives from it,
  * doubles on every expiry up to rto_max and snaps back on progress.  Before
  * it, a tail-loss probe: when a flow's last packets go unacknowledged for two
- * smoothed RTTs, its highest unacknowledged packet is sent again, so that
+ * smoothed RTTs (more when the RTT jitters), its highest unacknowledged packet is sent again, so that
  * the ACK it draws reveals any hole to SACK recovery long before the RTO
  * (losses at the end of a message have no later packets to reveal them).
  * Holes that SACK already revealed are retried from here too once they are
@@ -104,10 +104,15 @@ static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 }
 
 /* One probe per tail: the highest unacknowledged PSN, once the flow has been
- * quiet (nothing sent, nothing acknowledged) for the probe timeout. */
+ * quiet (nothing sent, nothing acknowledged) for the probe timeout: two
+ * smoothed RTTs (RFC 8985), or an RTT plus four deviations when the RTT
+ * jitters more (RFC 9002's PTO).  On shared cores an ACK comes a scheduling
+ * slice late often enough that two RTTs alone fired probes with nothing
+ * lost, and the late ACK came a median 0.6 ms after the probe. */
 static uint32_t tlp_scan(struct sl_tp *tp, struct tp_flow *f)
 {
-	uint64_t pto = 2 * f->srtt_ns;
+	uint64_t var4 = 4 * f->rttvar_ns;
+	uint64_t pto = f->srtt_ns + (var4 > f->srtt_ns ? var4 : f->srtt_ns);
 
 	if (pto < TP_TLP_MIN_NS)
 		pto = TP_TLP_MIN_NS;

@@ -12,7 +12,8 @@
  * that an AQM queue marks CE instead of dropping); flags bits 8..11 carry the
  * sender's path id (multipath) and bit 4 marks a path probe; the ACK body's
  * former reserved word echoes CE marks and the path id.  Same 48-byte header,
- * same 48-byte ACK body.
+ * same 48-byte ACK body.  Flag bit 5 on an ACK (SL_F_DSACK) reports a
+ * duplicate DATA; a version 2 peer that does not know it ignores it.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
@@ -44,6 +45,9 @@ enum sl_hdr_flags {
 	SL_F_CRC = 1u << 3,   /* a CRC32C of sluice header + body follows the body */
 	SL_F_PROBE = 1u << 4, /* ACK sent on a path its sender thinks dead: answer it with an
 				 ACK on the port it came in on, echoing its path and ts */
+	SL_F_DSACK = 1u << 5, /* ACK: DATA for a PSN already applied arrived since the previous
+				 ACK, so a retransmission was not needed (a receiver that does
+				 not set it only keeps its peer's reorder window narrow) */
 };
 
 /* DATA and probe ACKs: the sender's path (port x UDP source port) in flags

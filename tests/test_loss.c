@@ -3,7 +3,8 @@
  * receiver the test plays by hand over a memport pair: the test reads the
  * DATA frames, notes each PSN's path and copies, and answers with ACKs of
  * its own choosing, so that exactly the holes and timings a rule is about
- * arise.  The clock is fake and only moves when the test says.
+ * arise (and, for the duplicate report, plays the sender to a receiving
+ * transport).  The clock is fake and only moves when the test says.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,6 +49,7 @@ struct hand {
 	uint8_t path[MAX_PSNS];
 	uint32_t ts[MAX_PSNS];
 	unsigned copies[MAX_PSNS];
+	uint16_t ack_flags;        /* header flags of the ACKs the test sends */
 };
 
 static enum sl_deliver_result no_deliver(void *arg, const struct sl_hdr *h, const uint8_t *payload)
@@ -72,19 +74,29 @@ static void on_dead(void *arg, uint16_t node)
 	fail_msg("the flow died");
 }
 
-static struct hand *hand_new(void)
+static enum sl_deliver_result take(void *arg, const struct sl_hdr *h, const uint8_t *payload)
+{
+	(void)arg;
+	(void)h;
+	(void)payload;
+	return SL_DELIVER_DONE;
+}
+
+/* A transport at node local with a route to peer, its frames on h->a. */
+static struct hand *hand_at(uint16_t local, uint16_t peer,
+			    enum sl_deliver_result (*deliver)(void *, const struct sl_hdr *, const uint8_t *))
 {
 	struct hand *h = calloc(1, sizeof(*h));
 	struct sl_memport_faults none = { 0 };
 	struct sl_tp_config cfg;
 	struct sl_clock clock = { fake_now, &h->clock };
-	struct sl_tp_callbacks cb = { no_deliver, on_acked, on_dead, h };
+	struct sl_tp_callbacks cb = { deliver, on_acked, on_dead, h };
 	struct sl_addr addr;
 
 	assert_non_null(h);
 	h->clock.ns = 1000000;
 	assert_int_equal(sl_memport_pair(&h->a, &h->b, MAX_FRAME, DEPTH, &none), 0);
-	sl_tp_config_default(&cfg, SENDER, MAX_FRAME);
+	sl_tp_config_default(&cfg, local, MAX_FRAME);
 	cfg.payload = P;
 	cfg.window = WIN;
 	cfg.init_credit = WIN;
@@ -93,9 +105,14 @@ static struct hand *hand_new(void)
 	h->tp = sl_tp_create(&cfg, &clock, &cb);
 	assert_non_null(h->tp);
 	assert_int_equal(sl_tp_add_port(h->tp, h->a), 0);
-	sl_addr_for_node(RECEIVER, &addr);
-	assert_int_equal(sl_tp_add_route(h->tp, RECEIVER, 0, &addr), 0);
+	sl_addr_for_node(peer, &addr);
+	assert_int_equal(sl_tp_add_route(h->tp, peer, 0, &addr), 0);
 	return h;
+}
+
+static struct hand *hand_new(void)
+{
+	return hand_at(SENDER, RECEIVER, no_deliver);
 }
 
 static void hand_free(struct hand *h)
@@ -137,9 +154,10 @@ static void poll_sender(struct hand *h)
 /* Queue a message of packets packets and let the sender put it out now. */
 static void send_packets(struct hand *h, unsigned packets)
 {
-	assert_true(h->n_msgs < MAX_MSGS && packets <= 16);
-	struct sl_tp_msg *m = &h->msgs[h->n_msgs];
-	*m = (struct sl_tp_msg){ .dst_node = RECEIVER, .src = h->src + h->n_msgs * 16 * P };
+	assert_true(packets <= 16);
+	unsigned i = h->n_msgs % MAX_MSGS; /* the test lets a message be acknowledged before its slot comes round */
+	struct sl_tp_msg *m = &h->msgs[i];
+	*m = (struct sl_tp_msg){ .dst_node = RECEIVER, .src = h->src + i * 16 * P };
 	m->hdr = (struct sl_hdr){ .comm = 1, .seq = h->n_msgs, .offset = 0, .len = packets * P };
 	h->n_msgs++;
 	assert_int_equal(sl_tp_send(h->tp, m), 0);
@@ -152,8 +170,8 @@ static void send_packets(struct hand *h, unsigned packets)
 static void ack(struct hand *h, uint32_t cum, const int *sack, int echo)
 {
 	struct sl_ack a = { .cum_psn = TP_FIRST_PSN + cum, .credit = WIN, .echo_path = SL_ECHO_NONE };
-	struct sl_hdr hd = { .version = SL_WIRE_VERSION, .type = SL_T_ACK, .src_node = RECEIVER,
-			     .dst_node = SENDER };
+	struct sl_hdr hd = { .version = SL_WIRE_VERSION, .type = SL_T_ACK, .flags = h->ack_flags,
+			     .src_node = RECEIVER, .dst_node = SENDER };
 	struct sl_addr from, to;
 	struct sl_pkt pkt;
 
@@ -315,6 +333,139 @@ static void test_reorder_window(void **state)
 	assert_int_equal(tp_reorder_window(&f), 4000000);
 }
 
+static uint64_t reorder_window(const struct hand *h)
+{
+	return tp_reorder_window(h->tp->flows[RECEIVER]);
+}
+
+/* The peer reports a duplicate (an ACK with SL_F_DSACK). */
+static void dsack(struct hand *h, uint32_t cum)
+{
+	h->ack_flags = SL_F_DSACK;
+	ack(h, cum, NULL, -1);
+	h->ack_flags = 0;
+}
+
+/* Packets [k, k + n) sent, then n more gap_ns later, of which the first
+ * arrives: how many of the first n went again. */
+static unsigned hole_then_later(struct hand *h, uint32_t k, unsigned n, uint64_t gap_ns)
+{
+	send_packets(h, n);
+	h->clock.ns += gap_ns;
+	send_packets(h, n);
+	h->clock.ns += 10000;
+	int sack[] = { (int)(k + n), -1 };
+	ack(h, k, sack, -1);
+	unsigned again = 0;
+	for (uint32_t i = k; i < k + n; i++)
+		again += h->copies[i] > 1;
+	ack(h, k + 2 * n, NULL, -1); /* everything arrived in the end */
+	return again;
+}
+
+/* A packet sent 3/8 RTT after four others arrives before them: beyond the
+ * quarter-RTT window they are lost.  Once the peer has reported a duplicate
+ * (a retransmission was not needed) the window is half an RTT and the same
+ * pattern is reordering.  It grows a quarter per RTT at most, to a whole
+ * RTT, and narrows back after TP_REO_PERSIST recoveries without a report. */
+static void test_duplicates_widen_reorder_window(void **state)
+{
+	(void)state;
+	struct hand *h = hand_new();
+	const uint64_t q = RTT_NS / 4, gap = 3 * RTT_NS / 8;
+
+	warm_up(h); /* one path has an RTT: no spread */
+	assert_int_equal(reorder_window(h), q);
+	assert_int_equal(hole_then_later(h, 8, 4, gap), 4);
+	dsack(h, 16);
+	assert_int_equal(reorder_window(h), 2 * q);
+	assert_int_equal(hole_then_later(h, 16, 4, gap), 0);
+	dsack(h, 24); /* within the same RTT: no further */
+	assert_int_equal(reorder_window(h), 2 * q);
+	for (unsigned i = 3; i <= TP_REO_MAX_QUARTERS + 1; i++) {
+		h->clock.ns += RTT_NS;
+		dsack(h, 24);
+		assert_int_equal(reorder_window(h), (i < TP_REO_MAX_QUARTERS ? i : TP_REO_MAX_QUARTERS) * q);
+	}
+	/* real losses, each beyond a whole RTT, and no more duplicates */
+	uint32_t k = 24;
+	for (unsigned r = 1; r <= TP_REO_PERSIST; r++, k += 2) {
+		assert_int_equal(reorder_window(h), TP_REO_MAX_QUARTERS * q);
+		assert_int_equal(hole_then_later(h, k, 1, 2 * RTT_NS), 1);
+	}
+	assert_int_equal(reorder_window(h), q);
+	hand_free(h);
+}
+
+/* A receiver flags the ACK that follows a duplicate DATA, and only that one. */
+static void test_duplicate_reported(void **state)
+{
+	(void)state;
+	struct hand *h = hand_at(RECEIVER, SENDER, take);
+	struct sl_addr from, to;
+	const uint32_t psns[] = { 0, 1, 1, 2 };
+	const bool flagged[] = { false, false, true, false };
+
+	sl_addr_for_node(SENDER, &from);
+	sl_addr_for_node(RECEIVER, &to);
+	for (unsigned i = 0; i < 4; i++) {
+		struct sl_hdr hd = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .src_node = SENDER,
+				     .dst_node = RECEIVER, .psn = TP_FIRST_PSN + psns[i], .comm = 1,
+				     .offset = psns[i] * P, .len = P };
+		struct sl_pkt pkt;
+		assert_int_equal(h->b->ops->alloc(h->b, &pkt, 1), 1);
+		pkt.len = sl_wire_build(pkt.data, pkt.cap, &from, &to, 0xc000, &hd, h->src, NULL);
+		assert_true(pkt.len > 0);
+		assert_int_equal(h->b->ops->tx_burst(h->b, &pkt, 1), 1);
+		sl_tp_poll(h->tp);
+
+		struct sl_pkt got;
+		struct sl_hdr ah;
+		struct sl_ack a;
+		const uint8_t *payload;
+		assert_int_equal(h->b->ops->rx_burst(h->b, &got, 1), 1);
+		assert_int_equal(sl_wire_parse(got.data, got.len, &ah, &payload, &a), SL_PARSE_OK);
+		assert_int_equal(ah.type, SL_T_ACK);
+		assert_int_equal(!!(ah.flags & SL_F_DSACK), flagged[i]);
+		h->b->ops->free(h->b, &got, 1);
+	}
+	assert_int_equal(sl_tp_get_stats(h->tp)->rx_dup, 1);
+	hand_free(h);
+}
+
+/* The tail-loss probe waits two smoothed RTTs while the RTT is steady, and
+ * an RTT plus four deviations when it jitters more. */
+static void test_probe_timeout_follows_jitter(void **state)
+{
+	(void)state;
+	struct hand *h = hand_new();
+	uint32_t k = 8;
+
+	warm_up(h); /* one sample: srtt 200 us, deviation 100 us */
+	for (unsigned steady = 0; steady < 2; steady++, k += 4) {
+		uint64_t pto = steady ? 2 * RTT_NS : RTT_NS + 4 * (RTT_NS / 2);
+		for (unsigned i = 0; steady && i < 12; i++, k++) {
+			/* samples of one RTT: the deviation shrinks below a quarter RTT */
+			send_packets(h, 1);
+			h->clock.ns += RTT_NS;
+			ack(h, k + 1, NULL, (int)k);
+		}
+		send_packets(h, 4);
+		uint64_t sent = h->clock.ns;
+		while (h->clock.ns - sent < pto - TP_SCAN_NS) {
+			h->clock.ns += 1000;
+			poll_sender(h);
+			assert_int_equal(h->copies[k + 3], 1);
+		}
+		h->clock.ns = sent + pto + TP_SCAN_NS;
+		poll_sender(h);
+		assert_int_equal(h->copies[k + 3], 2);
+		assert_int_equal(sl_tp_get_stats(h->tp)->retx_tlp, steady + 1);
+		ack(h, k + 4, NULL, -1);
+	}
+	hand_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +473,9 @@ int main(void)
 		cmocka_unit_test(test_overdue_hole_from_timer),
 		cmocka_unit_test(test_count_until_reordering_seen),
 		cmocka_unit_test(test_reorder_window),
+		cmocka_unit_test(test_duplicates_widen_reorder_window),
+		cmocka_unit_test(test_duplicate_reported),
+		cmocka_unit_test(test_probe_timeout_follows_jitter),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
