@@ -17,22 +17,25 @@ struct edge {
 	uint64_t len;      /* bytes, as this rank sees it (the other side's view is checked on the wire) */
 };
 
-/* Whether rank i sends to rank j in p's collective, and where from and to
- * (one of i and j is this rank). */
-static bool edge(const struct sl_sched_plan *p, uint32_t i, uint32_t j, struct edge *e)
+/* Whether rank i sends to rank j in s's collective, and where from and to
+ * (one of i and j is this rank): block j of the sender's send buffer,
+ * block i of the receiver's recv. */
+static bool edge(const struct sl_sched *s, uint32_t i, uint32_t j, struct edge *e)
 {
+	const struct sl_sched_plan *p = &s->p;
 	uint64_t b = p->coll == SL_COLL_BARRIER ? 0 : p->count * p->esize, es = p->esize;
+	uint64_t src = sl_sched_block(s, SL_BUF_SEND, j), dst = sl_sched_block(s, SL_BUF_RECV, i);
 
 	*e = (struct edge){ 0, 0, b };
 	switch (p->coll) {
 	case SL_COLL_ALLREDUCE: return true;
-	case SL_COLL_ALLGATHER: e->dst = i * b; return true;
-	case SL_COLL_REDUCE_SCATTER: e->src = j * b; return true;
-	case SL_COLL_ALLTOALL: e->src = j * b; e->dst = i * b; return true;
+	case SL_COLL_ALLGATHER: e->dst = dst; return true;
+	case SL_COLL_REDUCE_SCATTER: e->src = src; return true;
+	case SL_COLL_ALLTOALL: e->src = src; e->dst = dst; return true;
 	case SL_COLL_BROADCAST: return i == p->root;
 	case SL_COLL_REDUCE: return j == p->root;
-	case SL_COLL_GATHER: e->dst = i * b; return j == p->root;
-	case SL_COLL_SCATTER: e->src = j * b; return i == p->root;
+	case SL_COLL_GATHER: e->dst = dst; return j == p->root;
+	case SL_COLL_SCATTER: e->src = src; return i == p->root;
 	case SL_COLL_BARRIER: return i != j;
 	case SL_COLL_ALLTOALLV:
 		e->len = (i == p->rank ? p->send_count[j] : p->recv_count[i]) * es;
@@ -59,7 +62,7 @@ static int add_recvs(struct sl_sched *s, int32_t *before_self)
 
 	*before_self = -1;
 	for (uint32_t i = 0; i < p->nranks; i++) {
-		if (!edge(p, i, p->rank, &e))
+		if (!edge(s, i, p->rank, &e))
 			continue;
 		struct sl_xfer x = { .peer = i, .buf = SL_BUF_RECV, .off = e.dst, .len = e.len, .after = -1 };
 		if (reduces && prev >= 0) {
@@ -85,7 +88,7 @@ static int add_sends(struct sl_sched *s, int32_t before_self)
 	struct edge e;
 
 	for (uint32_t j = 0; j < p->nranks; j++) {
-		if (!edge(p, p->rank, j, &e))
+		if (!edge(s, p->rank, j, &e))
 			continue;
 		struct sl_xfer x = { .peer = j, .is_send = true, .buf = SL_BUF_SEND, .off = e.src, .len = e.len,
 				     .after = j == p->rank ? before_self : -1 };

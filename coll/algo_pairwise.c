@@ -18,14 +18,14 @@ int sl_build_pairwise(struct sl_sched *s)
 
 	/* in place, the blocks received overwrite blocks still to be sent */
 	s->snapshot_send = p->in_place;
-	if (sl_sched_local_copy(s, r * b, r * b, b) < 0)
+	if (sl_sched_local_copy(s, sl_sched_block(s, SL_BUF_SEND, r), sl_sched_block(s, SL_BUF_RECV, r), b) < 0)
 		return -1;
 	for (uint32_t i = 1; i < n; i++) {
 		uint32_t to = (r + i) % n, from = (r + n - i) % n;
-		struct sl_xfer tx = { .peer = to, .step = i, .is_send = true, .buf = SL_BUF_SEND, .off = to * b,
-				      .len = b, .after = prev };
-		struct sl_xfer rx = { .peer = from, .step = i, .buf = SL_BUF_RECV, .off = from * b, .len = b,
-				      .after = -1 };
+		struct sl_xfer tx = { .peer = to, .step = i, .is_send = true, .buf = SL_BUF_SEND,
+				      .off = sl_sched_block(s, SL_BUF_SEND, to), .len = b, .after = prev };
+		struct sl_xfer rx = { .peer = from, .step = i, .buf = SL_BUF_RECV,
+				      .off = sl_sched_block(s, SL_BUF_RECV, from), .len = b, .after = -1 };
 		if (sl_sched_add(s, &tx) < 0 || (prev = sl_sched_add(s, &rx)) < 0)
 			return -1;
 	}

@@ -39,45 +39,49 @@ struct rhd {
 	struct seg *seg; /* p entries */
 };
 
-/* Segment j's byte range in the input (as in the output). */
-static void range(const struct rhd *h, uint32_t j, uint64_t *off, uint64_t *len)
+/* Segment j's bytes: all-reduce cuts the vector into p; reduce-scatter's
+ * and all-gather's segments are the per-rank blocks. */
+static uint64_t seg_len(const struct rhd *h, uint32_t j)
 {
 	const struct sl_sched_plan *p = &h->s->p;
+	uint64_t off, len = p->count * p->esize;
 
-	if (p->coll == SL_COLL_ALLREDUCE) {
-		sl_segment(p, h->f.p, j, off, len);
-		return;
-	}
-	*len = p->count * p->esize;
-	*off = j * *len;
+	if (p->coll == SL_COLL_ALLREDUCE)
+		sl_segment(p, h->f.p, j, &off, &len);
+	return len;
+}
+
+/* Segment j's offset in buffer buf. */
+static uint64_t seg_at(const struct rhd *h, uint8_t buf, uint32_t j)
+{
+	const struct sl_sched_plan *p = &h->s->p;
+	uint64_t off, len;
+
+	if (p->coll != SL_COLL_ALLREDUCE)
+		return sl_sched_block(h->s, buf, j);
+	sl_segment(p, h->f.p, j, &off, &len);
+	return off;
 }
 
 /* Where segment j's final value goes (at = -1, buf and off). */
 static struct seg final_home(const struct rhd *h, uint32_t j)
 {
-	uint64_t off, len;
-
-	range(h, j, &off, &len);
 	/* reduce-scatter: recv holds this rank's block alone */
-	return (struct seg){ SL_BUF_RECV, h->s->p.coll == SL_COLL_REDUCE_SCATTER ? 0 : off, -1 };
+	return (struct seg){ SL_BUF_RECV, h->s->p.coll == SL_COLL_REDUCE_SCATTER ? 0 : seg_at(h, SL_BUF_RECV, j), -1 };
 }
 
 /* Where segment j's partial sums wait: recv for all-reduce, scratch for reduce-scatter. */
 static struct seg partial_home(const struct rhd *h, uint32_t j)
 {
-	uint64_t off, len;
+	uint8_t buf = h->s->p.coll == SL_COLL_REDUCE_SCATTER ? SL_BUF_SCRATCH : SL_BUF_RECV;
 
-	range(h, j, &off, &len);
-	return (struct seg){ h->s->p.coll == SL_COLL_REDUCE_SCATTER ? SL_BUF_SCRATCH : SL_BUF_RECV, off, -1 };
+	return (struct seg){ buf, seg_at(h, buf, j), -1 };
 }
 
 static int send_seg(struct rhd *h, uint32_t peer, uint32_t step, uint32_t j)
 {
-	uint64_t off, len;
-
-	range(h, j, &off, &len);
 	struct sl_xfer x = { .peer = peer, .step = step, .is_send = true, .buf = h->seg[j].buf,
-			     .off = h->seg[j].off, .len = len, .after = h->seg[j].at };
+			     .off = h->seg[j].off, .len = seg_len(h, j), .after = h->seg[j].at };
 	return sl_sched_add(h->s, &x) < 0 ? -1 : 0;
 }
 
@@ -85,10 +89,7 @@ static int send_seg(struct rhd *h, uint32_t peer, uint32_t step, uint32_t j)
 static int recv_seg(struct rhd *h, uint32_t peer, uint32_t step, uint32_t j, struct seg dst, bool reduce,
 		    bool finishes)
 {
-	uint64_t off, len;
-
-	range(h, j, &off, &len);
-	struct sl_xfer x = { .peer = peer, .step = step, .buf = dst.buf, .off = dst.off, .len = len,
+	struct sl_xfer x = { .peer = peer, .step = step, .buf = dst.buf, .off = dst.off, .len = seg_len(h, j),
 			     .apply = reduce ? SL_APPLY_REDUCE : SL_APPLY_COPY, .opnd_buf = h->seg[j].buf,
 			     .opnd_off = h->seg[j].off, .finishes = finishes, .after = reduce ? h->seg[j].at : -1 };
 	int32_t i = sl_sched_add(h->s, &x);
@@ -177,7 +178,7 @@ static int build(struct rhd *h)
 		return halve(h);
 	case SL_COLL_ALLGATHER:
 		h->seg[p->rank] = (struct seg){ SL_BUF_SEND, 0, -1 };
-		return sl_sched_local_copy(h->s, 0, p->rank * b, b) < 0 ? -1 : double_up(h);
+		return sl_sched_local_copy(h->s, 0, seg_at(h, SL_BUF_RECV, p->rank), b) < 0 ? -1 : double_up(h);
 	default: return -1; /* sl_algo_supported refused it before */
 	}
 }
@@ -192,11 +193,8 @@ int sl_build_rhd(struct sl_sched *s)
 		errno = ENOMEM;
 		return -1;
 	}
-	for (uint32_t j = 0; j < h.f.p; j++) {
-		uint64_t off, len;
-		range(&h, j, &off, &len);
-		h.seg[j] = (struct seg){ SL_BUF_SEND, off, -1 };
-	}
+	for (uint32_t j = 0; j < h.f.p; j++)
+		h.seg[j] = (struct seg){ SL_BUF_SEND, seg_at(&h, SL_BUF_SEND, j), -1 };
 	rc = build(&h);
 	free(h.seg);
 	return rc;

@@ -75,14 +75,14 @@ static int ring_allgather(struct sl_sched *s)
 	int32_t prev = -1;
 
 	for (uint32_t t = 0; t < n - 1; t++) {
-		uint64_t blk = ring_mod(p, (int64_t)r - t);
-		if (add_send(s, t, t == 0 ? SL_BUF_SEND : SL_BUF_RECV, t == 0 ? 0 : blk * b, b, prev) < 0)
+		uint64_t at = sl_sched_block(s, SL_BUF_RECV, ring_mod(p, (int64_t)r - t));
+		if (add_send(s, t, t == 0 ? SL_BUF_SEND : SL_BUF_RECV, t == 0 ? 0 : at, b, prev) < 0)
 			return -1;
-		blk = ring_mod(p, (int64_t)r - t - 1);
-		if ((prev = add_recv(s, t, SL_APPLY_COPY, SL_BUF_RECV, blk * b, b, 0, 0, false)) < 0)
+		at = sl_sched_block(s, SL_BUF_RECV, ring_mod(p, (int64_t)r - t - 1));
+		if ((prev = add_recv(s, t, SL_APPLY_COPY, SL_BUF_RECV, at, b, 0, 0, false)) < 0)
 			return -1;
 	}
-	return sl_sched_local_copy(s, 0, r * b, b);
+	return sl_sched_local_copy(s, 0, sl_sched_block(s, SL_BUF_RECV, r), b);
 }
 
 /* n-1 steps: send block (r - t - 1), receive block (r - t - 2) and add the
@@ -98,12 +98,14 @@ static int ring_reduce_scatter(struct sl_sched *s)
 	s->bytes[SL_BUF_SCRATCH] = n * b;
 	for (uint32_t t = 0; t < n - 1; t++) {
 		uint64_t blk = ring_mod(p, (int64_t)r - t - 1);
-		if (add_send(s, t, t == 0 ? SL_BUF_SEND : SL_BUF_SCRATCH, blk * b, b, prev) < 0)
+		uint8_t from = t == 0 ? SL_BUF_SEND : SL_BUF_SCRATCH;
+		if (add_send(s, t, from, sl_sched_block(s, from, blk), b, prev) < 0)
 			return -1;
 		blk = ring_mod(p, (int64_t)r - t - 2);
 		bool last = t == n - 2;
-		prev = add_recv(s, t, SL_APPLY_REDUCE, last ? SL_BUF_RECV : SL_BUF_SCRATCH, last ? 0 : blk * b, b,
-				SL_BUF_SEND, blk * b, last);
+		prev = add_recv(s, t, SL_APPLY_REDUCE, last ? SL_BUF_RECV : SL_BUF_SCRATCH,
+				last ? 0 : sl_sched_block(s, SL_BUF_SCRATCH, blk), b, SL_BUF_SEND,
+				sl_sched_block(s, SL_BUF_SEND, blk), last);
 		if (prev < 0)
 			return -1;
 	}

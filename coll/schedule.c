@@ -115,6 +115,8 @@ const char *sl_sched_plan_check(const struct sl_sched_plan *p)
 		return "chunk_bytes exceeds 64 packets (one 64-bit arrival mask per chunk)";
 	if (p->count > UINT64_MAX / p->esize / p->nranks)
 		return "count * element size * nranks overflows 64 bits";
+	if (p->stride && p->stride < p->count * p->esize)
+		return "the block stride is smaller than a block: blocks would overlap";
 	if (p->coll == SL_COLL_ALLTOALLV && (!p->send_count || !p->send_displ || !p->recv_count || !p->recv_displ))
 		return "all-to-allv without its per-rank counts and displacements";
 	return NULL;
@@ -145,6 +147,13 @@ int sl_sched_local_copy(struct sl_sched *s, uint64_t src, uint64_t dst, uint64_t
 	struct sl_xfer rx = { .peer = s->p.rank, .buf = SL_BUF_RECV, .off = dst, .len = len, .after = -1 };
 
 	return sl_sched_add(s, &tx) < 0 || sl_sched_add(s, &rx) < 0 ? -1 : 0;
+}
+
+uint64_t sl_sched_block(const struct sl_sched *s, uint8_t buf, uint64_t blk)
+{
+	uint64_t b = s->p.count * s->p.esize;
+
+	return blk * (buf != SL_BUF_SCRATCH && s->p.stride ? s->p.stride : b);
 }
 
 void sl_segment(const struct sl_sched_plan *p, uint32_t parts, uint32_t k, uint64_t *off, uint64_t *len)

@@ -85,7 +85,12 @@ struct sl_sched_plan {
 	uint32_t esize;       /* bytes per element */
 	uint32_t payload;     /* bytes per packet, a multiple of 16 and of esize */
 	uint64_t chunk_bytes; /* pipeline unit: a multiple of payload, at most 64 payloads */
-	uint64_t send_bytes, recv_bytes; /* this rank's buffers (sl_cmd_bytes) */
+	/* Bytes from one per-rank block to the next in the send and recv
+	 * buffers that hold nranks blocks; 0 = count * esize.  A channel's
+	 * slice of a call holds a part of every block: its blocks sit a whole
+	 * block of the call apart (sl_sched_block). */
+	uint64_t stride;
+	uint64_t send_bytes, recv_bytes; /* this rank's buffers (sl_cmd_bytes, with stride) */
 	bool in_place;        /* the send and recv buffers overlap */
 	/* Packets are applied asynchronously (a GPU reducer): a chunk whose
 	 * packets have all been accepted completes only when the engine says
@@ -214,6 +219,10 @@ int32_t sl_sched_add(struct sl_sched *s, const struct sl_xfer *x);
 /* Copy len bytes from the send buffer at src to recv at dst: a transfer
  * to the rank itself, applied by the engine without the network. */
 int sl_sched_local_copy(struct sl_sched *s, uint64_t src, uint64_t dst, uint64_t len);
+/* Byte offset of per-rank block blk in buffer buf: the one place builders
+ * address blocks.  Send and recv space them by the plan's stride; scratch,
+ * the builder's own, packs them. */
+uint64_t sl_sched_block(const struct sl_sched *s, uint8_t buf, uint64_t blk);
 /* Element-balanced part k of count elements cut into parts: byte range. */
 void sl_segment(const struct sl_sched_plan *p, uint32_t parts, uint32_t k, uint64_t *off, uint64_t *len);
 

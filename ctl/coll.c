@@ -368,7 +368,9 @@ sluice_result_t sluice_group_end(void)
 
 /* ---- posting ---- */
 
-/* The parts of a split call: cmds[0] (the whole call) sliced over plan->parts channels. */
+/* The parts of a split call: cmds[0] (the whole call) sliced over
+ * plan->parts channels.  A slice of a call with per-rank blocks takes the
+ * same elements of every block: its blocks stay a whole block apart. */
 static void split(const struct sl_call *c, const struct sl_plan *plan, struct sl_cmd *cmds)
 {
 	uint64_t es = sluice_datatype_size(c->dtype), first, count;
@@ -377,6 +379,8 @@ static void split(const struct sl_call *c, const struct sl_plan *plan, struct sl
 		cmds[p] = cmds[0];
 		sl_plan_slice(c, plan->parts, p, &first, &count);
 		cmds[p].count = count;
+		if (plan->parts > 1 && sl_op_blocked(c->opcode))
+			cmds[p].block_stride = c->count * es;
 		if (cmds[p].send_region != SL_REGION_NONE)
 			cmds[p].send_off += first * es;
 		if (cmds[p].recv_region != SL_REGION_NONE)

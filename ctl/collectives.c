@@ -103,7 +103,7 @@ static sluice_result_t check_buffers(const struct sluice_comm *comm, struct sl_c
 	bool sized = c->opcode == SL_OP_ALLTOALLV
 			     ? vector_bytes(comm, c, es)
 			     : sl_cmd_bytes(c->opcode, c->count, es, (uint32_t)comm->nranks, (uint32_t)comm->rank,
-					    (uint32_t)c->root, &c->send_bytes, &c->recv_bytes);
+					    (uint32_t)c->root, 0, &c->send_bytes, &c->recv_bytes);
 
 	if (!sized || c->send_bytes > SIZE_MAX || c->recv_bytes > SIZE_MAX)
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s: count %zu of %s (%zu bytes each) overflows the "

@@ -20,10 +20,12 @@
  *   SLUICE_CHANNELS=K           split a call over at most K channels
  *
  * Channels: a dataplane started with --channels K runs K engines, each on
- * its own core and links.  All-reduce, broadcast, reduce, send and recv
- * split into contiguous slices, one per channel, when each slice still
- * holds CHANNEL_MIN_BYTES: K cores then move K times the bytes, and the
- * algorithm is chosen for the slice.  The communicator's channel count is
+ * its own core and links.  A call splits into slices, one per channel,
+ * when each slice still holds CHANNEL_MIN_BYTES of a block (of the vector,
+ * for all-reduce, broadcast, reduce, send and recv; of each rank's block
+ * for all-gather, reduce-scatter, all-to-all, gather and scatter, whose
+ * slices are strided: the same elements of every block).  K cores then
+ * move K times the bytes, and the algorithm is chosen for the slice.  The communicator's channel count is
  * the fewest any of its ranks' dataplanes has (comm.c), so every rank
  * slices alike.
  *
@@ -402,12 +404,8 @@ static unsigned parts_for(const struct sluice_comm *comm, const struct sl_call *
 
 	if (cfg.channels && cfg.channels < most)
 		most = cfg.channels;
-	switch (call->opcode) {
-	case SL_OP_ALLREDUCE: case SL_OP_BROADCAST: case SL_OP_REDUCE: case SL_OP_SEND: case SL_OP_RECV:
-		break;
-	default:
-		return 1; /* their blocks interleave per rank: a slice of each would need strided buffers */
-	}
+	if (call->opcode == SL_OP_ALLTOALLV)
+		return 1; /* its blocks lie where the caller's displacements say */
 	for (parts = most; parts > 1 && b / parts < CHANNEL_MIN_BYTES; parts--)
 		;
 	return parts ? parts : 1;

@@ -758,6 +758,8 @@ static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *c
 	}
 	if (is_p2p(cmd->opcode) && cmd->root == comm->rank)
 		return "a send or recv names its own rank as the peer";
+	if (cmd->block_stride && !sl_op_blocked(cmd->opcode))
+		return "a block stride on a collective whose buffers hold no per-rank blocks: it must be 0";
 	return NULL;
 }
 
@@ -798,9 +800,10 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 		if ((bad = read_vmeta(c, cmd, (*comm)->nranks, vmeta, bytes)))
 			return bad;
 	} else if (!sl_cmd_bytes(cmd->opcode, cmd->count, sl_dtype_size(cmd->dtype), (*comm)->nranks,
-				 (*comm)->rank, cmd->root, &bytes[0], &bytes[1])) {
-		return "element count overflows the buffer size";
+				 (*comm)->rank, cmd->root, cmd->block_stride, &bytes[0], &bytes[1])) {
+		return "element count (or block stride) overflows the buffer size";
 	}
+	/* the blocks of a strided slice, gaps included, must lie in the regions too */
 	if (!region_range(c, cmd->send_region, cmd->send_off, bytes[0]) ||
 	    !region_range(c, cmd->recv_region, cmd->recv_off, bytes[1])) {
 		snprintf(why, SL_ERRMSG_LEN, "buffers (regions %u+%" PRIu64 " for %" PRIu64 " bytes and %u+%"
@@ -857,7 +860,8 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 		.coll = (enum sl_coll)cmd->opcode, .algo = (enum sl_algo)cmd->algo,
 		.nranks = comm->nranks, .rank = comm->rank, .root = cmd->root, .count = cmd->count,
 		.esize = (uint32_t)sl_dtype_size(cmd->dtype), .payload = e->payload,
-		.chunk_bytes = chunk_bytes(e, cmd), .send_bytes = bytes[0], .recv_bytes = bytes[1],
+		.chunk_bytes = chunk_bytes(e, cmd), .stride = cmd->block_stride, .send_bytes = bytes[0],
+		.recv_bytes = bytes[1],
 	};
 
 	*why = "the dataplane is out of memory for collectives";

@@ -914,18 +914,32 @@ static void split_over_channels(void **state)
 	wait_held(2);
 	assert_part(0, half, UINT64_MAX, 0);
 	assert_part(1, half, UINT64_MAX, half * 4);
+	assert_int_equal(fake.held[1].cmd.block_stride, 0); /* a vector, not blocks */
 	release_held(0);
 	assert_int_equal(sluice_wait(req), SLUICE_OK);
 
-	/* too small to split, or not sliceable: channel 0 alone */
+	/* all-gather: each slice takes the same elements of both ranks' blocks,
+	 * which stay a whole block (half floats) apart in recv */
+	assert_int_equal(sluice_allgather(comm, buf, buf + half, half, SLUICE_FLOAT32, &req), SLUICE_OK);
+	wait_held(2);
+	assert_part(0, half / 2, 0, half * 4);
+	assert_part(1, half / 2, half / 2 * 4, half * 4 + half / 2 * 4);
+	assert_int_equal(fake.held[0].cmd.block_stride, half * 4);
+	assert_int_equal(fake.held[1].cmd.block_stride, half * 4);
+	release_held(0);
+	assert_int_equal(sluice_wait(req), SLUICE_OK);
+
+	/* too small to split: channel 0 alone, blocks back to back */
 	assert_int_equal(sluice_allreduce(comm, buf, buf, 4096, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
 	wait_held(1);
 	assert_part(0, 4096, 0, 0);
 	release_held(0);
 	assert_int_equal(sluice_wait(req), SLUICE_OK);
-	assert_int_equal(sluice_allgather(comm, buf, buf + half, half, SLUICE_FLOAT32, &req), SLUICE_OK);
+	assert_int_equal(sluice_reduce_scatter(comm, buf, buf + n, 4096, SLUICE_FLOAT32, SLUICE_SUM, &req),
+			 SLUICE_OK);
 	wait_held(1);
-	assert_part(0, half, 0, half * 4);
+	assert_part(0, 4096, 0, n * 4);
+	assert_int_equal(fake.held[0].cmd.block_stride, 0);
 	release_held(0);
 	assert_int_equal(sluice_wait(req), SLUICE_OK);
 

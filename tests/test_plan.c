@@ -176,8 +176,12 @@ static void test_channels(void **state)
 		{ SL_OP_BROADCAST, 3, 1 << 18, ANY, ANY, 0, 0 },
 		{ SL_OP_REDUCE, 3, 1 << 18, ANY, ANY, 0, 0 },
 		{ SL_OP_SEND, 2, 1 << 18, DIRECT, 0, 0, 0 },
-		{ SL_OP_ALLGATHER, 2, 1 << 18, ANY, ANY, 0, 0 },
+		{ SL_OP_ALLGATHER, 2, 1 << 18, ANY, ANY, 0, 0 },           /* 1 MiB per rank's block */
+		{ SL_OP_REDUCE_SCATTER, 3, 50 << 10, ANY, ANY, 0, 0 },     /* 200 KiB per block */
 		{ SL_OP_ALLTOALL, 2, 1 << 18, ANY, ANY, 0, 0 },
+		{ SL_OP_GATHER, 4, 32 << 10, ANY, ANY, 0, 0 },             /* 128 KiB per block */
+		{ SL_OP_SCATTER, 3, 16 << 10, ANY, ANY, 0, 0 },            /* 64 KiB per block */
+		{ SL_OP_ALLTOALLV, 2, 1 << 18, ANY, ANY, 0, 0 },
 		{ SL_OP_ALLREDUCE, 2, 1 << 18, DIRECT, 128 << 10, 0, 0 },  /* 1 MiB of GPU memory */
 		{ SL_OP_ALLREDUCE, 3, 16 << 20, RING, 128 << 10, 0, 0 },   /* 64 MiB of it, on 3 */
 	};
@@ -186,7 +190,9 @@ static void test_channels(void **state)
 		{ 4, 3, false }, /* three of 66 */
 		{ 4, 1, false }, /* not worth a second */
 		{ 8, 8, false }, { 2, 2, false }, { 4, 4, false },
-		{ 4, 1, false }, { 4, 1, false }, /* blocks per rank: not sliced */
+		/* blocks per rank: strided slices, 64 KiB of each block at least */
+		{ 4, 4, false }, { 4, 3, false }, { 4, 4, false }, { 4, 2, false }, { 4, 1, false },
+		{ 4, 1, false }, /* all-to-allv: the caller's displacements place its blocks */
 		{ 4, 4, true },  /* 128 KiB chunks in each 256 KiB slice */
 		{ 1, 1, true },  /* the same chunks, whatever the model would pick for the ring */
 	};

@@ -296,7 +296,7 @@ static void setup_rank(uint32_t rk, bool in_place, bool rough)
 	uint64_t b = p.count * p.esize, send_at, recv_at;
 
 	p.rank = rk;
-	assert_true(sl_cmd_bytes(p.coll, p.count, p.esize, p.nranks, rk, p.root, &p.send_bytes, &p.recv_bytes));
+	assert_true(sl_cmd_bytes(p.coll, p.count, p.esize, p.nranks, rk, p.root, p.stride, &p.send_bytes, &p.recv_bytes));
 	in_place = in_place && place_in(rk, b, &send_at, &recv_at);
 	if (in_place) {
 		uint64_t size = p.send_bytes > p.recv_bytes ? p.send_bytes : p.recv_bytes;

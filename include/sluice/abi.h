@@ -31,7 +31,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 5
+#define SL_ABI_VERSION 6
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -88,6 +88,13 @@ struct sl_cmd {
 	uint32_t chunk_bytes; /* pipeline unit; 0 = the dataplane's default.  Rounded to whole packets */
 	uint32_t meta_region; /* ALLTOALLV: registered memory holding its struct sl_vmeta */
 	uint64_t meta_off;
+	/* Bytes from one per-rank block to the next in the buffers that hold
+	 * nranks blocks (all-gather's recv, reduce-scatter's send, both of
+	 * all-to-all, gather's recv, scatter's send); 0 = count * element size,
+	 * back to back.  A channel's slice of such a call holds elements
+	 * [first, first + count) of every block: its blocks are a whole
+	 * block apart.  At least count * element size; 0 for other opcodes. */
+	uint64_t block_stride;
 };
 
 /* ALLTOALLV's arguments, in elements, one entry per rank (only nranks
@@ -101,17 +108,23 @@ struct sl_vmeta {
  * Bytes of the send and recv buffers a command names on one rank (sizes
  * follow NCCL's: e.g. all-gather's recv holds nranks blocks; only the root
  * has a recv buffer in reduce and gather, a send buffer in broadcast and
- * scatter).  False when the sizes overflow 64 bits or the opcode is unknown.
+ * scatter).  A buffer of nranks blocks spans (nranks - 1) * stride + the
+ * block, stride 0 meaning blocks back to back.  False when the sizes
+ * overflow 64 bits or the opcode is unknown.
  */
 static inline bool sl_cmd_bytes(uint32_t opcode, uint64_t count, uint64_t esize, uint32_t nranks,
-				uint32_t rank, uint32_t root, uint64_t *send, uint64_t *recv)
+				uint32_t rank, uint32_t root, uint64_t stride, uint64_t *send, uint64_t *recv)
 {
 	uint64_t b, nb;
 
 	if (esize == 0 || nranks == 0 || count > UINT64_MAX / esize / nranks)
 		return false;
 	b = count * esize;
-	nb = b * nranks;
+	if (stride == 0)
+		stride = b;
+	if (nranks > 1 && stride > (UINT64_MAX - b) / (nranks - 1))
+		return false;
+	nb = stride * (nranks - 1) + b;
 	switch (opcode) {
 	case SL_OP_ALLREDUCE: *send = b; *recv = b; return true;
 	case SL_OP_ALLGATHER: *send = b; *recv = nb; return true;
@@ -126,6 +139,13 @@ static inline bool sl_cmd_bytes(uint32_t opcode, uint64_t count, uint64_t esize,
 	case SL_OP_SCATTER: *send = rank == root ? nb : 0; *recv = b; return true;
 	default: return false; /* ALLTOALLV's sizes come from its struct sl_vmeta */
 	}
+}
+
+/* Whether the opcode's buffers hold per-rank blocks (that block_stride spaces). */
+static inline bool sl_op_blocked(uint32_t opcode)
+{
+	return opcode == SL_OP_ALLGATHER || opcode == SL_OP_REDUCE_SCATTER || opcode == SL_OP_ALLTOALL ||
+	       opcode == SL_OP_GATHER || opcode == SL_OP_SCATTER;
 }
 
 /* One finished collective, written by the dataplane. */
