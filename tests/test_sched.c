@@ -58,13 +58,17 @@ struct held {          /* a deferred packet: its bytes as they were sent */
 struct rank {
 	struct sl_sched s;
 	uint8_t *mem, *send, *recv, *scratch, *snap;
+	uint8_t *before;      /* recv as it was before the run */
+	uint64_t recv_bytes;  /* the whole call's recv buffer */
 	uint8_t *buf[SL_NBUFS];
 	struct held held[4096];
 	size_t nheld;
 };
 
 struct cluster {
-	struct sl_sched_plan plan; /* rank unused */
+	struct sl_sched_plan plan; /* rank unused; the whole call */
+	bool sliced;               /* the ranks run one channel's slice of it: */
+	uint64_t first, k;         /* elements [first, first + k) of each block */
 	enum sl_dtype dtype;
 	enum sl_redop op;
 	struct rank r[MAX_RANKS];
@@ -312,7 +316,18 @@ static void setup_rank(uint32_t rk, bool in_place, bool rough)
 	assert_non_null(r->mem);
 	for (uint64_t i = 0; i < p.send_bytes / p.esize; i++)
 		store(r->send, i, input(rk, i, rough));
+	r->recv_bytes = p.recv_bytes;
+	r->before = malloc(p.recv_bytes + 1);
+	memcpy(r->before, r->recv, p.recv_bytes);
 	p.in_place = in_place;
+	if (cl.sliced) { /* what libsluice's split() hands a channel */
+		p.stride = b;
+		p.count = cl.k;
+		assert_true(sl_cmd_bytes(p.coll, p.count, p.esize, p.nranks, rk, p.root, p.stride, &p.send_bytes,
+					 &p.recv_bytes));
+		r->send += cl.first * p.esize;
+		r->recv += cl.first * p.esize;
+	}
 	if (sl_sched_init(&r->s, &p) != 0)
 		fail_msg("%s by %s, n=%u rank %u count %llu: sl_sched_init failed", sl_coll_name(p.coll),
 			 sl_algo_name(p.algo), p.nranks, rk, (unsigned long long)p.count);
@@ -334,6 +349,7 @@ static void teardown(void)
 		free(cl.r[k].mem);
 		free(cl.r[k].scratch);
 		free(cl.r[k].snap);
+		free(cl.r[k].before);
 		memset(&cl.r[k], 0, sizeof(cl.r[k]));
 	}
 	free(cl.pool);
@@ -341,23 +357,38 @@ static void teardown(void)
 	cl.npool = cl.cap = 0;
 }
 
+/* Whether element i of a recv buffer belongs to the slice that ran. */
+static bool in_slice(uint64_t i)
+{
+	enum sl_coll c = cl.plan.coll;
+	bool blocks = c == SL_COLL_ALLGATHER || c == SL_COLL_ALLTOALL || c == SL_COLL_GATHER;
+	uint64_t in = blocks && cl.plan.count ? i % cl.plan.count : i;
+
+	return !cl.sliced || (in >= cl.first && in < cl.first + cl.k);
+}
+
+/* Every element of the slice that ran is right; every other is untouched. */
 static void check_results(bool in_place, uint64_t seed)
 {
 	for (uint32_t k = 0; k < cl.plan.nranks; k++) {
-		uint64_t rb = cl.r[k].s.p.recv_bytes;
-		for (uint64_t i = 0; i < rb / cl.plan.esize; i++) {
+		const struct rank *r = &cl.r[k];
+		uint8_t *recv = r->recv - (cl.sliced ? cl.first * cl.plan.esize : 0);
+		for (uint64_t i = 0; i < r->recv_bytes / cl.plan.esize; i++) {
 			double want;
 			uint8_t w[8];
 			if (!expected(k, i, &want))
 				break;
 			store(w, 0, want);
-			if (memcmp(w, cl.r[k].recv + i * cl.plan.esize, cl.plan.esize) != 0)
-				fail_msg("%s by %s (%s %s), n=%u root %u count %llu%s seed %llu: rank %u element "
-					 "%llu is wrong (want %g)", sl_coll_name(cl.plan.coll),
+			const uint8_t *ok = in_slice(i) ? w : r->before + i * cl.plan.esize;
+			if (memcmp(ok, recv + i * cl.plan.esize, cl.plan.esize) != 0)
+				fail_msg("%s by %s (%s %s), n=%u root %u count %llu%s seed %llu, slice of %llu from "
+					 "%llu: rank %u element %llu is wrong (%s %g)", sl_coll_name(cl.plan.coll),
 					 sl_algo_name(cl.plan.algo), sl_dtype_name(cl.dtype), sl_redop_name(cl.op),
 					 cl.plan.nranks, cl.plan.root, (unsigned long long)cl.plan.count,
-					 in_place ? " in place" : "", (unsigned long long)seed, k,
-					 (unsigned long long)i, want);
+					 in_place ? " in place" : "", (unsigned long long)seed,
+					 (unsigned long long)(cl.sliced ? cl.k : cl.plan.count),
+					 (unsigned long long)cl.first, k, (unsigned long long)i,
+					 in_slice(i) ? "want" : "outside the slice, so untouched; result", want);
 		}
 	}
 }
@@ -438,6 +469,33 @@ static void test_every_type_and_op(void **state)
 					run_case(&p, types[t], op, t % 2, t * 7 + op);
 				}
 		}
+}
+
+/* A call split over channels (libsluice's split()): every rank runs the
+ * slice of elements [first, first + k) of each block, its blocks a whole
+ * block apart, alone on buffers holding the whole call.  The slice's
+ * elements must come out right and every other element stay as it was. */
+static void test_strided_slices(void **state)
+{
+	static const enum sl_coll colls[] = { SL_COLL_ALLGATHER, SL_COLL_REDUCE_SCATTER, SL_COLL_ALLTOALL,
+					      SL_COLL_GATHER, SL_COLL_SCATTER };
+	static const struct { uint64_t first, k; } slices[] = { { 0, 4 }, { 4, 4 }, { 8, 3 }, { 5, 1 } };
+	(void)state;
+
+	for (uint32_t n = 1; n <= 5; n++)
+		for (size_t c = 0; c < sizeof(colls) / sizeof(colls[0]); c++)
+			for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++)
+				for (size_t sl = 0; serves(colls[c], a, n) && sl < sizeof(slices) / sizeof(slices[0]);
+				     sl++) {
+					struct sl_sched_plan p = { .coll = colls[c], .algo = a, .nranks = n,
+								   .root = (uint32_t)(sl % n), .count = 11,
+								   .payload = 16, .chunk_bytes = 16 * (1 + sl % 2) };
+					cl.sliced = true;
+					cl.first = slices[sl].first;
+					cl.k = slices[sl].k;
+					run_case(&p, sl % 2 ? SL_FLOAT32 : SL_INT8, SL_SUM, (n + sl) % 2, n * 10 + sl);
+				}
+	cl.sliced = false;
 }
 
 /* Rounding float32 sums: the same bits whatever the delivery order, and
@@ -783,6 +841,7 @@ int main(void)
 		cmocka_unit_test(test_alltoallv),
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_every_type_and_op),
+		cmocka_unit_test(test_strided_slices),
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_same_bits_everywhere),
 	};
