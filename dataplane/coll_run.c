@@ -760,6 +760,8 @@ static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *c
 		return "a send or recv names its own rank as the peer";
 	if (cmd->block_stride && !sl_op_blocked(cmd->opcode))
 		return "a block stride on a collective whose buffers hold no per-rank blocks: it must be 0";
+	if (cmd->block_stride && cmd->block_stride / sl_dtype_size(cmd->dtype) < cmd->count)
+		return "the block stride is smaller than a block (count * element size): blocks would overlap";
 	return NULL;
 }
 

@@ -417,6 +417,72 @@ static void test_every_collective_under_faults(void **state)
 	}
 }
 
+/* Node 0 refuses cmd, saying needle; nothing reaches the network. */
+static void expect_refused(struct sl_cmd cmd, const char *needle)
+{
+	struct sl_cpl cpl;
+	unsigned p;
+
+	assert_true(sl_spsc_enqueue(&nodes[0].submit, &cmd));
+	for (p = 0; p < 1000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+		dp_engine_poll(&nodes[0].e);
+	assert_true(p < 1000);
+	assert_int_equal(cpl.status, SLUICE_ERR_INVALID_ARGUMENT);
+	if (!strstr(cpl.msg, needle))
+		fail_msg("refusal says \"%s\", expected it to mention \"%s\"", cpl.msg, needle);
+}
+
+/* A channel's strided slice: its blocks, and the gaps between them, must
+ * lie inside the client's regions (a forged stride reaches no further);
+ * one that fits runs, touching its elements of every block and no other. */
+static void test_strided_descriptors(void **state)
+{
+	const uint64_t blk = 1024, k = 100, first = 300; /* int32 elements: a 4 KiB block, a slice of it */
+	struct sl_memport_faults f = { .seed = 9 };
+	struct sl_cpl cpl[MAXN];
+	struct sl_cmd ag = { .opcode = SL_OP_ALLGATHER, .count = blk, .dtype = SLUICE_INT32, .send_region = 0,
+			     .recv_region = 1, .block_stride = buf_bytes - 4 * blk + 1 };
+	(void)state;
+
+	setup_cluster(2, &f, 10ull * 1000000000);
+	expect_refused(ag, "not inside memory");       /* recv ends one byte past region 1 */
+	ag.block_stride = UINT64_MAX - 64;
+	expect_refused(ag, "overflows");
+	ag.block_stride = 4 * blk - 4;
+	expect_refused(ag, "smaller than a block");
+	struct sl_cmd rs = { .opcode = SL_OP_REDUCE_SCATTER, .count = blk, .dtype = SLUICE_INT32, .redop = SLUICE_SUM,
+			     .send_region = 0, .recv_region = 1, .send_off = buf_bytes - 8 * blk, .block_stride = 4 * blk + 4 };
+	expect_refused(rs, "not inside memory");       /* back to back, its two blocks would fit */
+	struct sl_cmd ar = { .opcode = SL_OP_ALLREDUCE, .count = blk, .dtype = SLUICE_INT32, .send_region = 0,
+			     .recv_region = 1, .block_stride = 4 * blk };
+	expect_refused(ar, "no per-rank blocks");
+
+	/* elements [first, first + k) of 1024-element blocks, as libsluice's split() cuts them */
+	for (unsigned r = 0; r < 2; r++) {
+		int32_t *in = (int32_t *)nodes[r].send;
+		for (uint64_t i = 0; i < blk; i++)
+			in[i] = in_val(r, i);
+		memset(nodes[r].recv, 0xee, buf_bytes);
+		ag = (struct sl_cmd){ .req = 7, .opcode = SL_OP_ALLGATHER, .count = k, .dtype = SLUICE_INT32,
+				      .send_region = 0, .recv_region = 1, .send_off = 4 * first, .recv_off = 4 * first,
+				      .block_stride = 4 * blk };
+		assert_true(sl_spsc_enqueue(&nodes[r].submit, &ag));
+	}
+	wait_all(cpl, 50000000);
+	for (unsigned r = 0; r < 2; r++) {
+		const int32_t *out = (const int32_t *)nodes[r].recv;
+		assert_int_equal(cpl[r].status, SLUICE_OK);
+		for (uint64_t i = 0; i < 2 * blk + 16; i++) {
+			bool in = i < 2 * blk && i % blk >= first && i % blk < first + k;
+			int32_t v = in ? in_val((unsigned)(i / blk), i % blk) : (int32_t)0xeeeeeeee;
+			if (out[i] != v)
+				fail_msg("strided all-gather: rank %u element %llu is %d, want %d", r,
+					 (unsigned long long)i, out[i], v);
+		}
+	}
+	teardown_cluster();
+}
+
 static void test_dead_peer(void **state)
 {
 	struct sl_memport_faults f = { .seed = 6 };
@@ -650,6 +716,7 @@ int main(void)
 		cmocka_unit_test(test_every_collective_under_faults),
 		cmocka_unit_test(test_bitwise_deterministic),
 		cmocka_unit_test(test_mismatch_everywhere),
+		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
