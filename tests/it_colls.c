@@ -317,6 +317,10 @@ static void every_collective(void)
 			}
 		}
 	}
+	/* the largest in place too (above, it runs apart): with two channels
+	 * each block is sliced, strided, in NCCL's in-place layouts */
+	for (enum coll c = 0; c < NCOLLS; c++, cases++)
+		run_case(c, MAX_COUNT, SLUICE_FLOAT32, SLUICE_SUM, (int)c % nranks, true);
 	if (rank == 0)
 		printf("it_colls: %d collective cases\n", cases);
 }
