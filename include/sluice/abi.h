@@ -17,7 +17,10 @@
  *    it is by a dataplane in the client's own process, and the buffer's CUDA
  *    IPC handle, which another process opens).
  *    Commands name buffers as (region id, byte offset); the dataplane checks
- *    every range against that client's own regions before touching it.
+ *    every range against that client's own regions before touching it.  A
+ *    buffer of per-rank blocks spaced by a block stride (a channel's slice)
+ *    ranges from its first block's start to its last block's end, gaps
+ *    included.
  *
  * Bump SL_ABI_VERSION on any change to this file.
  */
