@@ -152,8 +152,26 @@ int sl_sched_local_copy(struct sl_sched *s, uint64_t src, uint64_t dst, uint64_t
 uint64_t sl_sched_block(const struct sl_sched *s, uint8_t buf, uint64_t blk)
 {
 	uint64_t b = s->p.count * s->p.esize;
+	bool packed = !s->p.stride || buf == SL_BUF_SCRATCH || (buf == SL_BUF_SEND && s->snapshot_send);
 
-	return blk * (buf != SL_BUF_SCRATCH && s->p.stride ? s->p.stride : b);
+	return blk * (packed ? b : s->p.stride);
+}
+
+void sl_sched_snapshot(const struct sl_sched *s, uint64_t *n, uint64_t *len, uint64_t *stride)
+{
+	const struct sl_sched_plan *p = &s->p;
+	bool blocks = p->coll == SL_COLL_REDUCE_SCATTER || p->coll == SL_COLL_ALLTOALL ||
+		      (p->coll == SL_COLL_SCATTER && p->rank == p->root);
+
+	if (p->stride && blocks) {
+		*n = p->nranks;
+		*len = p->count * p->esize;
+		*stride = p->stride;
+	} else {
+		*n = 1;
+		*len = p->send_bytes;
+		*stride = 0;
+	}
 }
 
 void sl_segment(const struct sl_sched_plan *p, uint32_t parts, uint32_t k, uint64_t *off, uint64_t *len)
@@ -335,6 +353,11 @@ int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)
 	s->bytes[SL_BUF_RECV] = p->recv_bytes;
 	/* one rank: every algorithm is a local copy, which direct does */
 	rc = p->nranks > 1 ? builders[p->algo](s) : sl_build_direct(s);
+	if (rc == 0 && s->snapshot_send) {
+		uint64_t n, len, stride;
+		sl_sched_snapshot(s, &n, &len, &stride);
+		s->bytes[SL_BUF_SEND] = n * len;
+	}
 	if (rc == 0)
 		rc = add_call_check(s);
 	if (rc == 0)

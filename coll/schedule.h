@@ -156,7 +156,10 @@ enum sl_sched_result {
 struct sl_sched {
 	struct sl_sched_plan p;
 	uint64_t bytes[SL_NBUFS]; /* each buffer's size (scratch: what the builder asked for) */
-	bool snapshot_send;       /* run on a copy of the send buffer (in place, inputs overwritten) */
+	/* Run on a copy of the send buffer (in place, inputs overwritten): set
+	 * by the builder before it addresses send's blocks, which the copy
+	 * packs (sl_sched_snapshot). */
+	bool snapshot_send;
 	struct sl_xfer *x;
 	uint32_t nx, cap;
 	uint32_t *recvs;          /* reception indices sorted by (peer, step) */
@@ -203,6 +206,12 @@ static inline bool sl_sched_data_done(const struct sl_sched *s)
 	return s->chunks_left == s->checks_left;
 }
 
+/* What the engine copies when snapshot_send is set: *n pieces of *len
+ * bytes, *stride apart in the client's send buffer, back to back in the
+ * copy (bytes[SL_BUF_SEND] in all).  Strided blocks are packed, so that a
+ * channel's slice copies its own elements, not the others' between them. */
+void sl_sched_snapshot(const struct sl_sched *s, uint64_t *n, uint64_t *len, uint64_t *stride);
+
 /* The peer of the first incomplete reception, -1 when none: for messages. */
 int sl_sched_waiting_on(const struct sl_sched *s);
 
@@ -221,7 +230,7 @@ int32_t sl_sched_add(struct sl_sched *s, const struct sl_xfer *x);
 int sl_sched_local_copy(struct sl_sched *s, uint64_t src, uint64_t dst, uint64_t len);
 /* Byte offset of per-rank block blk in buffer buf: the one place builders
  * address blocks.  Send and recv space them by the plan's stride; scratch,
- * the builder's own, packs them. */
+ * the builder's own, and send's in-place copy pack them. */
 uint64_t sl_sched_block(const struct sl_sched *s, uint8_t buf, uint64_t blk);
 /* Element-balanced part k of count elements cut into parts: byte range. */
 void sl_segment(const struct sl_sched_plan *p, uint32_t parts, uint32_t k, uint64_t *off, uint64_t *len);

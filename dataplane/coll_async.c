@@ -155,9 +155,12 @@ int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why
 		return -ENOMEM;
 	k->buf[SL_BUF_SCRATCH] = k->dev_owned;
 	if (snap) {
-		if (sl_gdma_dev_copy(gpu, (uint8_t *)k->dev_owned + scratch, k->buf[SL_BUF_SEND], snap, why,
-				     SL_ERRMSG_LEN) != 0)
-			return -EIO;
+		uint64_t n, len, stride;
+		sl_sched_snapshot(&k->sched, &n, &len, &stride);
+		for (uint64_t j = 0; j < n; j++)
+			if (sl_gdma_dev_copy(gpu, (uint8_t *)k->dev_owned + scratch + j * len, k->buf[SL_BUF_SEND] + j * stride,
+					     len, why, SL_ERRMSG_LEN) != 0)
+				return -EIO;
 		k->buf[SL_BUF_SEND] = (uint8_t *)k->dev_owned + scratch;
 	}
 	return 0;

@@ -844,7 +844,10 @@ static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 		return -1;
 	k->buf[SL_BUF_SCRATCH] = k->owned;
 	if (snap) {
-		memcpy(k->owned + s->bytes[SL_BUF_SCRATCH], k->buf[SL_BUF_SEND], snap);
+		uint64_t n, len, stride;
+		sl_sched_snapshot(s, &n, &len, &stride);
+		for (uint64_t j = 0; j < n; j++)
+			memcpy(k->owned + s->bytes[SL_BUF_SCRATCH] + j * len, k->buf[SL_BUF_SEND] + j * stride, len);
 		k->buf[SL_BUF_SEND] = k->owned + s->bytes[SL_BUF_SCRATCH];
 	}
 	return 0;

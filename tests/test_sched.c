@@ -332,12 +332,15 @@ static void setup_rank(uint32_t rk, bool in_place, bool rough)
 		fail_msg("%s by %s, n=%u rank %u count %llu: sl_sched_init failed", sl_coll_name(p.coll),
 			 sl_algo_name(p.algo), p.nranks, rk, (unsigned long long)p.count);
 	r->scratch = malloc(r->s.bytes[SL_BUF_SCRATCH] + 1);
-	r->snap = r->s.snapshot_send ? malloc(p.send_bytes + 1) : NULL;
+	r->snap = r->s.snapshot_send ? malloc(r->s.bytes[SL_BUF_SEND] + 1) : NULL;
 	r->buf[SL_BUF_SEND] = r->send;
 	r->buf[SL_BUF_RECV] = r->recv;
 	r->buf[SL_BUF_SCRATCH] = r->scratch;
-	if (r->snap) {
-		memcpy(r->snap, r->send, p.send_bytes);
+	if (r->snap) { /* as the engine copies it */
+		uint64_t n, len, stride;
+		sl_sched_snapshot(&r->s, &n, &len, &stride);
+		for (uint64_t j = 0; j < n; j++)
+			memcpy(r->snap + j * len, r->send + j * stride, len);
 		r->buf[SL_BUF_SEND] = r->snap;
 	}
 }
