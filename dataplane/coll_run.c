@@ -307,8 +307,12 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 	comm->failed = status;
 	vsnprintf(comm->why, sizeof(comm->why), fmt, ap);
 	if (comm->channels_failed) {
+		struct dp_channels_failed *cf = comm->channels_failed;
 		int32_t none = 0;
-		atomic_compare_exchange_strong(comm->channels_failed, &none, status);
+		if (atomic_compare_exchange_strong(&cf->claimed, &none, 1)) {
+			memcpy(cf->why, comm->why, sizeof(cf->why));
+			atomic_store_explicit(&cf->status, status, memory_order_release);
+		}
 	}
 	fprintf(stderr, "sluiced node %u: communicator %#" PRIx64 " rank %u failed: %s\n", e->node,
 		comm->key, comm->rank, comm->why);
@@ -1025,10 +1029,11 @@ static void check_channels(struct dp_engine *e, struct dp_comm *comm)
 	int32_t status;
 
 	if (comm->failed != SLUICE_OK || !comm->channels_failed ||
-	    (status = atomic_load_explicit(comm->channels_failed, memory_order_relaxed)) == 0)
+	    (status = atomic_load_explicit(&comm->channels_failed->status, memory_order_acquire)) == 0)
 		return;
-	comm_fail(e, comm, status, comm->colls->seq, true, "another channel of this dataplane failed "
-		  "communicator %#" PRIx64 " (status %d): its error names the cause", comm->key, status);
+	/* its reason first: a message cut to SL_ERRMSG_LEN keeps the cause */
+	comm_fail(e, comm, status, comm->colls->seq, true, "%s (on another channel of this dataplane)",
+		  comm->channels_failed->why);
 }
 
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)

@@ -37,7 +37,7 @@ struct conn {
 
 /* Per communicator slot, what its first failing channel stored (dp.h's
  * channels_failed): static, since engines outlive the server's frame. */
-static _Atomic int32_t comm_channels_failed[DP_MAX_COMMS];
+static struct dp_channels_failed comm_channels_failed[DP_MAX_COMMS];
 
 struct server {
 	struct dp_engine *const *e;       /* one engine per channel; e[0] owns the mappings */
@@ -289,7 +289,8 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 	comm.nranks = m->c.nranks;
 	for (uint32_t k = 0; k < comm.nranks; k++)
 		comm.node[k] = (uint16_t)m->c.node[k];
-	atomic_store(&comm_channels_failed[i], 0);
+	atomic_store(&comm_channels_failed[i].claimed, 0);
+	atomic_store(&comm_channels_failed[i].status, 0);
 	comm.channels_failed = s->nch > 1 ? &comm_channels_failed[i] : NULL;
 	for (ch = 0; ch < s->nch && r->status == SLUICE_OK; ch++) {
 		struct dp_ctl_req req = { .op = DP_CTL_ADD_COMM, .client = (uint32_t)ci, .index = i, .obj = &comm };

@@ -84,6 +84,13 @@ struct dp_pending {
 	bool ticketed; /* false: nothing was posted for it (empty), applied at once */
 };
 
+/* A communicator's first failure on any channel (dp_comm.channels_failed). */
+struct dp_channels_failed {
+	_Atomic int32_t claimed;  /* set by the one channel that writes the rest */
+	_Atomic int32_t status;   /* 0, or its status, stored after why */
+	char why[SL_ERRMSG_LEN];
+};
+
 struct dp_comm {
 	bool live;
 	uint64_t key;
@@ -103,9 +110,10 @@ struct dp_comm {
 	struct sl_tp_msg *abort_msgs; /* [nranks], the abort notices it sent */
 	bool failure_told;        /* a completion or refusal has carried `failed` to the client */
 	/* Shared by this communicator's copies on every channel: the first to
-	 * fail stores its status, and the others fail too at their next timer
-	 * pass, so that a call's other slices do not wait for the timeout. */
-	_Atomic int32_t *channels_failed;
+	 * fail stores its status and reason, and the others fail too at their
+	 * next timer pass, so that a call's other slices do not wait for the
+	 * timeout, and with that reason, whichever slice's error the client reads. */
+	struct dp_channels_failed *channels_failed;
 	uint32_t nlinger;         /* collectives in colls reported done that linger */
 	uint64_t linger_bytes;    /* their copies' bytes */
 	/* the client's destroy, answered once the lingering ones are gone (the server waits on it) */
