@@ -144,12 +144,51 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 	free(k);
 }
 
+/* ---- a communicator's lists of collectives (dp.h: colls and linger) ---- */
+
+static void list_push(struct dp_coll **head, struct dp_coll **tail, struct dp_coll *k)
+{
+	k->next = NULL;
+	k->prev = *tail;
+	if (*tail)
+		(*tail)->next = k;
+	else
+		*head = k;
+	*tail = k;
+}
+
+static void list_drop(struct dp_coll **head, struct dp_coll **tail, struct dp_coll *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		*head = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	else
+		*tail = k->prev;
+	k->next = k->prev = NULL;
+}
+
 static void coll_unlink(struct dp_coll *k)
 {
-	struct dp_coll **p = &k->comm->colls;
-	while (*p != k)
-		p = &(*p)->next;
-	*p = k->next;
+	struct dp_comm *comm = k->comm;
+
+	if (k->lingering)
+		list_drop(&comm->linger, &comm->linger_tail, k);
+	else
+		list_drop(&comm->colls, &comm->colls_tail, k);
+}
+
+/* A lingering k that may finish now (acknowledged and checked, or failed)
+ * is counted, so that the next pass looks at the linger list for it. */
+static void linger_mark(struct dp_coll *k)
+{
+	if (!k->lingering || k->linger_ready ||
+	    (k->status == SLUICE_OK && !(sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0)))
+		return;
+	k->linger_ready = true;
+	k->comm->linger_ready++;
 }
 
 static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm);
@@ -163,6 +202,7 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 	if (k->lingering) {
 		comm->nlinger--;
 		comm->linger_bytes -= k->linger_len;
+		comm->linger_ready -= k->linger_ready;
 		e->lingering--;
 	} else {
 		if (!post_cpl(comm->client, k->cmd.req, k->status, k->why))
@@ -177,7 +217,7 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 	e->gated -= k->gdev != NULL;
 	coll_free(e, k);
 	e->running--;
-	if (comm->close_done && !comm->colls)
+	if (comm->close_done && !comm->colls && !comm->linger)
 		comm_close_answer(e, comm);
 	return true;
 }
@@ -242,10 +282,13 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 	if (!post_cpl(k->comm->client, k->cmd.req, SLUICE_OK, ""))
 		return false;
 	e->count.colls_done++;
+	list_drop(&k->comm->colls, &k->comm->colls_tail, k);
+	list_push(&k->comm->linger, &k->comm->linger_tail, k);
 	k->lingering = true;
 	k->comm->nlinger++;
 	k->comm->linger_bytes += k->linger_len;
 	e->lingering++;
+	linger_mark(k);
 	return true;
 }
 
@@ -316,10 +359,13 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 	}
 	fprintf(stderr, "sluiced node %u: communicator %#" PRIx64 " rank %u failed: %s\n", e->node,
 		comm->key, comm->rank, comm->why);
-	for (struct dp_coll *k = comm->colls; k; k = k->next) {
-		if (k->status == SLUICE_OK) {
-			k->status = status;
-			memcpy(k->why, comm->why, sizeof(k->why));
+	for (int l = 0; l < 2; l++) {
+		for (struct dp_coll *k = l ? comm->linger : comm->colls; k; k = k->next) {
+			if (k->status == SLUICE_OK) {
+				k->status = status;
+				memcpy(k->why, comm->why, sizeof(k->why));
+			}
+			linger_mark(k);
 		}
 	}
 	if (notify)
@@ -385,9 +431,10 @@ static bool packet_is_for(const struct dp_coll *k, const struct sl_hdr *h, int s
 
 static struct dp_coll *coll_for_packet(struct dp_comm *comm, const struct sl_hdr *h, int src)
 {
-	for (struct dp_coll *k = comm->colls; k; k = k->next)
-		if (packet_is_for(k, h, src))
-			return k;
+	for (int l = 0; l < 2; l++)
+		for (struct dp_coll *k = l ? comm->linger : comm->colls; k; k = k->next)
+			if (packet_is_for(k, h, src))
+				return k;
 	return NULL;
 }
 
@@ -541,6 +588,7 @@ static void apply(struct dp_engine *e, struct dp_coll *k, int src, const struct 
 		defer(e, k, h, payload);
 	else if (chunk_done)
 		retry_deferred(e, k);
+	linger_mark(k); /* a lingering call's check has come */
 }
 
 static void local_refused(struct dp_engine *e, struct dp_coll *k, const struct sl_send *s, uint64_t o)
@@ -596,14 +644,17 @@ static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_
 static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr *h, const uint8_t *payload,
 		  enum sl_deliver_result *res)
 {
-	struct dp_stashed *s, **tail;
+	struct dp_stashed *s;
+	unsigned b = h->seq % DP_STASH_BUCKETS;
 
 	*res = SL_DELIVER_RETRY;
 	if (comm->nstash >= DP_STASH_MAX || !(s = copy_packet(h, payload)))
 		return;
-	for (tail = &comm->stash; *tail; tail = &(*tail)->next)
-		;
-	*tail = s;
+	if (comm->stash_tail[b])
+		comm->stash_tail[b]->next = s;
+	else
+		comm->stash[b] = s;
+	comm->stash_tail[b] = s;
 	comm->nstash++;
 	e->count.stashed++;
 	*res = SL_DELIVER_DONE;
@@ -612,12 +663,14 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr
 static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
-	struct dp_stashed **p = &comm->stash;
+	unsigned b = k->seq % DP_STASH_BUCKETS;
+	struct dp_stashed **p = &comm->stash[b], *kept = NULL;
 
 	while (*p) {
 		struct dp_stashed *s = *p;
 		int src = rank_of_node(comm, s->hdr.src_node);
 		if (!packet_is_for(k, &s->hdr, src)) {
+			kept = s;
 			p = &s->next;
 			continue;
 		}
@@ -626,6 +679,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		apply(e, k, src, &s->hdr, s->payload);
 		free(s);
 	}
+	comm->stash_tail[b] = kept;
 }
 
 static void on_abort_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
@@ -685,6 +739,7 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 		dp_async_acked(k, m);
 	k->msgs_unacked--;
 	k->last_progress_ns = sl_tp_poll_ns(e->tp);
+	linger_mark(k);
 }
 
 void dp_flow_dead(void *engine, uint16_t node)
@@ -933,7 +988,7 @@ static uint32_t next_seq(struct dp_comm *comm, const struct sl_cmd *cmd)
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *given)
 {
 	struct dp_comm *comm = NULL;
-	struct dp_coll *k, **tail;
+	struct dp_coll *k;
 	uint64_t bytes[2] = { 0, 0 };
 	char buf[SL_ERRMSG_LEN];
 	struct sl_cmd resolved = *given, *cmd = &resolved;
@@ -964,9 +1019,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	e->count.colls_posted++;
 	e->running++;
 	e->gated += k->gdev != NULL;
-	for (tail = &comm->colls; *tail; tail = &(*tail)->next)
-		;
-	*tail = k;
+	list_push(&comm->colls, &comm->colls_tail, k);
 	replay_stash(e, k);
 }
 
@@ -1032,8 +1085,8 @@ static void check_channels(struct dp_engine *e, struct dp_comm *comm)
 	    (status = atomic_load_explicit(&comm->channels_failed->status, memory_order_acquire)) == 0)
 		return;
 	/* its reason first: a message cut to SL_ERRMSG_LEN keeps the cause */
-	comm_fail(e, comm, status, comm->colls->seq, true, "%s (on another channel of this dataplane)",
-		  comm->channels_failed->why);
+	comm_fail(e, comm, status, (comm->colls ? comm->colls : comm->linger)->seq, true,
+		  "%s (on another channel of this dataplane)", comm->channels_failed->why);
 }
 
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
@@ -1053,21 +1106,37 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		  (double)e->timeout_ns / 1e9, waiting);
 }
 
+/* Finish comm's lingering calls that are marked ready; on timer passes
+ * look at every one, for its timeout. */
+static uint32_t linger_progress(struct dp_engine *e, struct dp_comm *comm, uint64_t now, bool timers)
+{
+	uint32_t work = 0;
+
+	for (struct dp_coll *k = comm->linger, *next; k && (timers || comm->linger_ready); k = next) {
+		next = k->next;
+		if (timers)
+			check_timeout(e, k, now);
+		if (k->linger_ready)
+			work += coll_finish(e, k);
+	}
+	return work;
+}
+
 uint32_t dp_colls_progress(struct dp_engine *e)
 {
 	uint32_t work = 0;
 	uint64_t now = 0;
 	bool timers = false;
 
-	/* Every posted collective is on its communicator's list: stop after the
-	 * last of them rather than test all 64 communicators (a cache miss each,
-	 * 6% of a pass's time during a 1 MiB all-reduce). */
+	/* Every posted collective is on one of its communicator's lists: stop
+	 * after the last of them rather than test all 64 communicators (a cache
+	 * miss each, 6% of a pass's time during a 1 MiB all-reduce). */
 	uint32_t left = e->running;
 
 	for (unsigned i = 0; i < DP_MAX_COMMS && left; i++) {
 		struct dp_comm *comm = &e->comms[i];
 		struct dp_coll *k, *next;
-		if (!comm->live || !comm->colls)
+		if (!comm->live || (!comm->colls && !comm->linger))
 			continue;
 		if (!now) {
 			now = sl_tp_poll_ns(e->tp);
@@ -1075,6 +1144,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 		}
 		if (timers)
 			check_channels(e, comm);
+		left -= comm->nlinger;
 		for (k = comm->colls; k; k = next) {
 			next = k->next;
 			left--;
@@ -1090,6 +1160,8 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			else if (may_linger(k))
 				work += coll_linger(e, k);
 		}
+		if (timers || comm->linger_ready)
+			work += linger_progress(e, comm, now, timers);
 	}
 	if (timers)
 		e->next_timer_ns = now + TIMER_NS;
@@ -1120,14 +1192,12 @@ static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm)
 
 int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_req *r)
 {
-	for (struct dp_coll *k = comm->colls; k; k = k->next) {
-		if (!k->lingering) {
-			snprintf(r->why, SL_ERRMSG_LEN, "the communicator has collectives running: "
-				 "wait for them before destroying it");
-			return 1;
-		}
+	if (comm->colls) {
+		snprintf(r->why, SL_ERRMSG_LEN, "the communicator has collectives running: "
+			 "wait for them before destroying it");
+		return 1;
 	}
-	if (!comm->colls)
+	if (!comm->linger)
 		return comm_close_now(e, comm, r->why);
 	comm->close_done = r->done;
 	comm->close_why = r->why;
@@ -1136,15 +1206,19 @@ int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_r
 
 void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 {
-	while (comm->colls) {
-		struct dp_coll *k = comm->colls;
-		comm->colls = k->next;
-		e->lingering -= k->lingering;
-		e->gated -= k->gdev != NULL;
-		coll_free(e, k);
-		e->running--;
+	for (int l = 0; l < 2; l++) {
+		struct dp_coll *k = l ? comm->linger : comm->colls;
+		while (k) {
+			struct dp_coll *next = k->next;
+			e->lingering -= k->lingering;
+			e->gated -= k->gdev != NULL;
+			coll_free(e, k);
+			e->running--;
+			k = next;
+		}
 	}
-	free_packets(comm->stash);
+	for (unsigned b = 0; b < DP_STASH_BUCKETS; b++)
+		free_packets(comm->stash[b]);
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		atomic_store_explicit(comm->close_done, 1, memory_order_release);
 	if (comm->abort_msgs) {

@@ -23,6 +23,7 @@
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
 #define DP_STASH_MAX 4096 /* early packets kept per communicator */
+#define DP_STASH_BUCKETS 64
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 /* A call whose send and recv buffers hold at most this many bytes may be
  * reported done before its sends are acknowledged (coll_run.c: lingering),
@@ -102,8 +103,15 @@ struct dp_comm {
 	/* point-to-point: sends and recvs match by (peer, sequence per pair), outside next_seq */
 	uint32_t p2p_send_seq[SL_MAX_RANKS]; /* next send to each rank */
 	uint32_t p2p_recv_seq[SL_MAX_RANKS]; /* next recv from each rank */
-	struct dp_coll *colls;    /* running collectives, oldest first */
-	struct dp_stashed *stash; /* early packets, oldest first */
+	/* Running collectives, oldest first; those reported done that linger
+	 * (coll_run.c) are apart, so that a pass, a post and an arriving packet
+	 * do not walk the hundreds a run of small calls leaves behind. */
+	struct dp_coll *colls, *colls_tail;
+	struct dp_coll *linger, *linger_tail;
+	uint32_t linger_ready;    /* lingering ones marked ready to finish */
+	/* Early packets, by sequence number modulo DP_STASH_BUCKETS, each
+	 * bucket oldest first: a post looks in its own bucket only. */
+	struct dp_stashed *stash[DP_STASH_BUCKETS], *stash_tail[DP_STASH_BUCKETS];
 	uint32_t nstash;
 	int32_t failed;           /* sluice_result_t once the communicator is broken */
 	char why[SL_ERRMSG_LEN];
@@ -114,7 +122,7 @@ struct dp_comm {
 	 * next timer pass, so that a call's other slices do not wait for the
 	 * timeout, and with that reason, whichever slice's error the client reads. */
 	struct dp_channels_failed *channels_failed;
-	uint32_t nlinger;         /* collectives in colls reported done that linger */
+	uint32_t nlinger;         /* collectives on linger */
 	uint64_t linger_bytes;    /* their copies' bytes */
 	/* the client's destroy, answered once the lingering ones are gone (the server waits on it) */
 	_Atomic int32_t *close_done;
@@ -123,7 +131,7 @@ struct dp_comm {
 
 struct dp_coll {
 	struct dp_comm *comm;
-	struct dp_coll *next;
+	struct dp_coll *next, *prev; /* on comm->colls or comm->linger */
 	struct sl_cmd cmd;
 	uint32_t seq;             /* in the communicator; for SEND and RECV, in the pair */
 	uint8_t *buf[SL_NBUFS];   /* send, recv and scratch, as the schedule names them */
@@ -155,6 +163,7 @@ struct dp_coll {
 	 * and the ACKs of its sends, which now read linger_copy instead of the
 	 * client's buffers. */
 	bool lingering;
+	bool linger_ready;        /* counted in comm->linger_ready: it may finish */
 	uint8_t *linger_copy;
 	uint64_t linger_len;      /* its bytes */
 };

@@ -208,9 +208,9 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 	case DP_CTL_DEL_REGION:
 		/* Collectives name regions by id; one still running on it keeps it. */
 		for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+			/* (not the lingering ones: they read their own copies) */
 			for (struct dp_coll *k = e->comms[i].live ? e->comms[i].colls : NULL; k; k = k->next) {
-				/* a lingering one reads its own copy */
-				if (k->comm->client == c && !k->lingering && (k->cmd.send_region == r->index ||
+				if (k->comm->client == c && (k->cmd.send_region == r->index ||
 							     k->cmd.recv_region == r->index)) {
 					snprintf(r->why, SL_ERRMSG_LEN, "region %u is in use by a running "
 						 "collective: wait for it before freeing the memory", r->index);
