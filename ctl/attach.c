@@ -207,7 +207,7 @@ static struct {
 	unsigned users;          /* contexts attached to it */
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	void (*stop)(void);
-	int32_t (*drive)(void); /* one engine pass from the caller's thread; -1: engine busy */
+	int32_t (*drive)(int64_t now_ns); /* one engine pass from the caller's thread; -1: engine busy */
 	void (*release)(void);  /* the caller stops driving: the engine's thread takes over */
 } embedded = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -229,7 +229,7 @@ static sluice_result_t embedded_load(const struct sl_config *cfg, embedded_start
 			       dlerror());
 	*start = (embedded_start_fn)dlsym(lib, "sl_dp_embedded_start");
 	embedded.stop = (void (*)(void))dlsym(lib, "sl_dp_embedded_stop");
-	embedded.drive = (int32_t (*)(void))dlsym(lib, "sl_dp_embedded_drive");
+	embedded.drive = (int32_t (*)(int64_t))dlsym(lib, "sl_dp_embedded_drive");
 	embedded.release = (void (*)(void))dlsym(lib, "sl_dp_embedded_release");
 	if (!*start || !embedded.stop || !embedded.drive || !embedded.release)
 		return sl_fail(SLUICE_ERR_UNAVAILABLE,

@@ -129,7 +129,8 @@ struct sluice_ctx {
 	int sock;                     /* attach socket */
 	bool ctl_broken;              /* a request timed out: replies may be out of step */
 	bool embedded;                /* holds a reference on the embedded engine */
-	int32_t (*drive)(void);       /* embedded: one engine pass here (waits spin on it); -1: busy */
+	int32_t (*drive)(int64_t now_ns); /* embedded: one engine pass here (waits spin on it), at the
+					   * caller's sl_now_ns(); -1: busy */
 	void (*release)(void);        /* embedded: a wait stops driving, the engine's thread takes over */
 	uint32_t client_id;           /* from HELLO */
 	struct sl_client_page *page;  /* the client page, mapped shared */

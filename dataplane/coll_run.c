@@ -88,11 +88,43 @@ static void reject(struct dp_engine *e, struct dp_client *c, const struct sl_cmd
 
 /* ---- collectives ---- */
 
-static void free_packets(struct dp_stashed *s)
+/*
+ * Copies of early and deferred packets.  Freed ones are kept for the next
+ * (up to DP_PKT_KEEP_BYTES): a receiver that a sender runs ahead of stashes
+ * tens of packets, then frees them all, and glibc gave the heap top back
+ * and faulted it in again each time (2 ranks, broadcasts of 4 KiB: 18% of
+ * the receiver's samples in sysmalloc, as many in page faults).
+ */
+static struct dp_stashed *packet_get(struct dp_engine *e, uint32_t len)
+{
+	struct dp_stashed *s = e->pkt_free;
+
+	if (s && s->cap >= len) {
+		e->pkt_free = s->next;
+		e->pkt_free_bytes -= s->cap;
+		return s;
+	}
+	if ((s = malloc(sizeof(*s) + len)))
+		s->cap = len;
+	return s;
+}
+
+static void packet_put(struct dp_engine *e, struct dp_stashed *s)
+{
+	if (e->pkt_free_bytes + s->cap > DP_PKT_KEEP_BYTES) {
+		free(s);
+		return;
+	}
+	s->next = e->pkt_free;
+	e->pkt_free = s;
+	e->pkt_free_bytes += s->cap;
+}
+
+static void free_packets(struct dp_engine *e, struct dp_stashed *s)
 {
 	while (s) {
 		struct dp_stashed *next = s->next;
-		free(s);
+		packet_put(e, s);
 		s = next;
 	}
 }
@@ -136,7 +168,7 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 	if (k->gdev)
 		dp_async_fini(k);
 	sl_sched_fini(&k->sched);
-	free_packets(k->deferred);
+	free_packets(e, k->deferred);
 	free(k->vmeta);
 	free(k->linger_copy);
 	owned_put(e, k->owned, k->owned_len);
@@ -522,9 +554,9 @@ static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32
 	return res;
 }
 
-static struct dp_stashed *copy_packet(const struct sl_hdr *h, const uint8_t *payload)
+static struct dp_stashed *copy_packet(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
-	struct dp_stashed *s = malloc(sizeof(*s) + h->len);
+	struct dp_stashed *s = packet_get(e, h->len);
 
 	if (!s)
 		return NULL;
@@ -552,7 +584,7 @@ static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
 				continue;
 			}
 			*p = s->next;
-			free(s);
+			packet_put(e, s);
 			again |= done;
 		}
 	}
@@ -560,7 +592,7 @@ static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
 
 static void defer(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, const uint8_t *payload)
 {
-	struct dp_stashed *s = copy_packet(h, payload);
+	struct dp_stashed *s = copy_packet(e, h, payload);
 
 	if (!s) {
 		comm_fail(e, k->comm, SLUICE_ERR_NO_MEMORY, k->seq, true,
@@ -648,7 +680,7 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr
 	unsigned b = h->seq % DP_STASH_BUCKETS;
 
 	*res = SL_DELIVER_RETRY;
-	if (comm->nstash >= DP_STASH_MAX || !(s = copy_packet(h, payload)))
+	if (comm->nstash >= DP_STASH_MAX || !(s = copy_packet(e, h, payload)))
 		return;
 	if (comm->stash_tail[b])
 		comm->stash_tail[b]->next = s;
@@ -677,7 +709,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		*p = s->next;
 		comm->nstash--;
 		apply(e, k, src, &s->hdr, s->payload);
-		free(s);
+		packet_put(e, s);
 	}
 	comm->stash_tail[b] = kept;
 }
@@ -954,7 +986,7 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	k->buf[SL_BUF_SEND] = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
 	k->buf[SL_BUF_RECV] = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	plan.in_place = overlap(k->buf[SL_BUF_SEND], bytes[0], k->buf[SL_BUF_RECV], bytes[1]);
-	k->last_progress_ns = sl_now(&e->clock);
+	k->last_progress_ns = sl_tp_poll_ns(e->tp); /* the pass's clock: a read costs 50-100 ns here */
 	if (sl_sched_init(&k->sched, &plan) != 0) {
 		if (errno != ENOMEM)
 			*why = sl_sched_plan_check(&plan) ? sl_sched_plan_check(&plan)
@@ -1218,7 +1250,7 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 		}
 	}
 	for (unsigned b = 0; b < DP_STASH_BUCKETS; b++)
-		free_packets(comm->stash[b]);
+		free_packets(e, comm->stash[b]);
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		atomic_store_explicit(comm->close_done, 1, memory_order_release);
 	if (comm->abort_msgs) {

@@ -24,6 +24,7 @@
 #define DP_MAX_COMMS 64
 #define DP_STASH_MAX 4096 /* early packets kept per communicator */
 #define DP_STASH_BUCKETS 64
+#define DP_PKT_KEEP_BYTES (1u << 20)
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 /* A call whose send and recv buffers hold at most this many bytes may be
  * reported done before its sends are acknowledged (coll_run.c: lingering),
@@ -64,6 +65,7 @@ struct dp_client {
 struct dp_stashed {
 	struct sl_hdr hdr;
 	uint8_t *payload;
+	uint32_t cap;             /* payload bytes it can hold (copies are recycled: coll_run.c) */
 	struct dp_stashed *next;
 };
 
@@ -247,6 +249,8 @@ struct dp_engine {
 	uint32_t lingering;       /* of which reported done to their clients */
 	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */
 	uint64_t spare_len;
+	struct dp_stashed *pkt_free; /* packet copies to reuse, at most DP_PKT_KEEP_BYTES of them */
+	uint64_t pkt_free_bytes;
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
 	struct dp_gdev *cpu_gdev;  /* --gate-host's stand-in */
 	bool gate_host;            /* run host collectives through the CPU stand-in (tests) */

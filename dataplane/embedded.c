@@ -109,8 +109,9 @@ void sl_dp_embedded_stop(void)
 }
 
 /* One engine pass from the application's thread: work done, or -1 when the
- * engine's own thread is in a pass (the caller should yield to it). */
-int32_t sl_dp_embedded_drive(void)
+ * engine's own thread is in a pass (the caller should yield to it).  now_ns
+ * is the caller's CLOCK_MONOTONIC time (its wait loop reads the clock anyway). */
+int32_t sl_dp_embedded_drive(int64_t now_ns)
 {
 	static __thread bool registered;
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
@@ -124,7 +125,7 @@ int32_t sl_dp_embedded_drive(void)
 		registered = true;
 		(void)rte_thread_register();
 	}
-	uint64_t now = dp_now_ns(NULL);
+	uint64_t now = (uint64_t)now_ns;
 	atomic_store_explicit(&e->driven_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&e->drove_ns, now, memory_order_relaxed);
 	/* If the engine's thread sleeps (idle.c), peers' frames need not wake

@@ -135,6 +135,11 @@ void dp_engine_fini(struct dp_engine *e)
 	sl_tp_destroy(e->tp);
 	free(e->ctl_mem);
 	free(e->spare);
+	while (e->pkt_free) {
+		struct dp_stashed *s = e->pkt_free;
+		e->pkt_free = s->next;
+		free(s);
+	}
 	dp_wake_close(e->idle.wake);
 }
 
@@ -263,8 +268,14 @@ static uint32_t clients_poll(struct dp_engine *e)
 
 uint32_t dp_engine_poll(struct dp_engine *e)
 {
-	uint32_t work = ctl_poll(e);
-	work += clients_poll(e);
+	uint32_t work = ctl_poll(e), posted = clients_poll(e);
+
+	/* New calls hand their first sends to the transport before its poll,
+	 * which puts them on the wire: otherwise they wait for the next pass,
+	 * and a small call takes two passes instead of one. */
+	work += posted;
+	if (posted)
+		work += dp_colls_progress(e);
 	work += sl_tp_poll(e->tp);
 	work += dp_gdev_progress(e);
 	work += dp_colls_progress(e);
