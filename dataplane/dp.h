@@ -202,6 +202,7 @@ struct dp_ctl_req {
 /* What an idle engine does (idle.c). */
 struct dp_idle_cfg {
 	bool busy_poll;         /* never sleep: the engine has a core of its own */
+	bool yield_app;         /* embedded: an application's pass that finds no work yields its core */
 	uint64_t spin_ns;       /* idle this long before sleeping; 0: the default */
 	uint64_t max_sleep_ns;  /* one sleep lasts at most this; 0: the default */
 };
@@ -217,6 +218,7 @@ struct dp_idle {
 		uint64_t woke_peer;   /* ended by a peer's frames (its kick) */
 		uint64_t woke_client; /* ended by a client's doorbell */
 		uint64_t timed_out;   /* ran out */
+		uint64_t app_yields;  /* embedded: the application's idle passes that yielded (yield_app) */
 	} count;
 };
 

@@ -96,6 +96,7 @@ struct opts {
 	bool allow_any_user;
 	bool quiet;
 	bool busy_poll;   /* the engine never sleeps (idle.c) */
+	bool yield_idle;  /* embedded: an application's wait gives its core away when a pass finds no work */
 };
 
 static void usage(FILE *f)
@@ -141,6 +142,9 @@ static void usage(FILE *f)
 		"                        (also SLUICE_GATE_HOST=1)\n"
 		"  --busy-poll           never sleep when idle: for an engine with a core of its own\n"
 		"                        (also SLUICE_BUSY_POLL=1; default: spin 50 us, then sleep until woken)\n"
+		"  --yield-idle          embedded: the application's wait gives its core away (sched_yield) each\n"
+		"                        time a pass finds no work, as Open MPI does oversubscribed: for ranks that\n"
+		"                        share cores (also SLUICE_YIELD=1; sluice-run sets it when ranks outnumber cores)\n"
 		"  --quiet               no start/stop messages\n",
 		DEFAULT_SOCKET, SL_MAX_CHANNELS, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
 		SL_MAX_WINDOW, SL_MAX_PATHS, DEFAULT_CC_TARGET_US);
@@ -155,6 +159,21 @@ static int parse_uint(const char *s, const char *what, unsigned long min, unsign
 		fprintf(stderr, "sluiced: %s must be a whole number from %lu to %lu, not '%s'\n", what, min, max, s);
 		return -1;
 	}
+	return 0;
+}
+
+/* A 0/1 environment variable into *out (left alone when unset or empty). */
+static int parse_flag_env(const char *name, const char *one, const char *zero, bool *out)
+{
+	const char *env = getenv(name);
+
+	if (!env || !*env)
+		return 0;
+	if (strcmp(env, "0") && strcmp(env, "1")) {
+		fprintf(stderr, "sluiced: %s=\"%s\" is not valid: expected 1 (%s) or 0 (%s)\n", name, env, one, zero);
+		return -1;
+	}
+	*out = strcmp(env, "1") == 0;
 	return 0;
 }
 
@@ -286,6 +305,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "rx-credit", required_argument, NULL, 'R' }, { "paths", required_argument, NULL, 'P' },
 		{ "channels", required_argument, NULL, 'K' }, { "gpu-blocks", required_argument, NULL, 'B' },
 		{ "busy-poll", no_argument, NULL, 'Y' },       { "help", no_argument, NULL, 'h' },
+		{ "yield-idle", no_argument, NULL, 'y' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -303,12 +323,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if ((env = getenv("SLUICE_FAULT")) && parse_fault(env, "SLUICE_FAULT", &o->fault))
 		return -1;
 	o->gate_host = (env = getenv("SLUICE_GATE_HOST")) && strcmp(env, "1") == 0;
-	if ((env = getenv("SLUICE_BUSY_POLL")) && *env && strcmp(env, "0") && strcmp(env, "1")) {
-		fprintf(stderr, "sluiced: SLUICE_BUSY_POLL=\"%s\" is not valid: expected 1 (never sleep when "
-			"idle) or 0 (spin, then sleep until woken)\n", env);
+	if (parse_flag_env("SLUICE_BUSY_POLL", "never sleep when idle", "spin, then sleep until woken",
+			   &o->busy_poll) ||
+	    parse_flag_env("SLUICE_YIELD", "an embedded wait yields the core when idle",
+			   "it spins, then sleeps until woken", &o->yield_idle))
 		return -1;
-	}
-	o->busy_poll = env && strcmp(env, "1") == 0;
 	if ((env = getenv("SLUICE_SIMD")) && parse_simd(env, "SLUICE_SIMD"))
 		return -1;
 	if ((env = getenv("SLUICE_GPU_BLOCKS")) && *env) {
@@ -344,6 +363,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'A': o->allow_any_user = true; break;
 		case 'q': o->quiet = true; break;
 		case 'Y': o->busy_poll = true; break;
+		case 'y': o->yield_idle = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -607,7 +627,7 @@ static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, 
 				     .payload = o->payload, .timeout_ns = (uint64_t)(o->timeout_s * 1e9),
 				     .window = o->window, .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3),
 				     .gate_host = o->gate_host, .rx_credit = o->rx_credit, .paths = (uint8_t)o->paths,
-				     .gpu_blocks = o->gpu_blocks, .idle = { .busy_poll = o->busy_poll }, .wake = wake,
+				     .gpu_blocks = o->gpu_blocks, .idle = { .busy_poll = o->busy_poll, .yield_app = o->yield_idle }, .wake = wake,
 				     .all_links_wake = o->nodes > 0 && o->nlinks == (unsigned)o->nodes - 1 };
 
 	if (!cfg.gpu_blocks && o->channels > 1)
