@@ -5,8 +5,9 @@
  * the transport, the schedules and the reduction.  Covers exact all-reduce
  * results (ring and direct) and every other collective and send/recv under
  * drop/duplicate/reorder, bitwise-identical results on every rank,
- * mismatched calls reported on every rank, and a dead peer turned into a
- * timeout error that names it.  Then engines on threads of their own, as
+ * mismatched calls reported on every rank, a root that runs hundreds of
+ * calls ahead of its peer (lingering calls, early packets), and a dead peer
+ * turned into a timeout error that names it.  Then engines on threads of their own, as
  * sluiced runs them: one asleep still wakes for a peer's frames and for a
  * submission.
  */
@@ -483,6 +484,117 @@ static void test_strided_descriptors(void **state)
 	teardown_cluster();
 }
 
+/* A broadcast of RA_COUNT int32s from rank 0, block k of the receive buffer holding call k's. */
+#define RA_COUNT 3
+
+static void post_bcast(struct node *n, uint64_t k)
+{
+	struct sl_cmd cmd = { .req = k, .opcode = SL_OP_BROADCAST, .comm = 0, .count = RA_COUNT,
+			      .dtype = SLUICE_INT32, .redop = SLUICE_SUM, .root = 0, .send_region = 0,
+			      .recv_region = 1, .recv_off = k * RA_COUNT * 4, .algo = SL_ALGO_ID_DIRECT };
+	assert_true(sl_spsc_enqueue(&n->submit, &cmd));
+}
+
+/* The root posts calls [from, to), each with its own values, each done
+ * (lingering: nothing acknowledged while the peer is not polled) before
+ * its send buffer is rewritten for the next. */
+static void root_runs_ahead(uint64_t from, uint64_t to, bool peer_polled)
+{
+	struct sl_cpl cpl;
+
+	for (uint64_t k = from; k < to; k++) {
+		for (unsigned j = 0; j < RA_COUNT; j++)
+			((int32_t *)nodes[0].send)[j] = (int32_t)(k * 1000 + j);
+		post_bcast(&nodes[0], k);
+		unsigned p = 0;
+		for (; p < 100000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+			peer_polled ? poll_all() : (void)dp_engine_poll(&nodes[0].e);
+		if (p == 100000)
+			fail_msg("the root's broadcast #%llu never completed", (unsigned long long)k);
+		assert_int_equal(cpl.status, SLUICE_OK);
+		assert_int_equal(cpl.req, k);
+	}
+}
+
+/* The peer posts calls [from, to). */
+static void peer_posts(uint64_t from, uint64_t to)
+{
+	for (uint64_t k = from; k < to; k++)
+		post_bcast(&nodes[1], k);
+}
+
+/* The peer's calls [from, to) complete, in order, each with its own values. */
+static void peer_collects(uint64_t from, uint64_t to)
+{
+	struct sl_cpl cpl;
+	uint64_t done = 0;
+
+	for (unsigned p = 0; p < 1000000 && done < to - from; p++) {
+		poll_all();
+		while (sl_spsc_dequeue(&nodes[1].complete, &cpl)) {
+			assert_int_equal(cpl.status, SLUICE_OK);
+			assert_int_equal(cpl.req, from + done);
+			done++;
+		}
+	}
+	assert_int_equal(done, to - from);
+	for (uint64_t k = from; k < to; k++)
+		for (unsigned j = 0; j < RA_COUNT; j++)
+			if (((int32_t *)nodes[1].recv)[k * RA_COUNT + j] != (int32_t)(k * 1000 + j))
+				fail_msg("broadcast #%llu element %u: %d, want %d", (unsigned long long)k, j,
+					 ((int32_t *)nodes[1].recv)[k * RA_COUNT + j], (int32_t)(k * 1000 + j));
+}
+
+/*
+ * A root runs 160 small broadcasts ahead of a peer that posted none: every
+ * one lingers on the root (done; neither acknowledged nor checked by the
+ * peer's call), and their packets wait in the peer's stash, 2-3 per
+ * bucket.  The peer takes half, the root posts 80 more into the
+ * half-emptied buckets, the peer takes the rest.  Then the peer runs
+ * ahead: the root's calls find the peer's checks waiting and linger for
+ * the ACKs alone.  Last, with every bucket emptied, the root runs ahead
+ * again.  Each call gets its own values, and the root's lingering calls
+ * all finish.
+ */
+static void test_root_runs_ahead(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	root_runs_ahead(0, 160, false);
+	assert_int_equal(nodes[0].e.lingering, 160);
+	/* the peer's transport takes them all (its credit grows as it polls) */
+	for (unsigned p = 0; p < 100000 && nodes[1].e.comms[0].nstash < 160; p++)
+		poll_all();
+	assert_int_equal(nodes[1].e.comms[0].nstash, 160);
+	peer_posts(0, 80);
+	peer_collects(0, 80);
+	root_runs_ahead(160, 240, true);
+	peer_posts(80, 240);
+	peer_collects(80, 240);
+	for (unsigned p = 0; p < 100000 && nodes[0].e.running; p++)
+		poll_all();
+	assert_int_equal(nodes[0].e.running, 0);
+	peer_posts(240, 272);
+	for (unsigned p = 0; p < 100000 && nodes[0].e.comms[0].nstash < 32; p++)
+		poll_all();
+	assert_int_equal(nodes[0].e.comms[0].nstash, 32); /* the peer's checks */
+	root_runs_ahead(240, 272, true);
+	peer_collects(240, 272);
+	/* every bucket was emptied: early packets fill them afresh */
+	root_runs_ahead(272, 400, true);
+	peer_posts(272, 400);
+	peer_collects(272, 400);
+	for (unsigned p = 0; p < 100000 && nodes[0].e.running; p++)
+		poll_all();
+	assert_int_equal(nodes[0].e.running, 0);
+	assert_int_equal(nodes[0].e.lingering, 0);
+	assert_null(nodes[0].e.comms[0].linger);
+	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
+	teardown_cluster();
+}
+
 static void test_dead_peer(void **state)
 {
 	struct sl_memport_faults f = { .seed = 6 };
@@ -717,6 +829,7 @@ int main(void)
 		cmocka_unit_test(test_bitwise_deterministic),
 		cmocka_unit_test(test_mismatch_everywhere),
 		cmocka_unit_test(test_strided_descriptors),
+		cmocka_unit_test(test_root_runs_ahead),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
