@@ -570,6 +570,8 @@ static void test_root_runs_ahead(void **state)
 	assert_int_equal(nodes[1].e.comms[0].nstash, 160);
 	peer_posts(0, 80);
 	peer_collects(0, 80);
+	/* the 80 copies the peer let go of are kept for the next early packets */
+	assert_int_equal(nodes[1].e.pkt_free_bytes, 80 * RA_COUNT * 4);
 	root_runs_ahead(160, 240, true);
 	peer_posts(80, 240);
 	peer_collects(80, 240);
@@ -592,6 +594,31 @@ static void test_root_runs_ahead(void **state)
 	assert_int_equal(nodes[0].e.lingering, 0);
 	assert_null(nodes[0].e.comms[0].linger);
 	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
+	teardown_cluster();
+}
+
+/* A small call's packet leaves in the engine pass that posts it: the peer,
+ * whose call waits, completes in its next single pass. */
+static void test_posted_sends_leave_in_the_same_pass(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	for (uint64_t k = 0; k < 8; k++) {
+		post_bcast(&nodes[1], k);
+		dp_engine_poll(&nodes[1].e);
+		for (unsigned j = 0; j < RA_COUNT; j++)
+			((int32_t *)nodes[0].send)[j] = (int32_t)(k * 1000 + j);
+		post_bcast(&nodes[0], k);
+		dp_engine_poll(&nodes[0].e);
+		assert_true(sl_spsc_dequeue(&nodes[0].complete, &cpl));
+		dp_engine_poll(&nodes[1].e);
+		assert_true(sl_spsc_dequeue(&nodes[1].complete, &cpl));
+		assert_int_equal(cpl.req, k);
+		assert_int_equal(((int32_t *)nodes[1].recv)[k * RA_COUNT + 2], (int32_t)(k * 1000 + 2));
+	}
 	teardown_cluster();
 }
 
@@ -830,6 +857,7 @@ int main(void)
 		cmocka_unit_test(test_mismatch_everywhere),
 		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_root_runs_ahead),
+		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
