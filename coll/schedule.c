@@ -236,6 +236,32 @@ static void push_chunk(struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
 	};
 }
 
+/* The four tables in one zeroed block, reused from the previous schedule
+ * when it is big enough (sl_sched_reinit): one allocation at most per call.
+ * Largest alignment first. */
+static int carve_tables(struct sl_sched *s, uint64_t masks, uint64_t sends)
+{
+	uint64_t need = masks * sizeof(*s->arrived) + sends * sizeof(*s->ready) +
+			(s->nrecv + 1ull) * sizeof(*s->recvs) + masks * sizeof(*s->applied);
+
+	if (need > s->tab_bytes) {
+		void *t = malloc(need);
+		if (!t) {
+			errno = ENOMEM;
+			return -1;
+		}
+		free(s->tab);
+		s->tab = t;
+		s->tab_bytes = need;
+	}
+	memset(s->tab, 0, need);
+	s->arrived = s->tab;
+	s->ready = (struct sl_send *)(s->arrived + masks);
+	s->recvs = (uint32_t *)(s->ready + sends);
+	s->applied = (uint8_t *)(s->recvs + s->nrecv + 1);
+	return 0;
+}
+
 /* Number chunks, link dependencies, size and fill the tables. */
 static int index_xfers(struct sl_sched *s)
 {
@@ -264,15 +290,7 @@ static int index_xfers(struct sl_sched *s)
 	}
 	s->chunks_left = (uint32_t)masks;
 	s->ready_cap = (uint32_t)sends;
-	s->arrived = calloc(masks + 1, sizeof(*s->arrived));
-	s->applied = calloc(masks + 1, sizeof(*s->applied));
-	s->ready = calloc(sends + 1, sizeof(*s->ready));
-	s->recvs = calloc(s->nrecv + 1, sizeof(*s->recvs));
-	if (!s->arrived || !s->applied || !s->ready || !s->recvs) {
-		errno = ENOMEM;
-		return -1;
-	}
-	return 0;
+	return carve_tables(s, masks + 1, sends + 1);
 }
 
 static void link_and_queue(struct sl_sched *s)
@@ -342,9 +360,15 @@ static int (*const builders[SL_ALGO_COUNT])(struct sl_sched *) = {
 
 int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)
 {
+	*s = (struct sl_sched){ 0 };
+	return sl_sched_reinit(s, p);
+}
+
+int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
+{
 	int rc;
 
-	*s = (struct sl_sched){ .p = *p };
+	*s = (struct sl_sched){ .p = *p, .x = s->x, .cap = s->cap, .tab = s->tab, .tab_bytes = s->tab_bytes };
 	if (sl_sched_plan_check(p)) {
 		errno = EINVAL;
 		return -1;
@@ -380,10 +404,7 @@ int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)
 void sl_sched_fini(struct sl_sched *s)
 {
 	free(s->x);
-	free(s->recvs);
-	free(s->arrived);
-	free(s->applied);
-	free(s->ready);
+	free(s->tab);
 	*s = (struct sl_sched){ .p = s->p };
 }
 

@@ -170,6 +170,8 @@ struct sl_sched {
 	uint32_t checks_left;     /* of which call checks */
 	struct sl_send *ready;    /* FIFO of chunks ready to send */
 	uint32_t ready_head, ready_tail, ready_cap;
+	void *tab;                /* holds arrived, ready, recvs and applied */
+	uint64_t tab_bytes;       /* its size */
 };
 
 /* Check a plan; NULL or a sentence saying what is wrong with it. */
@@ -178,6 +180,10 @@ const char *sl_sched_plan_check(const struct sl_sched_plan *p);
  * once.  0, or -1 with errno EINVAL (bad plan, unsupported algorithm, or a
  * builder's transfer outside its buffers) or ENOMEM. */
 int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p);
+/* The same on a schedule that init or reinit built, or fini finished:
+ * reuses its memory (no allocation when it is big enough); the result is
+ * as if built new. */
+int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p);
 void sl_sched_fini(struct sl_sched *s);
 
 /* Pop the next chunk ready to send; false when none is. */

@@ -161,19 +161,73 @@ static void owned_put(struct dp_engine *e, uint8_t *p, uint64_t len)
 	}
 }
 
+static void coll_drop(struct dp_coll *k)
+{
+	sl_sched_fini(&k->sched);
+	free(k->msgs);
+	free(k);
+}
+
+/* The memory a kept collective holds. */
+static uint64_t coll_mem(const struct dp_coll *k)
+{
+	return sizeof(*k) + k->sched.tab_bytes + (uint64_t)k->sched.cap * sizeof(*k->sched.x) +
+	       (uint64_t)k->msgs_cap * sizeof(*k->msgs);
+}
+
+void dp_coll_free_all(struct dp_engine *e)
+{
+	while (e->coll_free) {
+		struct dp_coll *k = e->coll_free;
+		e->coll_free = k->next;
+		coll_drop(k);
+	}
+	e->coll_free_bytes = 0;
+}
+
+/*
+ * A collective for the next call: a finished one, reset, with its
+ * schedule's tables and its message table kept for reuse.  Allocating and
+ * freeing them (five blocks) on every call was about a tenth of a small
+ * call's samples.
+ */
+static struct dp_coll *coll_get(struct dp_engine *e)
+{
+	struct dp_coll *k = e->coll_free;
+
+	if (!k)
+		return calloc(1, sizeof(*k));
+	e->coll_free = k->next;
+	e->coll_free_bytes -= coll_mem(k);
+	*k = (struct dp_coll){ .sched = k->sched, .msgs = k->msgs, .msgs_cap = k->msgs_cap };
+	return k;
+}
+
+/* Keep k for coll_get while the kept ones stay within DP_COLL_KEEP_BYTES. */
+static void coll_put(struct dp_engine *e, struct dp_coll *k)
+{
+	uint64_t mem = coll_mem(k);
+
+	if (e->coll_free_bytes + mem > DP_COLL_KEEP_BYTES) {
+		coll_drop(k);
+		return;
+	}
+	k->next = e->coll_free;
+	e->coll_free = k;
+	e->coll_free_bytes += mem;
+}
+
 static void coll_free(struct dp_engine *e, struct dp_coll *k)
 {
 	for (uint32_t i = 0; i < k->msgs_used; i++)
 		sl_tp_cancel(e->tp, &k->msgs[i]);
 	if (k->gdev)
 		dp_async_fini(k);
-	sl_sched_fini(&k->sched);
 	free_packets(e, k->deferred);
 	free(k->vmeta);
 	free(k->linger_copy);
 	owned_put(e, k->owned, k->owned_len);
-	free(k->msgs);
-	free(k);
+	coll_put(e, k);
 }
 
 /* ---- a communicator's lists of collectives (dp.h: colls and linger) ---- */
@@ -944,13 +998,30 @@ static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 	return 0;
 }
 
+/* A zeroed message table of nmsgs (at least one), reusing the kept one. */
+static int msgs_fit(struct dp_coll *k)
+{
+	uint32_t n = k->nmsgs ? k->nmsgs : 1;
+
+	if (n > k->msgs_cap) {
+		struct sl_tp_msg *m = malloc(n * sizeof(*m));
+		if (!m)
+			return -1;
+		free(k->msgs);
+		k->msgs = m;
+		k->msgs_cap = n;
+	}
+	memset(k->msgs, 0, n * sizeof(*k->msgs));
+	return 0;
+}
+
 /* A new collective for cmd (which takes vmeta), or NULL with *why set
  * (perhaps to buf, SL_ERRMSG_LEN bytes). */
 static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const struct sl_cmd *cmd,
 				struct dp_client *c, struct sl_vmeta *vmeta, const uint64_t bytes[2], const char **why,
 				char *buf)
 {
-	struct dp_coll *k = calloc(1, sizeof(*k));
+	struct dp_coll *k = coll_get(e);
 	int gpu;
 	struct sl_sched_plan plan = {
 		.coll = (enum sl_coll)cmd->opcode, .algo = (enum sl_algo)cmd->algo,
@@ -972,7 +1043,7 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 		errno = *why ? EFAULT : ENODEV;
 		*why = buf;
 		free(vmeta);
-		free(k);
+		coll_put(e, k);
 		return NULL;
 	}
 	*why = "the dataplane is out of memory for collectives";
@@ -987,19 +1058,22 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	k->buf[SL_BUF_RECV] = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	plan.in_place = overlap(k->buf[SL_BUF_SEND], bytes[0], k->buf[SL_BUF_RECV], bytes[1]);
 	k->last_progress_ns = sl_tp_poll_ns(e->tp); /* the pass's clock: a read costs 50-100 ns here */
-	if (sl_sched_init(&k->sched, &plan) != 0) {
+	if (sl_sched_reinit(&k->sched, &plan) != 0) {
 		if (errno != ENOMEM)
 			*why = sl_sched_plan_check(&plan) ? sl_sched_plan_check(&plan)
 							  : "the schedule does not fit the buffers (a bug in sluice's "
 							    "coll/, please report it)";
 		free(vmeta);
-		free(k);
+		coll_drop(k);
 		return NULL;
 	}
 	k->nmsgs = k->sched.ready_cap;
-	k->msgs = calloc(k->nmsgs ? k->nmsgs : 1, sizeof(*k->msgs));
-	if (!k->msgs || alloc_owned(e, k, buf) < 0) {
-		if (k->msgs && k->gdev)
+	if (msgs_fit(k) != 0) {
+		coll_free(e, k);
+		return NULL;
+	}
+	if (alloc_owned(e, k, buf) < 0) {
+		if (k->gdev)
 			*why = buf;
 		coll_free(e, k);
 		return NULL;

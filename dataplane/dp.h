@@ -26,6 +26,7 @@
 #define DP_STASH_BUCKETS 64
 #define DP_PKT_KEEP_BYTES (1u << 20)
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
+#define DP_COLL_KEEP_BYTES (256u << 10) /* finished collectives' memory the engine keeps for reuse */
 /* A call whose send and recv buffers hold at most this many bytes may be
  * reported done before its sends are acknowledged (coll_run.c: lingering),
  * at most DP_LINGER_MAX of them per communicator, holding at most
@@ -144,6 +145,7 @@ struct dp_coll {
 	struct sl_vmeta *vmeta;   /* ALLTOALLV: the client's counts, copied at post */
 	struct sl_tp_msg *msgs;   /* one per send chunk, allocated at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
+	uint32_t msgs_cap;        /* msgs' length, kept when the collective is reused */
 	uint64_t last_progress_ns;
 	/* Gated collectives (device buffers, or --gate-host): packets are
 	 * posted to a reducer, and the schedule hears of each chunk once its
@@ -251,6 +253,8 @@ struct dp_engine {
 	uint32_t lingering;       /* of which reported done to their clients */
 	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */
 	uint64_t spare_len;
+	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
+	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
 	struct dp_stashed *pkt_free; /* packet copies to reuse, at most DP_PKT_KEEP_BYTES of them */
 	uint64_t pkt_free_bytes;
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
@@ -312,6 +316,7 @@ static inline void dp_idle_busy(struct dp_idle *d)
 /* coll_run.c */
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd);
 uint32_t dp_colls_progress(struct dp_engine *e);
+void dp_coll_free_all(struct dp_engine *e);
 enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const uint8_t *payload);
 void dp_msg_acked(void *engine, struct sl_tp_msg *m);
 void dp_flow_dead(void *engine, uint16_t node);

@@ -135,6 +135,7 @@ void dp_engine_fini(struct dp_engine *e)
 	sl_tp_destroy(e->tp);
 	free(e->ctl_mem);
 	free(e->spare);
+	dp_coll_free_all(e);
 	while (e->pkt_free) {
 		struct dp_stashed *s = e->pkt_free;
 		e->pkt_free = s->next;

@@ -655,6 +655,73 @@ static void test_send_recv(void **state)
 	}
 }
 
+static void assert_same_sched(const struct sl_sched *a, const struct sl_sched *b)
+{
+	assert_int_equal(a->nx, b->nx);
+	for (uint32_t i = 0; i < a->nx; i++) {
+		const struct sl_xfer *x = &a->x[i], *y = &b->x[i];
+		assert_true(x->peer == y->peer && x->step == y->step && x->is_send == y->is_send &&
+			    x->buf == y->buf && x->apply == y->apply && x->off == y->off && x->len == y->len &&
+			    x->after == y->after && x->chunk0 == y->chunk0 && x->nchunks == y->nchunks &&
+			    x->first_dep == y->first_dep && x->next_dep == y->next_dep);
+	}
+	assert_memory_equal(a->bytes, b->bytes, sizeof(a->bytes));
+	assert_int_equal(a->snapshot_send, b->snapshot_send);
+	assert_int_equal(a->nrecv, b->nrecv);
+	assert_memory_equal(a->recvs, b->recvs, a->nrecv * sizeof(*a->recvs));
+	assert_int_equal(a->chunks_left, b->chunks_left);
+	assert_int_equal(a->checks_left, b->checks_left);
+	assert_memory_equal(a->arrived, b->arrived, a->chunks_left * sizeof(*a->arrived));
+	assert_memory_equal(a->applied, b->applied, a->chunks_left * sizeof(*a->applied));
+	assert_int_equal(a->ready_head, b->ready_head);
+	assert_int_equal(a->ready_tail, b->ready_tail);
+	assert_int_equal(a->ready_cap, b->ready_cap);
+	for (uint32_t i = 0; i < a->ready_tail; i++) {
+		const struct sl_send *x = &a->ready[i], *y = &b->ready[i];
+		assert_true(x->peer == y->peer && x->step == y->step && x->buf == y->buf && x->off == y->off &&
+			    x->len == y->len && x->xoff == y->xoff);
+	}
+}
+
+/* A schedule rebuilt on a used one (the engine reuses a finished
+ * collective's) is the one built new: nothing of the last call's arrivals,
+ * sends or transfers is left, and its memory is reused when it fits. */
+static void test_reinit_resets(void **state)
+{
+	struct sl_sched_plan p = { .coll = SL_COLL_ALLREDUCE, .algo = SL_ALGO_RING, .nranks = 3, .rank = 1,
+				   .count = 96, .esize = 4, .payload = 16, .chunk_bytes = 32,
+				   .send_bytes = 384, .recv_bytes = 384 };
+	struct sl_sched used, fresh;
+	struct sl_send snd;
+	struct sl_action a;
+	void *tab;
+	(void)state;
+
+	assert_int_equal(sl_sched_init(&used, &p), 0);
+	/* run part of it: every packet of its first reception arrives, sends leave */
+	for (uint64_t off = 0; off < used.x[used.recvs[0]].len; off += 16)
+		assert_int_equal(sl_sched_on_packet(&used, used.x[used.recvs[0]].peer, used.x[used.recvs[0]].step,
+						    off, 16, &a), SL_SCHED_OK);
+	assert_true(sl_sched_next_send(&used, &snd));
+	tab = used.tab;
+
+	for (int round = 0; round < 2; round++) {
+		/* smaller (the tables fit: no allocation), then larger than the first */
+		p.count = round == 0 ? 30 : 300;
+		p.send_bytes = p.recv_bytes = p.count * 4;
+		assert_int_equal(sl_sched_reinit(&used, &p), 0);
+		if (round == 0)
+			assert_ptr_equal(used.tab, tab);
+		assert_int_equal(sl_sched_init(&fresh, &p), 0);
+		assert_same_sched(&used, &fresh);
+		sl_sched_fini(&fresh);
+		/* and it runs like a new one: its first reception is accepted again */
+		assert_int_equal(sl_sched_on_packet(&used, used.x[used.recvs[0]].peer, used.x[used.recvs[0]].step,
+						    0, 16, &a), SL_SCHED_OK);
+	}
+	sl_sched_fini(&used);
+}
+
 /* A 3-rank direct broadcast from rank 0: call checks go only where no data
  * does, and count apart from the data (sl_sched_data_done). */
 static void test_call_checks(void **state)
@@ -843,6 +910,7 @@ int main(void)
 		cmocka_unit_test(test_send_recv),
 		cmocka_unit_test(test_alltoallv),
 		cmocka_unit_test(test_every_collective),
+		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_every_type_and_op),
 		cmocka_unit_test(test_strided_slices),
 		cmocka_unit_test(test_deterministic),
