@@ -8,22 +8,7 @@
 set -u
 run=$1 prog=$2
 
-log=$(mktemp /tmp/sl-idle.XXXXXX)
-trap 'rm -f "$log"' EXIT
-check() { # what: the sluice-run arguments before --, then the count of idle lines wanted and their pattern
-	local want=$1 pattern=$2 got
-	shift 2
-	if ! "$run" -n 3 --daemons -v --timeout 20 "$@" -- "$prog" >"$log" 2>&1; then
-		echo "it_idle: the run with [$*] failed; log:" >&2
-		cat "$log" >&2
-		exit 1
-	fi
-	grep 'idle:' "$log"
-	got=$(grep -cE "$pattern" "$log")
-	if [ "$got" -ne "$want" ]; then
-		echo "it_idle: [$*]: $got dataplane(s) match '$pattern', want $want" >&2
-		exit 1
-	fi
-}
-check 3 'idle: slept, also with collectives in flight, slept [1-9][0-9]* times \(woken by a peer [1-9][0-9]*, by a client [1-9]'
-SLUICE_BUSY_POLL=1 check 3 'idle: busy-polled, slept 0 times'
+name=it_idle
+. "$(dirname "$0")/idle_lines.sh"
+expect_idle_lines 3 'idle: slept, also with collectives in flight, slept [1-9][0-9]* times \(woken by a peer [1-9][0-9]*, by a client [1-9]' -n 3 --daemons
+SLUICE_BUSY_POLL=1 expect_idle_lines 3 'idle: busy-polled, slept 0 times' -n 3 --daemons

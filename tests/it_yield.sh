@@ -8,24 +8,10 @@
 set -u
 run=$1 prog=$2
 
-log=$(mktemp /tmp/sl-yield.XXXXXX)
-trap 'rm -f "$log"' EXIT
-check() { # ranks, count of idle lines wanted, their pattern
-	local n=$1 want=$2 pattern=$3 got
-	if ! "$run" -n "$n" --embedded -v --timeout 20 -- "$prog" >"$log" 2>&1; then
-		echo "it_yield: the $n-rank run (SLUICE_YIELD=${SLUICE_YIELD-unset}) failed; log:" >&2
-		cat "$log" >&2
-		exit 1
-	fi
-	grep 'idle:' "$log"
-	got=$(grep -cE "$pattern" "$log")
-	if [ "$got" -ne "$want" ]; then
-		echo "it_yield: $n ranks, SLUICE_YIELD=${SLUICE_YIELD-unset}: $got rank(s) match '$pattern', want $want" >&2
-		exit 1
-	fi
-}
+name=it_yield
+. "$(dirname "$0")/idle_lines.sh"
 yielded='embedded waits yielded [1-9][0-9]* times' never='embedded waits yielded 0 times'
 # three ranks: on fewer than three cores they share, and sluice-run has them yield
-if [ "$(nproc)" -lt 3 ]; then check 3 3 "$yielded"; else check 3 3 "$never"; fi
-SLUICE_YIELD=1 check 2 2 "$yielded"
-SLUICE_YIELD=0 check 3 3 "$never"
+if [ "$(nproc)" -lt 3 ]; then expect_idle_lines 3 "$yielded" -n 3 --embedded; else expect_idle_lines 3 "$never" -n 3 --embedded; fi
+SLUICE_YIELD=1 expect_idle_lines 2 "$yielded" -n 2 --embedded
+SLUICE_YIELD=0 expect_idle_lines 3 "$never" -n 3 --embedded
