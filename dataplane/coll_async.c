@@ -81,6 +81,8 @@ static void gdev_close(struct dp_gdev *d)
 	if (!d)
 		return;
 	sl_gdma_close(d->g);
+	if (d->kept)
+		sl_gdma_dev_free(d->device, d->kept);
 	if (d->st)
 		sl_gdma_stager_close(d->st);
 	free(d);
@@ -136,6 +138,37 @@ uint32_t dp_gdev_progress(struct dp_engine *e)
 
 /* ---- a collective's memory ---- */
 
+/* Device scratch outlives its collective: a fresh allocation stops the
+ * reducer's kernel first (dp_async_alloc), which a call per allocation
+ * would pay in relaunches. */
+static bool take_kept(struct dp_coll *k, uint64_t bytes)
+{
+	struct dp_gdev *d = k->gdev;
+
+	if (!d->kept || d->kept_bytes < bytes)
+		return false;
+	k->dev_owned = d->kept;
+	k->dev_owned_bytes = d->kept_bytes;
+	d->kept = NULL;
+	return true;
+}
+
+/* Keep the larger of k's scratch and the kept one, up to DP_GPU_KEEP_BYTES;
+ * free the other.  Only scratch the kernel is done with comes here. */
+static void keep(struct dp_coll *k)
+{
+	struct dp_gdev *d = k->gdev;
+
+	if (k->dev_owned_bytes > DP_GPU_KEEP_BYTES || (d->kept && d->kept_bytes >= k->dev_owned_bytes)) {
+		sl_gdma_dev_free(d->device, k->dev_owned);
+	} else {
+		if (d->kept)
+			sl_gdma_dev_free(d->device, d->kept);
+		d->kept = k->dev_owned;
+		d->kept_bytes = k->dev_owned_bytes;
+	}
+}
+
 int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why)
 {
 	int gpu = k->gdev->device;
@@ -151,8 +184,16 @@ int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why
 		k->stage_of[i] = NO_STAGE;
 	if (gpu < 0 || scratch + snap == 0)
 		return 0; /* the CPU stand-in's scratch is the host's (coll_run.c) */
-	if (sl_gdma_dev_alloc(gpu, scratch + snap, &k->dev_owned, why, SL_ERRMSG_LEN) != 0)
-		return -ENOMEM;
+	if (!take_kept(k, scratch + snap)) {
+		/* The allocation waits for its stream: let our kernel go first.
+		 * compute-sanitizer runs kernels one at a time, so that wait
+		 * would otherwise be on our own kernel, which only this thread
+		 * stops; and the next launch, after it, sees the new memory. */
+		sl_gdma_stop(k->gdev->g);
+		if (sl_gdma_dev_alloc(gpu, scratch + snap, &k->dev_owned, why, SL_ERRMSG_LEN) != 0)
+			return -ENOMEM;
+		k->dev_owned_bytes = scratch + snap;
+	}
 	k->buf[SL_BUF_SCRATCH] = k->dev_owned;
 	if (snap) {
 		uint64_t n, len, stride;
@@ -306,8 +347,11 @@ void dp_async_fini(struct dp_coll *k)
 	for (uint32_t i = 0; k->stage_of && i < k->msgs_used; i++)
 		if (k->stage_of[i] != NO_STAGE)
 			sl_gdma_stage_release(k->gdev->st, k->stage_of[i]);
-	if (k->dev_owned)
+	if (k->dev_owned && (!k->ticketed || sl_gdma_done(g, k->last_ticket)))
+		keep(k);
+	else if (k->dev_owned)
 		sl_gdma_dev_free(k->gdev->device, k->dev_owned);
+	k->dev_owned = NULL;
 	free(k->stage_of);
 	free(k->pend);
 }

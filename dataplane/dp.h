@@ -27,6 +27,7 @@
 #define DP_PKT_KEEP_BYTES (1u << 20)
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 #define DP_COLL_KEEP_BYTES (256u << 10) /* finished collectives' memory the engine keeps for reuse */
+#define DP_GPU_KEEP_BYTES (64ull << 20) /* the largest device scratch a reducer keeps for the next collective */
 /* A call whose send and recv buffers hold at most this many bytes may be
  * reported done before its sends are acknowledged (coll_run.c: lingering),
  * at most DP_LINGER_MAX of them per communicator, holding at most
@@ -80,6 +81,8 @@ struct dp_gdev {
 	struct sl_gdma *g;
 	struct sl_gdma_stager *st; /* device-to-host copies for sends; NULL for the CPU */
 	int device;                /* CUDA ordinal; -1 for the CPU stand-in */
+	void *kept;                /* a finished collective's device scratch, for the next */
+	uint64_t kept_bytes;
 };
 
 /* A chunk every packet of which is posted: applied once its ticket is done. */
@@ -161,6 +164,7 @@ struct dp_coll {
 	struct sl_send held;      /* a ready send that found no room (stager or reducer) */
 	bool holding;
 	void *dev_owned;          /* device scratch (and in-place input copy) */
+	uint64_t dev_owned_bytes;
 	int32_t status;           /* SLUICE_OK until it fails */
 	char why[SL_ERRMSG_LEN];
 	/* Reported done to the client, kept for the call checks still to come

@@ -210,6 +210,9 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 	case DP_CTL_ADD_REGION:
 		c->regions[r->index] = *(struct dp_region *)r->obj;
 		c->regions[r->index].live = true;
+		/* the running kernel predates the buffer: see sl_gdma_restart */
+		if (c->regions[r->index].gpu >= 0 && e->gdev[c->regions[r->index].gpu])
+			sl_gdma_restart(e->gdev[c->regions[r->index].gpu]->g);
 		return 0;
 	case DP_CTL_DEL_REGION:
 		/* Collectives name regions by id; one still running on it keeps it. */

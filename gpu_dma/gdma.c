@@ -178,6 +178,7 @@ static int push(struct sl_gdma *g, const struct sl_gdma_work *w, uint64_t pieces
 	for (uint64_t i = 0; i < pieces; i++) {
 		uint64_t first = i * per;
 		struct sl_gdma_item it = piece(w, first, w->count - first < per ? w->count - first : per);
+		it.epoch = g->epoch;
 		sl_gdma_ring_push(&g->ring, &it, ticket);
 		g->arena_end[*ticket & g->ring.mask] = g->arena_head;
 	}
@@ -278,6 +279,13 @@ uint32_t sl_gdma_reaped(const struct sl_gdma *g)
 int sl_gdma_stop(struct sl_gdma *g)
 {
 	return g->ops->stop(g);
+}
+
+void sl_gdma_restart(struct sl_gdma *g)
+{
+	g->epoch++;
+	if (g->ops->restart)
+		g->ops->restart(g);
 }
 
 bool sl_gdma_running(const struct sl_gdma *g)

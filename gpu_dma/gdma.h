@@ -111,6 +111,12 @@ uint32_t sl_gdma_reaped(const struct sl_gdma *g);
  * return once sl_gdma_progress lets the idle kernel exit; the thread that
  * drives progress itself must call sl_gdma_stop (or close) before them. */
 int sl_gdma_stop(struct sl_gdma *g);
+/* Device memory was allocated (or imported) since the kernel started: work
+ * posted from now on is applied by a kernel launched after this call, never
+ * by the running one, which is told to stop without waiting.  Accesses are
+ * valid either way; compute-sanitizer's memcheck, though, judges a kernel's
+ * accesses by the allocations that existed at its launch. */
+void sl_gdma_restart(struct sl_gdma *g);
 /* Whether a consumer kernel is running (CUDA); always false for the CPU. */
 bool sl_gdma_running(const struct sl_gdma *g);
 /* The failure that stopped the consumer, or NULL. */

@@ -8,7 +8,9 @@
  * the context, non-blocking ones too) hang.  So the kernel runs while work
  * flows and exits when the engine says so: sl_gdma_progress sets the ring's
  * stop word once nothing has been outstanding for idle_ns, and the next post
- * launches it again (a launch per burst of work, never per chunk).  The
+ * launches it again (a launch per burst of work, never per chunk; a post
+ * that finds the kernel still exiting is launched by the progress that sees
+ * it gone).  The
  * application's synchronize therefore returns at most idle_ns after the last
  * chunk it depends on was applied.  Being non-blocking, the stream never
  * serializes with the application's legacy default stream.  The same holds
@@ -37,6 +39,7 @@ struct cuda_state {
 	cudaStream_t stream;     /* non-blocking: the kernel's alone */
 	void *ring_dev;          /* the ring's shared part as the device sees it */
 	bool posted;             /* work posted since the last progress */
+	bool stopping;           /* told to stop, not yet seen to exit */
 	uint64_t last_busy_ns;   /* when progress last saw work outstanding */
 	uint64_t last_check_ns;  /* when progress last asked whether the kernel lives */
 	struct sl_gdma *next;    /* the list the atexit handler walks */
@@ -202,40 +205,57 @@ static int cuda_open(struct sl_gdma *g)
 
 /* ---- the kernel's life ---- */
 
-/* Stop the kernel and wait for it: it finishes the item in hand, no more. */
-static int stop_kernel(struct sl_gdma *g)
+/* Ask the kernel to stop: it finishes the item in hand, no more. */
+static void request_stop(struct sl_gdma *g)
 {
 	struct cuda_state *st = g->state;
-	cudaError_t e;
 
-	if (!g->running)
-		return g->failed ? -EIO : 0;
+	if (!g->running || st->stopping)
+		return;
 	__atomic_store_n(&g->ring.sh->stop, 1, __ATOMIC_RELEASE);
-	e = cudaStreamSynchronize(st->stream);
+	st->stopping = true;
+}
+
+/* Whether the stopping kernel has exited (waiting for it if wait); once it
+ * has, the stop word is cleared for the next launch. */
+static bool stopped(struct sl_gdma *g, bool wait)
+{
+	struct cuda_state *st = g->state;
+	cudaError_t e = wait ? cudaStreamSynchronize(st->stream) : cudaStreamQuery(st->stream);
+
+	if (e == cudaErrorNotReady)
+		return false;
 	__atomic_store_n(&g->ring.sh->stop, 0, __ATOMIC_RELEASE);
+	st->stopping = false;
 	g->running = false;
 	if (e != cudaSuccess) {
 		g->failed = true;
-		return cuda_fail(g, -EIO, e, "the persistent reduction kernel");
+		cuda_fail(g, -EIO, e, "the persistent reduction kernel");
 	}
-	return 0;
+	return true;
+}
+
+/* Stop the kernel and wait for it. */
+static int stop_kernel(struct sl_gdma *g)
+{
+	if (g->running) {
+		request_stop(g);
+		stopped(g, true);
+	}
+	return g->failed ? -EIO : 0;
 }
 
 /* Launch from the oldest unreaped ticket: the kernel skips any it finds done,
  * so work is applied once across a stop and restart. */
-static int cuda_kick(struct sl_gdma *g)
+static int launch(struct sl_gdma *g)
 {
 	struct cuda_state *st = g->state;
 	int prev;
-	cudaError_t e;
+	cudaError_t e = enter(st, &prev);
 
-	st->posted = true;
-	if (g->running)
-		return 0;
-	e = enter(st, &prev);
 	if (e == cudaSuccess) {
 		e = (cudaError_t)sl_gdma_kernel_launch(st->ring_dev, g->cfg.slots, g->ring.tail, g->ring.head,
-						       g->cfg.blocks, g->cfg.threads, st->stream);
+						       g->epoch, g->cfg.blocks, g->cfg.threads, st->stream);
 		leave(prev);
 	}
 	if (e != cudaSuccess) {
@@ -244,6 +264,15 @@ static int cuda_kick(struct sl_gdma *g)
 	}
 	g->running = true;
 	return 0;
+}
+
+/* A post while the kernel is stopping waits for progress to relaunch it. */
+static int cuda_kick(struct sl_gdma *g)
+{
+	struct cuda_state *st = g->state;
+
+	st->posted = true;
+	return g->running ? 0 : launch(g);
 }
 
 /* A kernel that stopped without being told has failed (a fault, say). */
@@ -267,10 +296,22 @@ static void check_alive(struct sl_gdma *g, uint64_t now_ns)
 		cuda_fail(g, -EIO, e, "the persistent reduction kernel");
 }
 
+/* An idle kernel is told to stop and left to exit on its own: the engine
+ * never blocks on the GPU here.  Blocking would deadlock one thread driving
+ * several reducers whenever their kernels cannot all run at once (a
+ * sanitizer serializes them; a full GPU delays them): the kernel waited for
+ * could queue behind another that only this thread would stop. */
 static void cuda_progress(struct sl_gdma *g, uint64_t now_ns)
 {
 	struct cuda_state *st = g->state;
 
+	if (st->stopping) {
+		if (stopped(g, false) && !g->failed && sl_gdma_ring_pending(&g->ring)) {
+			st->last_busy_ns = now_ns;
+			launch(g);
+		}
+		return;
+	}
 	if (!g->running)
 		return;
 	if (st->posted || sl_gdma_ring_pending(&g->ring)) {
@@ -278,7 +319,7 @@ static void cuda_progress(struct sl_gdma *g, uint64_t now_ns)
 		st->last_busy_ns = now_ns;
 		check_alive(g, now_ns);
 	} else if (now_ns - st->last_busy_ns >= g->cfg.idle_ns) {
-		stop_kernel(g);
+		request_stop(g);
 	}
 }
 
@@ -300,4 +341,5 @@ static void cuda_close(struct sl_gdma *g)
 
 const struct gdma_backend_ops sl_gdma_cuda_ops = {
 	.open = cuda_open, .close = cuda_close, .kick = cuda_kick, .progress = cuda_progress, .stop = cuda_stop,
+	.restart = request_stop,
 };

@@ -29,6 +29,8 @@ struct gdma_backend_ops {
 	void (*progress)(struct sl_gdma *g, uint64_t now_ns);
 	/* Stop the consumer now; 0, or -EIO if it had failed. */
 	int (*stop)(struct sl_gdma *g);
+	/* Tell a running consumer to stop without waiting (NULL: nothing runs). */
+	void (*restart)(struct sl_gdma *g);
 };
 
 struct sl_gdma {
@@ -41,6 +43,7 @@ struct sl_gdma {
 	uint64_t arena_head;             /* arena bytes ever handed out (free-running) */
 	uint64_t arena_tail;             /* arena bytes ever given back */
 	uint64_t *arena_end;             /* per slot: arena_head when its ticket was posted */
+	uint32_t epoch;                  /* stamped on each item posted; sl_gdma_restart moves it */
 	bool running;                    /* a consumer kernel is running (CUDA) */
 	bool failed;                     /* the consumer died: posts refused */
 	char why[GDMA_ERRLEN];           /* what failed */

@@ -246,33 +246,42 @@ enum { ITEM_RUN, ITEM_SKIP, ITEM_NONE, ITEM_STOP };
 #define MAX_BACKOFF_NS 1024
 #define STOP_EVERY 8 /* polls between reads of the stop word */
 
+/* Where a launch consumes: the ring, and what it must know of earlier launches. */
+struct launch {
+	sl_gdma_ring_shared *sh;
+	uint32_t mask;
+	uint32_t check_before; /* tickets before this may have been applied already */
+	uint32_t epoch;        /* items of a later epoch are for the next launch */
+};
+
 /* Thread 0: if ticket t is posted, copy it to *out.  A ticket from before
  * the last restart (t < check_before) may have been applied already: its
- * done word says so, and it is skipped. */
-__device__ int try_item(sl_gdma_ring_shared *sh, uint32_t mask, uint32_t t, uint32_t check_before,
-			sl_gdma_item *out)
+ * done word says so, and it is skipped.  An item posted for a later launch
+ * stops this one before it is touched. */
+__device__ int try_item(const launch &l, uint32_t t, sl_gdma_item *out)
 {
+	sl_gdma_ring_shared *sh = l.sh;
+	uint32_t mask = l.mask;
 	sl_gdma_item *it = sl_gdma_ring_items(sh) + (t & mask);
 	volatile uint32_t *done = sl_gdma_ring_done(sh, mask + 1) + (t & mask);
 	cuda::atomic_ref<uint32_t, cuda::thread_scope_system> seq(it->seq);
 
 	if (seq.load(cuda::memory_order_acquire) != t)
 		return ITEM_NONE;
-	if ((int32_t)(t - check_before) < 0 && *done == t)
+	if ((int32_t)(t - l.check_before) < 0 && *done == t)
 		return ITEM_SKIP;
 	*out = *it; /* ordered after the acquire of seq */
-	return ITEM_RUN;
+	return (int32_t)(out->epoch - l.epoch) > 0 ? ITEM_STOP : ITEM_RUN;
 }
 
 /* Thread 0: wait until ticket t is posted or the producer says stop. */
-__device__ int wait_item(sl_gdma_ring_shared *sh, uint32_t mask, uint32_t t, uint32_t check_before,
-			 sl_gdma_item *out)
+__device__ int wait_item(const launch &l, uint32_t t, sl_gdma_item *out)
 {
-	volatile uint32_t *stop = &sh->stop;
+	volatile uint32_t *stop = &l.sh->stop;
 	unsigned ns = 32;
 
 	for (uint32_t k = 1;; k++) {
-		int s = try_item(sh, mask, t, check_before, out);
+		int s = try_item(l, t, out);
 		if (s != ITEM_NONE)
 			return s;
 		if (k % STOP_EVERY == 0 && *stop)
@@ -297,20 +306,22 @@ __device__ void publish(sl_gdma_ring_shared *sh, uint32_t mask, uint32_t t)
  * shared memory: while the block reduces one, thread 0 has already fetched
  * the next if it was posted, so the PCIe round trips of polling and reading
  * a descriptor overlap the work instead of following it. */
-__global__ void consumer(sl_gdma_ring_shared *sh, uint32_t mask, uint32_t first, uint32_t check_before)
+__global__ void consumer(launch l, uint32_t first)
 {
+	sl_gdma_ring_shared *sh = l.sh;
+	uint32_t mask = l.mask;
 	__shared__ sl_gdma_item cur[2];
 	__shared__ int state[2];
 	uint32_t step = gridDim.x, t = first + blockIdx.x;
 
 	if (threadIdx.x == 0)
-		state[0] = wait_item(sh, mask, t, check_before, &cur[0]);
+		state[0] = wait_item(l, t, &cur[0]);
 	__syncthreads();
 	for (unsigned i = 0;; i ^= 1, t += step) {
 		if (state[i] == ITEM_STOP)
 			return;
 		if (threadIdx.x == 0)
-			state[i ^ 1] = try_item(sh, mask, t + step, check_before, &cur[i ^ 1]);
+			state[i ^ 1] = try_item(l, t + step, &cur[i ^ 1]);
 		if (state[i] == ITEM_RUN)
 			apply(cur[i]);
 		__syncthreads(); /* the block's writes for t are done */
@@ -318,7 +329,7 @@ __global__ void consumer(sl_gdma_ring_shared *sh, uint32_t mask, uint32_t first,
 			if (state[i] == ITEM_RUN)
 				publish(sh, mask, t);
 			if (state[i ^ 1] == ITEM_NONE)
-				state[i ^ 1] = wait_item(sh, mask, t + step, check_before, &cur[i ^ 1]);
+				state[i ^ 1] = wait_item(l, t + step, &cur[i ^ 1]);
 		}
 		__syncthreads(); /* the next descriptor is in; cur[i] is free */
 	}
@@ -327,10 +338,11 @@ __global__ void consumer(sl_gdma_ring_shared *sh, uint32_t mask, uint32_t first,
 } // namespace
 
 extern "C" int sl_gdma_kernel_launch(void *ring_dev, uint32_t slots, uint32_t first, uint32_t check_before,
-				     uint32_t blocks, uint32_t threads, void *stream)
+				     uint32_t epoch, uint32_t blocks, uint32_t threads, void *stream)
 {
-	consumer<<<blocks, threads, 0, (cudaStream_t)stream>>>((sl_gdma_ring_shared *)ring_dev, slots - 1, first,
-								check_before);
+	launch l = { (sl_gdma_ring_shared *)ring_dev, slots - 1, check_before, epoch };
+
+	consumer<<<blocks, threads, 0, (cudaStream_t)stream>>>(l, first);
 	return (int)cudaGetLastError();
 }
 

@@ -50,8 +50,10 @@ struct sl_gdma_item {
 	uint8_t kind;     /* enum sl_gdma_kind */
 	uint8_t swap;     /* 1: dst[i] = src[i] op a[i] (the payload on the left: max, min
 			   * and NaNs pick by position, and the schedule fixes which) */
+	uint32_t epoch;   /* a kernel launched for an earlier epoch stops here, leaving
+			   * it to the next launch (sl_gdma_restart) */
 	uint32_t seq;     /* the ticket; written last by the producer (release) */
-	uint32_t pad1[5];
+	uint32_t pad1[4];
 };
 
 /* The shared part.  Each group of words sits on its own cache lines: the

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "gdma.h"
+#include "gdma_impl.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -471,6 +472,29 @@ static void test_post_copy(void **state)
 	sl_gdma_close(g);
 }
 
+/* Items carry the epoch they were posted in; sl_gdma_restart moves it, so a
+ * kernel launched before stops at the first later item (gdma_kernel.cu). */
+static void test_restart_epochs(void **state)
+{
+	struct sl_gdma *g = open_cpu(16, 256);
+	uint8_t dst[8], src[8] = { 1 };
+	struct sl_gdma_work w = { .dst = dst, .src = src, .count = 8, .dtype = SL_UINT8, .kind = SL_GDMA_COPY };
+	uint32_t t0, t1, t2;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(sl_gdma_post(g, &w, &t0, err, sizeof(err)), 0);
+	sl_gdma_restart(g);
+	assert_int_equal(sl_gdma_post(g, &w, &t1, err, sizeof(err)), 0);
+	sl_gdma_restart(g);
+	sl_gdma_restart(g);
+	assert_int_equal(sl_gdma_post(g, &w, &t2, err, sizeof(err)), 0);
+	assert_int_equal(g->ring.items[t1 & g->ring.mask].epoch, g->ring.items[t0 & g->ring.mask].epoch + 1);
+	assert_int_equal(g->ring.items[t2 & g->ring.mask].epoch, g->ring.items[t0 & g->ring.mask].epoch + 3);
+	assert_int_equal(sl_gdma_progress(g, 0), 3); /* the CPU consumer has no launches: it applies all */
+	sl_gdma_close(g);
+}
+
 /* Here the CUDA backend either works (a GPU machine) or says why not. */
 static void test_cuda_backend_answers(void **state)
 {
@@ -504,6 +528,7 @@ int main(void)
 		cmocka_unit_test(test_frontend_backpressure),
 		cmocka_unit_test(test_frontend_refusals),
 		cmocka_unit_test(test_post_copy),
+		cmocka_unit_test(test_restart_epochs),
 		cmocka_unit_test(test_cuda_backend_answers),
 	};
 

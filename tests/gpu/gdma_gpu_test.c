@@ -572,6 +572,40 @@ static void synchronize_returns(void)
 	cudaFreeHost(ones);
 }
 
+/* After sl_gdma_restart the running kernel leaves new work alone: only the
+ * kernel that progress launches once the old one has exited applies it. */
+static void restart_leaves_new_work(void)
+{
+	struct sl_gdma *g = open_cuda(0, 60000000000ull);
+	int64_t *d, *ones, host = 0;
+	uint32_t t;
+	struct sl_gdma_work w = { .count = 1, .dtype = SL_INT64, .op = SL_SUM };
+
+	CUDA_OK(cudaMalloc((void **)&d, 64));
+	CUDA_OK(cudaHostAlloc((void **)&ones, 64, cudaHostAllocMapped));
+	ones[0] = 1;
+	CUDA_OK(cudaMemset(d, 0, 64));
+	CUDA_OK(cudaStreamSynchronize(0));
+	w.dst = d;
+	w.a = d;
+	w.src = ones;
+	post_or_wait(g, &w, &t);
+	wait_ticket(g, t);
+	CHECK(sl_gdma_running(g), "the kernel should still run (idle_ns 60 s)");
+	sl_gdma_restart(g);
+	post_or_wait(g, &w, &t);
+	usleep(20000); /* no progress: nothing relaunches */
+	CUDA_OK(cudaMemcpy(&host, d, sizeof(host), cudaMemcpyDeviceToHost));
+	CHECK(host == 1, "read back %" PRId64 " before the relaunch, want 1: the old kernel took new work", host);
+	CHECK(wait_ticket(g, t), "no completion after sl_gdma_restart");
+	CUDA_OK(cudaMemcpy(&host, d, sizeof(host), cudaMemcpyDeviceToHost));
+	CHECK(host == 2, "read back %" PRId64 " after the relaunch, want 2", host);
+	printf("lifecycle: after a restart the old kernel left new work to the next\n");
+	sl_gdma_close(g);
+	cudaFree(d);
+	cudaFreeHost(ones);
+}
+
 /* A process that exits (without closing) while its kernel runs. */
 static int child_exit_running(void)
 {
@@ -614,6 +648,7 @@ static int test_lifecycle(const char *self)
 
 	stop_restart();
 	synchronize_returns();
+	restart_leaves_new_work();
 	rc = run_self(self, "exit-running", NULL);
 	CHECK(rc == 0, "a process exiting with its kernel running %s (status %d)",
 	      rc < 0 ? "hung for 30 s" : "failed", rc);
