@@ -186,9 +186,9 @@ int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why
 		return 0; /* the CPU stand-in's scratch is the host's (coll_run.c) */
 	if (!take_kept(k, scratch + snap)) {
 		/* The allocation waits for its stream: let our kernel go first.
-		 * compute-sanitizer runs kernels one at a time, so that wait
-		 * would otherwise be on our own kernel, which only this thread
-		 * stops; and the next launch, after it, sees the new memory. */
+		 * compute-sanitizer seemed to run kernels one at a time, so the
+		 * wait could be on our own kernel, which only this thread stops;
+		 * and the next launch, after it, sees the new memory. */
 		sl_gdma_stop(k->gdev->g);
 		if (sl_gdma_dev_alloc(gpu, scratch + snap, &k->dev_owned, why, SL_ERRMSG_LEN) != 0)
 			return -ENOMEM;

@@ -297,10 +297,10 @@ static void check_alive(struct sl_gdma *g, uint64_t now_ns)
 }
 
 /* An idle kernel is told to stop and left to exit on its own: the engine
- * never blocks on the GPU here.  Blocking would deadlock one thread driving
- * several reducers whenever their kernels cannot all run at once (a
- * sanitizer serializes them; a full GPU delays them): the kernel waited for
- * could queue behind another that only this thread would stop. */
+ * never blocks on the GPU here.  Its wait could be on a kernel not yet
+ * started, queued behind others (compute-sanitizer seemed to run kernels
+ * one at a time; a full GPU delays them) that only engines stuck in such
+ * waits would stop: with two channels under memcheck, that hung. */
 static void cuda_progress(struct sl_gdma *g, uint64_t now_ns)
 {
 	struct cuda_state *st = g->state;

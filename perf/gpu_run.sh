@@ -53,7 +53,7 @@ if has sanitizer; then
   # memcheck judges a running kernel's accesses against the allocations that existed at its launch:
   # the engine restarts its kernel after allocating scratch or taking a new buffer (sl_gdma_restart).
   # memcheck once more with 2 channels: two engines, reducers and staging streams per rank at once
-  # (4 channels still stall under the sanitizer, which runs kernels one at a time: GPU-NOTES.md section 8)
+  # (4 channels still stall under the sanitizer, which seems to run kernels one at a time: GPU-NOTES.md section 8)
   for run in "memcheck 1" "racecheck 1" "memcheck 2"; do
     set -- $run
     rm -rf /tmp/san && mkdir -p /tmp/san
