@@ -304,6 +304,8 @@ static void link_and_queue(struct sl_sched *s)
 		} else if (x->after >= 0) {
 			x->next_dep = s->x[x->after].first_dep;
 			s->x[x->after].first_dep = (int32_t)i;
+		} else if (x->lazy) {
+			s->lazy++;
 		} else {
 			for (uint32_t c = 0; c < x->nchunks; c++)
 				push_chunk(s, x, c);
@@ -315,13 +317,22 @@ static void link_and_queue(struct sl_sched *s)
  * In a rooted collective the data does not pass through every rank: two
  * ranks that disagree about the root may each wait for the other, and a
  * rank whose own part is consistent could finish before hearing that
- * another rank called something else.  So each rank also sends every
- * other it sends no data to an empty packet on a step of its own, carrying
- * its call, and hears every rank's call, in data or in a check: any
- * difference is reported on every rank (on this call, or on the next where
- * the engine reported this one done once its data was complete,
- * sl_sched_data_done).  Ranks that agree on the call agree on which pairs
- * carry data; ranks that do not see a packet with another call.
+ * another rank called something else.  So a rank and each peer it has no
+ * data with exchange empty packets on a step of their own, carrying their
+ * calls: any difference is reported on every rank (on this call, or on the
+ * next where the engine reported this one done once its data was
+ * complete, sl_sched_data_done).
+ *
+ * Where data flows one way, the receiver compares the sender's call in
+ * the data's headers, and reports a difference to every rank (the engine's
+ * abort notices): the sender need not hear the receiver's call.  The
+ * receiver still owes a check, in case the sender, calling something else,
+ * waits to receive too; but that check is lazy: the engine sends it only
+ * when the data is late (sl_sched_release_lazy), so a small broadcast is
+ * one packet and its ACK, not two of each.  Ranks that agree on the call
+ * agree on which pairs carry data; ranks that do not see a packet with
+ * another call, or a lazy check that nothing expects (ignored when it
+ * matches).
  */
 static int add_call_check(struct sl_sched *s)
 {
@@ -340,11 +351,11 @@ static int add_call_check(struct sl_sched *s)
 		data[s->x[i].peer] |= s->x[i].is_send ? DATA_TO : DATA_FROM;
 	for (uint32_t q = 0; q < p->nranks; q++) {
 		struct sl_xfer tx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .is_send = true, .check = true,
-				      .after = -1 };
+				      .lazy = data[q] != 0, .after = -1 };
 		struct sl_xfer rx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .buf = SL_BUF_RECV, .check = true,
 				      .after = -1 };
 		if (q != p->rank && ((!(data[q] & DATA_TO) && sl_sched_add(s, &tx) < 0) ||
-				     (!(data[q] & DATA_FROM) && sl_sched_add(s, &rx) < 0))) {
+				     (!data[q] && sl_sched_add(s, &rx) < 0))) {
 			free(data);
 			return -1;
 		}
@@ -414,6 +425,18 @@ bool sl_sched_next_send(struct sl_sched *s, struct sl_send *out)
 		return false;
 	*out = s->ready[s->ready_head++];
 	return true;
+}
+
+uint32_t sl_sched_release_lazy(struct sl_sched *s)
+{
+	uint32_t n = s->lazy;
+
+	for (uint32_t i = 0; i < s->nx && s->lazy; i++)
+		if (s->x[i].lazy) {
+			push_chunk(s, &s->x[i], 0);
+			s->lazy--;
+		}
+	return n;
 }
 
 /* ---- receiving ---- */

@@ -28,7 +28,8 @@
  * no data one empty packet (step SL_SCHED_CHECK_STEP), so that ranks that
  * disagree on the root, or whose own part is consistent, still see every
  * other rank's call: a mismatch is reported on every rank instead of
- * waited on.  These
+ * waited on.  A check to a peer that sends this rank data is lazy: it
+ * leaves only if the engine releases it, when the data is late.  These
  * checks are counted apart (sl_sched_data_done), so that a rank whose data
  * is complete need not wait for them to report its call done.
  *
@@ -114,6 +115,7 @@ struct sl_xfer {
 			       * are not commutative in their bits) */
 	bool finishes;        /* recv REDUCE: its elements are final after it (AVG divides) */
 	bool check;           /* a call check (SL_SCHED_CHECK_STEP), no data */
+	bool lazy;            /* send: a check held until sl_sched_release_lazy */
 	uint64_t off, len;    /* byte range in buf */
 	uint64_t opnd_off;    /* recv REDUCE: operand's byte offset in opnd_buf */
 	int32_t after;        /* index of the reception it waits for, chunk by chunk; -1 none */
@@ -168,6 +170,7 @@ struct sl_sched {
 	uint8_t *applied;         /* per reception chunk: complete (gated: reported applied) */
 	uint32_t chunks_left;     /* reception chunks not yet complete */
 	uint32_t checks_left;     /* of which call checks */
+	uint32_t lazy;            /* lazy checks not released yet */
 	struct sl_send *ready;    /* FIFO of chunks ready to send */
 	uint32_t ready_head, ready_tail, ready_cap;
 	void *tab;                /* holds arrived, ready, recvs and applied */
@@ -188,6 +191,8 @@ void sl_sched_fini(struct sl_sched *s);
 
 /* Pop the next chunk ready to send; false when none is. */
 bool sl_sched_next_send(struct sl_sched *s, struct sl_send *out);
+/* Make the lazy checks ready to send; how many there were. */
+uint32_t sl_sched_release_lazy(struct sl_sched *s);
 
 /* A packet of transfer (from, step) covering [off, off + len) of it
  * arrived: check it, and unless refused or deferred record it and say how

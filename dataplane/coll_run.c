@@ -32,6 +32,9 @@
 
 #define CHUNK_PACKETS 32 /* default pipeline unit, in packets (at most 64) */
 #define TIMER_NS 1000000ull
+/* A call whose data has not come this long after its post sends its lazy
+ * call checks (schedule.c): only a mismatch waits for them. */
+#define LAZY_CHECK_NS 1000000ull
 #define KIND_ALGO_SHIFT 5 /* wire kind = opcode | algorithm << 5 */
 #define COUNT_ROOT_SHIFT 56 /* wire count = count | root << 56 (the header has no root field) */
 
@@ -585,6 +588,13 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 /* Offer one packet of k from rank src to its schedule and apply it (or,
  * gated, post it to the reducer) if its turn has come.  *chunk_done says
  * whether deferred packets may now fit. */
+/* A lazy call check (schedule.c) at a rank that sent its sender the data:
+ * nothing expects it, and the data's receiver compared the calls. */
+static bool stray_check(const struct sl_hdr *h)
+{
+	return h->step == SL_SCHED_CHECK_STEP && h->len == 0;
+}
+
 static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32_t src, const struct sl_hdr *h,
 				  const uint8_t *payload, bool *chunk_done)
 {
@@ -602,7 +612,7 @@ static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32
 			dp_async_chunk_posted(k, &act);
 		*chunk_done = act.chunk_done;
 		k->last_progress_ns = sl_tp_poll_ns(e->tp);
-	} else if (res != SL_SCHED_DEFER) {
+	} else if (res != SL_SCHED_DEFER && !(res == SL_SCHED_BAD_STEP && stray_check(h))) {
 		e->count.rx_bad_coll++;
 	}
 	return res;
@@ -809,7 +819,7 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 		apply(e, k, src, h, payload);
 	else if (packet_is_early(comm, h, src))
 		stash(e, comm, h, payload, &res);
-	else
+	else if (!stray_check(h))
 		e->count.rx_bad_coll++;
 	return res;
 }
@@ -1057,7 +1067,7 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	k->buf[SL_BUF_SEND] = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
 	k->buf[SL_BUF_RECV] = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	plan.in_place = overlap(k->buf[SL_BUF_SEND], bytes[0], k->buf[SL_BUF_RECV], bytes[1]);
-	k->last_progress_ns = sl_tp_poll_ns(e->tp); /* the pass's clock: a read costs 50-100 ns here */
+	k->posted_ns = k->last_progress_ns = sl_tp_poll_ns(e->tp); /* the pass's clock: a read costs 50-100 ns here */
 	if (sl_sched_reinit(&k->sched, &plan) != 0) {
 		if (errno != ENOMEM)
 			*why = sl_sched_plan_check(&plan) ? sl_sched_plan_check(&plan)
@@ -1256,6 +1266,9 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			left--;
 			if (k->gdev && dp_async_reap(e, k))
 				retry_deferred(e, k);
+			if (timers && k->sched.lazy && !sl_sched_data_done(&k->sched) &&
+			    now >= k->posted_ns + LAZY_CHECK_NS)
+				sl_sched_release_lazy(&k->sched);
 			issue_sends(e, k);
 			if (timers)
 				check_timeout(e, k, now);

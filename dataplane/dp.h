@@ -149,6 +149,7 @@ struct dp_coll {
 	struct sl_tp_msg *msgs;   /* one per send chunk, allocated at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint32_t msgs_cap;        /* msgs' length, kept when the collective is reused */
+	uint64_t posted_ns;
 	uint64_t last_progress_ns;
 	/* Gated collectives (device buffers, or --gate-host): packets are
 	 * posted to a reducer, and the schedule hears of each chunk once its

@@ -396,6 +396,89 @@ static void run_coll(unsigned n, uint32_t opcode, uint32_t alg, unsigned root, u
 	}
 }
 
+/* Two ranks that each think they are the root of a reduce both wait to
+ * receive: their lazy call checks, sent when no data came, report it on
+ * both, well before the timeout. */
+static void test_rooted_mismatch_both_receive(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl[MAXN];
+	(void)state;
+
+	setup_cluster(2, &none, 5ull * 1000000000);
+	post_cmd(&nodes[0], 1, SL_OP_REDUCE, 100, 0, SL_ALGO_ID_DIRECT);
+	post_cmd(&nodes[1], 1, SL_OP_REDUCE, 100, 1, SL_ALGO_ID_DIRECT);
+	wait_all(cpl, 50000000);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_int_equal(cpl[i].status, SLUICE_ERR_MISMATCH);
+		assert_non_null(strstr(cpl[i].msg, "differs across ranks"));
+	}
+	teardown_cluster();
+}
+
+/* A root whose own part went well hears of its receiver's other count from
+ * the receiver (which sends no check back): a later call fails. */
+static void test_rooted_mismatch_told_to_the_sender(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl[MAXN];
+	(void)state;
+
+	setup_cluster(2, &none, 5ull * 1000000000);
+	post_cmd(&nodes[0], 1, SL_OP_BROADCAST, 100, 0, SL_ALGO_ID_DIRECT);
+	post_cmd(&nodes[1], 1, SL_OP_BROADCAST, 101, 0, SL_ALGO_ID_DIRECT);
+	wait_all(cpl, 50000000);
+	assert_int_equal(cpl[1].status, SLUICE_ERR_MISMATCH);
+	if (cpl[0].status == SLUICE_OK) { /* done before the receiver's notice came */
+		for (unsigned p = 0; p < 1000000 && nodes[0].e.comms[0].failed == SLUICE_OK; p++)
+			poll_all();
+		post_cmd(&nodes[0], 2, SL_OP_BROADCAST, 100, 0, SL_ALGO_ID_DIRECT);
+		poll_all();
+		assert_true(sl_spsc_dequeue(&nodes[0].complete, &cpl[0]));
+	}
+	assert_int_equal(cpl[0].status, SLUICE_ERR_MISMATCH);
+	assert_non_null(strstr(cpl[0].msg, "differs across ranks"));
+	teardown_cluster();
+}
+
+/* A rooted call at 2 ranks whose data comes in time is one DATA packet:
+ * the receiver sends only its ACK, no call check.  The data is there when
+ * the receiver posts, so no check is late, however slow this machine. */
+static void test_rooted_calls_send_no_checks(void **state)
+{
+	static const uint32_t ops[] = { SL_OP_BROADCAST, SL_OP_SCATTER, SL_OP_REDUCE, SL_OP_GATHER };
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 5ull * 1000000000);
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		/* data flows from the root in broadcast and scatter, to it in reduce and gather */
+		unsigned from = ops[o] == SL_OP_BROADCAST || ops[o] == SL_OP_SCATTER ? 0 : 1, to = 1 - from;
+		uint64_t data_tx[2] = { sl_tp_get_stats(nodes[0].e.tp)->data_tx, sl_tp_get_stats(nodes[1].e.tp)->data_tx };
+		for (uint64_t k = 0; k < 20; k++) {
+			post_cmd(&nodes[from], k, ops[o], 4, 0, SL_ALGO_ID_DIRECT);
+			dp_engine_poll(&nodes[from].e);
+			dp_engine_poll(&nodes[to].e); /* the data waits, stashed */
+			post_cmd(&nodes[to], k, ops[o], 4, 0, SL_ALGO_ID_DIRECT);
+			dp_engine_poll(&nodes[to].e);
+			assert_true(sl_spsc_dequeue(&nodes[to].complete, &cpl));
+			assert_int_equal(cpl.status, SLUICE_OK);
+			unsigned p = 0;
+			for (; p < 100000 && !sl_spsc_dequeue(&nodes[from].complete, &cpl); p++)
+				poll_all();
+			assert_true(p < 100000);
+			assert_int_equal(cpl.status, SLUICE_OK);
+		}
+		for (unsigned p = 0; p < 100000 && nodes[from].e.running; p++)
+			poll_all();
+		assert_int_equal(nodes[from].e.running, 0);
+		assert_int_equal(sl_tp_get_stats(nodes[to].e.tp)->data_tx - data_tx[to], 0);
+		assert_int_equal(sl_tp_get_stats(nodes[from].e.tp)->data_tx - data_tx[from], 20);
+	}
+	teardown_cluster();
+}
+
 /* Every collective, both algorithms, through whole engines over lossy, reordering links. */
 static void test_every_collective_under_faults(void **state)
 {
@@ -551,8 +634,9 @@ static void peer_collects(uint64_t from, uint64_t to)
  * peer's call), and their packets wait in the peer's stash, 2-3 per
  * bucket.  The peer takes half, the root posts 80 more into the
  * half-emptied buckets, the peer takes the rest.  Then the peer runs
- * ahead: the root's calls find the peer's checks waiting and linger for
- * the ACKs alone.  Last, with every bucket emptied, the root runs ahead
+ * ahead until its calls, without data for a millisecond, send their lazy
+ * checks: the root's calls find them waiting, expected by none, and
+ * linger for the ACKs alone.  Last, with every bucket emptied, the root runs ahead
  * again.  Each call gets its own values, and the root's lingering calls
  * all finish.
  */
@@ -581,7 +665,7 @@ static void test_root_runs_ahead(void **state)
 	peer_posts(240, 272);
 	for (unsigned p = 0; p < 100000 && nodes[0].e.comms[0].nstash < 32; p++)
 		poll_all();
-	assert_int_equal(nodes[0].e.comms[0].nstash, 32); /* the peer's checks */
+	assert_int_equal(nodes[0].e.comms[0].nstash, 32); /* the peer's lazy checks: no data came for 1 ms */
 	root_runs_ahead(240, 272, true);
 	peer_collects(240, 272);
 	/* every bucket was emptied: early packets fill them afresh */
@@ -855,6 +939,9 @@ int main(void)
 		cmocka_unit_test(test_every_collective_under_faults),
 		cmocka_unit_test(test_bitwise_deterministic),
 		cmocka_unit_test(test_mismatch_everywhere),
+		cmocka_unit_test(test_rooted_mismatch_both_receive),
+		cmocka_unit_test(test_rooted_mismatch_told_to_the_sender),
+		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_root_runs_ahead),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),

@@ -723,7 +723,8 @@ static void test_reinit_resets(void **state)
 }
 
 /* A 3-rank direct broadcast from rank 0: call checks go only where no data
- * does, and count apart from the data (sl_sched_data_done). */
+ * does, except a lazy one from a receiver to its sender, held until
+ * released; they count apart from the data (sl_sched_data_done). */
 static void test_call_checks(void **state)
 {
 	struct sl_sched_plan p = { .coll = SL_COLL_BROADCAST, .algo = SL_ALGO_DIRECT, .nranks = 3, .count = 4,
@@ -734,26 +735,33 @@ static void test_call_checks(void **state)
 	uint32_t checks_to[3] = { 0 };
 	(void)state;
 
-	/* the root: data to 1 and 2, so no check to them; checks from both */
+	/* the root: data to 1 and 2, so no check to them, nor from them */
 	assert_int_equal(sl_sched_init(&s, &p), 0);
-	assert_int_equal(s.checks_left, 2);
+	assert_int_equal(s.checks_left, 0);
+	assert_int_equal(sl_sched_release_lazy(&s), 0);
 	assert_false(sl_sched_data_done(&s)); /* its own copy into the recv buffer */
 	while (sl_sched_next_send(&s, &snd))
 		checks_to[snd.peer] += snd.step == SL_SCHED_CHECK_STEP;
 	assert_int_equal(checks_to[1] + checks_to[2], 0);
 	assert_int_equal(sl_sched_on_packet(&s, 0, 0, 0, 16, &a), SL_SCHED_OK);
 	assert_true(sl_sched_data_done(&s));
-	assert_false(sl_sched_recv_done(&s));
+	assert_true(sl_sched_recv_done(&s));
 	sl_sched_fini(&s);
 
-	/* rank 1: data from 0 (no check from it), a check from 2; checks to 0 and 2 */
+	/* rank 1: data from 0 (no check from it, a lazy one to it); a check to and from 2 */
 	p.rank = 1;
 	assert_int_equal(sl_sched_init(&s, &p), 0);
 	assert_int_equal(s.checks_left, 1);
 	while (sl_sched_next_send(&s, &snd))
 		checks_to[snd.peer] += snd.step == SL_SCHED_CHECK_STEP;
-	assert_int_equal(checks_to[0], 1);
+	assert_int_equal(checks_to[0], 0);
 	assert_int_equal(checks_to[2], 1);
+	assert_int_equal(sl_sched_release_lazy(&s), 1);
+	assert_true(sl_sched_next_send(&s, &snd));
+	assert_int_equal(snd.peer, 0);
+	assert_int_equal(snd.step, SL_SCHED_CHECK_STEP);
+	assert_false(sl_sched_next_send(&s, &snd));
+	assert_int_equal(sl_sched_release_lazy(&s), 0); /* once */
 	assert_int_equal(sl_sched_on_packet(&s, 0, SL_SCHED_CHECK_STEP, 0, 0, &a), SL_SCHED_BAD_STEP);
 	assert_int_equal(sl_sched_on_packet(&s, 2, SL_SCHED_CHECK_STEP, 0, 0, &a), SL_SCHED_OK);
 	assert_false(sl_sched_data_done(&s)); /* a check is no data */
