@@ -216,6 +216,43 @@ static void test_channels(void **state)
 	assert_int_equal(next, call.count);
 }
 
+/* The planner keeps its last choice for a repeated shape: each pair below
+ * differs in one thing the choice depends on (size, collective, ranks,
+ * link figures, GPU memory, channels), asked A, A, B, B, A. */
+static void test_repeated_shapes(void **state)
+{
+	const struct want pairs[][2] = {
+		{ { SL_OP_ALLREDUCE, 3, 2, DIRECT, 0, 0, 0 }, { SL_OP_ALLREDUCE, 3, 16 << 20, RING, ANY, 0, 0 } },
+		{ { SL_OP_BROADCAST, 16, 16 << 10, TREE, ANY, 0, 0 }, { SL_OP_ALLGATHER, 16, 16 << 10, DIRECT, 0, 0, 0 } },
+		{ { SL_OP_ALLREDUCE, 64, 1024, RD, 0, 0, 0 }, { SL_OP_ALLREDUCE, 2, 1024, DIRECT, 0, 0, 0 } },
+		{ { SL_OP_ALLREDUCE, 4, 64 << 10, RHD, ANY, 15, 2 }, { SL_OP_ALLREDUCE, 4, 64 << 10, DIRECT, 0, 1000, 2 } },
+		{ { SL_OP_ALLREDUCE, 3, 16 << 10, DIRECT, 0, 15, 2 }, { SL_OP_ALLREDUCE, 3, 16 << 10, RING, ANY, 15, 0.01 } },
+		{ { SL_OP_ALLREDUCE, 2, 1 << 18, DIRECT, 0, 0, 0 }, { SL_OP_ALLREDUCE, 2, 1 << 18, DIRECT, 128 << 10, 0, 0 } },
+		{ { SL_OP_ALLREDUCE, 2, 1 << 18, DIRECT, 0, 0, 0 }, { SL_OP_ALLREDUCE, 2, 1 << 18, ANY, ANY, 0, 0 } },
+	};
+	const struct split sp[][2] = {
+		{ { 1, 1, false }, { 1, 1, false } }, { { 1, 1, false }, { 1, 1, false } },
+		{ { 1, 1, false }, { 1, 1, false } }, { { 1, 1, false }, { 1, 1, false } },
+		{ { 1, 1, false }, { 1, 1, false } },
+		{ { 4, 4, false }, { 4, 4, true } }, /* GPU memory: 128 KiB chunks */
+		{ { 4, 4, false }, { 1, 1, false } }, /* channels: slices */
+	};
+	static const unsigned order[] = { 0, 0, 1, 1, 0 };
+	struct want w[N(order)];
+	struct split x[N(order)];
+	(void)state;
+
+	for (size_t i = 0; i < N(pairs); i++) {
+		for (size_t k = 0; k < N(order); k++) {
+			w[k] = pairs[i][order[k]];
+			x[k] = sp[i][order[k]];
+		}
+		int miss = in_child_split(NULL, w, x, N(order));
+		if (miss != 0)
+			fail_msg("pair %zu, call %d: a repeated shape got another's plan", i, miss - 1);
+	}
+}
+
 static void test_bad_values(void **state)
 {
 	const struct want any[] = { { SL_OP_ALLREDUCE, 2, 2, DIRECT, 0, 0, 0 } };
@@ -266,6 +303,7 @@ int main(void)
 		cmocka_unit_test(test_link_figures),
 		cmocka_unit_test(test_overrides),
 		cmocka_unit_test(test_channels),
+		cmocka_unit_test(test_repeated_shapes),
 		cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_probe_wanted),
 	};
