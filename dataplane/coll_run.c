@@ -168,6 +168,7 @@ static void coll_drop(struct dp_coll *k)
 {
 	sl_sched_fini(&k->sched);
 	free(k->msgs);
+	free(k->linger_copy);
 	free(k);
 }
 
@@ -175,7 +176,7 @@ static void coll_drop(struct dp_coll *k)
 static uint64_t coll_mem(const struct dp_coll *k)
 {
 	return sizeof(*k) + k->sched.tab_bytes + (uint64_t)k->sched.cap * sizeof(*k->sched.x) +
-	       (uint64_t)k->msgs_cap * sizeof(*k->msgs);
+	       (uint64_t)k->msgs_cap * sizeof(*k->msgs) + k->linger_cap;
 }
 
 void dp_coll_free_all(struct dp_engine *e)
@@ -190,7 +191,7 @@ void dp_coll_free_all(struct dp_engine *e)
 
 /*
  * A collective for the next call: a finished one, reset, with its
- * schedule's tables and its message table kept for reuse.  Allocating and
+ * schedule's tables, its message table and its lingering copy kept for reuse.  Allocating and
  * freeing them (five blocks) on every call was about a tenth of a small
  * call's samples.
  */
@@ -202,7 +203,8 @@ static struct dp_coll *coll_get(struct dp_engine *e)
 		return calloc(1, sizeof(*k));
 	e->coll_free = k->next;
 	e->coll_free_bytes -= coll_mem(k);
-	*k = (struct dp_coll){ .sched = k->sched, .msgs = k->msgs, .msgs_cap = k->msgs_cap };
+	*k = (struct dp_coll){ .sched = k->sched, .msgs = k->msgs, .msgs_cap = k->msgs_cap,
+			       .linger_copy = k->linger_copy, .linger_cap = k->linger_cap };
 	return k;
 }
 
@@ -228,7 +230,6 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 		dp_async_fini(k);
 	free_packets(e, k->deferred);
 	free(k->vmeta);
-	free(k->linger_copy);
 	owned_put(e, k->owned, k->owned_len);
 	coll_put(e, k);
 }
@@ -338,7 +339,8 @@ static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
 	return len && p >= base && p < base + len;
 }
 
-/* Point k's messages that read the client's send or recv buffer at a copy of it. */
+/* Point k's messages that read the client's send or recv buffer at a copy
+ * of it (again, when the completion found no room: the buffers are the same). */
 static bool copy_sources(struct dp_coll *k)
 {
 	const struct sl_sched *s = &k->sched;
@@ -347,8 +349,14 @@ static bool copy_sources(struct dp_coll *k)
 
 	if (in_range(sbuf, k->owned, k->owned_len))
 		slen = 0; /* the in-place snapshot: ours already */
-	if (!(k->linger_copy = malloc(slen + rlen + 1)))
-		return false;
+	if (!k->linger_copy || slen + rlen > k->linger_cap) {
+		uint8_t *p = malloc(slen + rlen + 1);
+		if (!p)
+			return false;
+		free(k->linger_copy);
+		k->linger_copy = p;
+		k->linger_cap = slen + rlen;
+	}
 	k->linger_len = slen + rlen;
 	memcpy(k->linger_copy, sbuf, slen);
 	memcpy(k->linger_copy + slen, rbuf, rlen);
@@ -366,7 +374,7 @@ static bool copy_sources(struct dp_coll *k)
 
 static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 {
-	if (!k->linger_copy && !copy_sources(k))
+	if (!copy_sources(k))
 		return false; /* no memory: it finishes the ordinary way */
 	if (!post_cpl(k->comm->client, k->cmd.req, SLUICE_OK, ""))
 		return false;

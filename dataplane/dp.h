@@ -173,8 +173,9 @@ struct dp_coll {
 	 * client's buffers. */
 	bool lingering;
 	bool linger_ready;        /* counted in comm->linger_ready: it may finish */
-	uint8_t *linger_copy;
-	uint64_t linger_len;      /* its bytes */
+	uint8_t *linger_copy;     /* kept for reuse, as msgs is */
+	uint64_t linger_len;      /* its bytes in this call */
+	uint64_t linger_cap;      /* its size */
 };
 
 struct dp_counters {
