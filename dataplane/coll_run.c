@@ -749,16 +749,19 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr
 		  enum sl_deliver_result *res)
 {
 	struct dp_stashed *s;
-	unsigned b = h->seq % DP_STASH_BUCKETS;
+	struct dp_stash_bucket *b;
 
 	*res = SL_DELIVER_RETRY;
+	if (!comm->stash && !(comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash))))
+		return;
 	if (comm->nstash >= DP_STASH_MAX || !(s = copy_packet(e, h, payload)))
 		return;
-	if (comm->stash_tail[b])
-		comm->stash_tail[b]->next = s;
+	b = &comm->stash[h->seq % DP_STASH_BUCKETS];
+	if (b->tail)
+		b->tail->next = s;
 	else
-		comm->stash[b] = s;
-	comm->stash_tail[b] = s;
+		b->head = s;
+	b->tail = s;
 	comm->nstash++;
 	e->count.stashed++;
 	*res = SL_DELIVER_DONE;
@@ -767,10 +770,12 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr
 static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
-	unsigned b = k->seq % DP_STASH_BUCKETS;
-	struct dp_stashed **p = &comm->stash[b], *kept = NULL;
+	struct dp_stash_bucket *b = comm->stash ? &comm->stash[k->seq % DP_STASH_BUCKETS] : NULL;
+	struct dp_stashed **p, *kept = NULL;
 
-	while (*p) {
+	if (!b)
+		return;
+	for (p = &b->head; *p;) {
 		struct dp_stashed *s = *p;
 		int src = rank_of_node(comm, s->hdr.src_node);
 		if (!packet_is_for(k, &s->hdr, src)) {
@@ -783,7 +788,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		apply(e, k, src, &s->hdr, s->payload);
 		packet_put(e, s);
 	}
-	comm->stash_tail[b] = kept;
+	b->tail = kept;
 }
 
 static void on_abort_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
@@ -1344,8 +1349,9 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 			k = next;
 		}
 	}
-	for (unsigned b = 0; b < DP_STASH_BUCKETS; b++)
-		free_packets(e, comm->stash[b]);
+	for (unsigned b = 0; comm->stash && b < DP_STASH_BUCKETS; b++)
+		free_packets(e, comm->stash[b].head);
+	free(comm->stash);
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		atomic_store_explicit(comm->close_done, 1, memory_order_release);
 	if (comm->abort_msgs) {

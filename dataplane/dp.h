@@ -23,7 +23,10 @@
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
 #define DP_STASH_MAX 4096 /* early packets kept per communicator */
-#define DP_STASH_BUCKETS 64
+/* A quarter of DP_STASH_MAX: a root whose peer ACKs its early packets runs
+ * up to DP_STASH_MAX small calls ahead, and a post walks its bucket (64
+ * buckets of 64 packets: a third of a 2-rank reduce's receiving side). */
+#define DP_STASH_BUCKETS 1024
 #define DP_PKT_KEEP_BYTES (1u << 20)
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 #define DP_COLL_KEEP_BYTES (256u << 10) /* finished collectives' memory the engine keeps for reuse */
@@ -116,8 +119,11 @@ struct dp_comm {
 	struct dp_coll *linger, *linger_tail;
 	uint32_t linger_ready;    /* lingering ones marked ready to finish */
 	/* Early packets, by sequence number modulo DP_STASH_BUCKETS, each
-	 * bucket oldest first: a post looks in its own bucket only. */
-	struct dp_stashed *stash[DP_STASH_BUCKETS], *stash_tail[DP_STASH_BUCKETS];
+	 * bucket oldest first: a post looks in its own bucket only.  Allocated
+	 * at the first early packet (16 KiB). */
+	struct dp_stash_bucket {
+		struct dp_stashed *head, *tail;
+	} *stash;
 	uint32_t nstash;
 	int32_t failed;           /* sluice_result_t once the communicator is broken */
 	char why[SL_ERRMSG_LEN];

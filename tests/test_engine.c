@@ -638,17 +638,29 @@ static void peer_collects(uint64_t from, uint64_t to)
 	peer_collects_order(from, to, true);
 }
 
+/* The peer posts and collects calls [from, to), a submission ring's worth at a time. */
+static void peer_takes(uint64_t from, uint64_t to)
+{
+	for (uint64_t k = from; k < to; k += SL_SUBMIT_SLOTS / 2) {
+		uint64_t end = to - k < SL_SUBMIT_SLOTS / 2 ? to : k + SL_SUBMIT_SLOTS / 2;
+		peer_posts(k, end);
+		peer_collects(k, end);
+	}
+}
+
 /*
  * A root runs 160 small broadcasts ahead of a peer that posted none: every
- * one lingers on the root (done; neither acknowledged nor checked by the
- * peer's call), and their packets wait in the peer's stash, 2-3 per
- * bucket.  The peer takes half, the root posts 80 more into the
- * half-emptied buckets, the peer takes the rest.  Then the peer runs
- * ahead until its calls, without data for a millisecond, send their lazy
- * checks: the root's calls find them waiting, expected by none, and
- * linger for the ACKs alone.  Last, with every bucket emptied, the root runs ahead
- * again.  Each call gets its own values, and the root's lingering calls
- * all finish.
+ * one lingers on the root (done; not acknowledged by the peer, which does
+ * not poll), and their packets wait in the peer's stash.  The peer takes
+ * half, the root posts 80 more, the peer takes the rest.  Then the peer
+ * runs ahead until its calls, without data for a millisecond, send their
+ * lazy checks: the root's calls find them waiting, expected by none, and
+ * linger for the ACKs alone.  Then, with the stash emptied, the root runs
+ * ahead again, and last further than the stash has buckets, with the peer
+ * polled (its ACKs end the root's lingering): calls k and k +
+ * DP_STASH_BUCKETS share a bucket; the peer takes the first of each pair,
+ * the root posts into the half-emptied buckets, the peer takes the rest.
+ * Each call gets its own values, and the root's lingering calls all finish.
  */
 static void test_root_runs_ahead(void **state)
 {
@@ -682,6 +694,16 @@ static void test_root_runs_ahead(void **state)
 	root_runs_ahead(272, 400, true);
 	peer_posts(272, 400);
 	peer_collects(272, 400);
+	/* two calls in each of 100 buckets; the peer takes the first of each,
+	 * and the root posts behind the second */
+	const uint64_t far = 400 + DP_STASH_BUCKETS + 100;
+	root_runs_ahead(400, far, true);
+	for (unsigned p = 0; p < 100000 && nodes[1].e.comms[0].nstash < far - 400; p++)
+		poll_all();
+	assert_int_equal(nodes[1].e.comms[0].nstash, far - 400);
+	peer_takes(400, 400 + DP_STASH_BUCKETS);
+	root_runs_ahead(far, far + DP_STASH_BUCKETS, true);
+	peer_takes(400 + DP_STASH_BUCKETS, far + DP_STASH_BUCKETS);
 	for (unsigned p = 0; p < 100000 && nodes[0].e.running; p++)
 		poll_all();
 	assert_int_equal(nodes[0].e.running, 0);
