@@ -191,9 +191,9 @@ void dp_coll_free_all(struct dp_engine *e)
 
 /*
  * A collective for the next call: a finished one, reset, with its
- * schedule's tables, its message table and its lingering copy kept for reuse.  Allocating and
- * freeing them (five blocks) on every call was about a tenth of a small
- * call's samples.
+ * schedule's tables, its message table and its lingering copy kept for
+ * reuse.  Allocating and freeing them (five blocks) on every call was about
+ * a tenth of a small call's samples.
  */
 static struct dp_coll *coll_get(struct dp_engine *e)
 {
@@ -593,9 +593,6 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 		sl_scale_avg(dst, len / esize, k->cmd.dtype, k->comm->nranks);
 }
 
-/* Offer one packet of k from rank src to its schedule and apply it (or,
- * gated, post it to the reducer) if its turn has come.  *chunk_done says
- * whether deferred packets may now fit. */
 /* A lazy call check (schedule.c) at a rank that sent its sender the data:
  * nothing expects it, and the data's receiver compared the calls. */
 static bool stray_check(const struct sl_hdr *h)
@@ -603,6 +600,9 @@ static bool stray_check(const struct sl_hdr *h)
 	return h->step == SL_SCHED_CHECK_STEP && h->len == 0;
 }
 
+/* Offer one packet of k from rank src to its schedule and apply it (or,
+ * gated, post it to the reducer) if its turn has come.  *chunk_done says
+ * whether deferred packets may now fit. */
 static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32_t src, const struct sl_hdr *h,
 				  const uint8_t *payload, bool *chunk_done)
 {
