@@ -393,11 +393,14 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 
 static void send_abort_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq)
 {
-	comm->abort_msgs = calloc(comm->nranks, sizeof(*comm->abort_msgs));
-	if (!comm->abort_msgs)
+	struct dp_notices *n = calloc(1, sizeof(*n) + comm->nranks * sizeof(n->msgs[0]));
+
+	if (!n)
 		return; /* the peers will time out instead */
+	n->nranks = comm->nranks;
+	memcpy(n->why, comm->why, sizeof(n->why));
 	for (uint32_t r = 0; r < comm->nranks; r++) {
-		struct sl_tp_msg *m = &comm->abort_msgs[r];
+		struct sl_tp_msg *m = &n->msgs[r];
 		if (r == comm->rank || !sl_tp_node_alive(e->tp, comm->node[r]))
 			continue;
 		m->dst_node = comm->node[r];
@@ -406,10 +409,42 @@ static void send_abort_notices(struct dp_engine *e, struct dp_comm *comm, uint32
 		m->hdr.comm = comm->key32;
 		m->hdr.seq = seq;
 		m->hdr.count = (uint64_t)comm->failed;
-		m->hdr.len = (uint32_t)strlen(comm->why) + 1;
-		m->src = (const uint8_t *)comm->why;
-		m->owner = NULL;
+		m->hdr.len = (uint32_t)strlen(n->why) + 1;
+		m->src = (const uint8_t *)n->why;
+		m->owner = n;
+		n->unacked++;
 		sl_tp_send(e->tp, m);
+	}
+	if (!n->unacked) {
+		free(n);
+		return;
+	}
+	n->next = e->notices;
+	e->notices = n;
+}
+
+/* Notice m is acknowledged, or its peer dead: true if that freed its set. */
+static bool notice_done(struct dp_engine *e, struct sl_tp_msg *m)
+{
+	struct dp_notices *n = m->owner, **p;
+
+	m->owner = NULL;
+	if (--n->unacked)
+		return false;
+	for (p = &e->notices; *p != n; p = &(*p)->next)
+		;
+	*p = n->next;
+	free(n);
+	return true;
+}
+
+/* After the transport is gone (nothing of theirs is in flight any more). */
+void dp_notices_free_all(struct dp_engine *e)
+{
+	while (e->notices) {
+		struct dp_notices *n = e->notices;
+		e->notices = n->next;
+		free(n);
 	}
 }
 
@@ -842,8 +877,10 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 	struct dp_engine *e = engine;
 	struct dp_coll *k = m->owner;
 
-	if (!k)
-		return; /* an abort notice */
+	if (m->hdr.flags & SL_F_CTRL) {
+		notice_done(e, m);
+		return;
+	}
 	if (k->gdev)
 		dp_async_acked(k, m);
 	k->msgs_unacked--;
@@ -855,6 +892,17 @@ void dp_flow_dead(void *engine, uint16_t node)
 {
 	struct dp_engine *e = engine;
 
+	for (struct dp_notices *n = e->notices, *next; n; n = next) {
+		next = n->next;
+		for (uint32_t r = 0; r < n->nranks; r++) {
+			struct sl_tp_msg *m = &n->msgs[r];
+			if (m->owner && m->dst_node == node) {
+				sl_tp_cancel(e->tp, m);
+				if (notice_done(e, m))
+					break;
+			}
+		}
+	}
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
 		struct dp_comm *comm = &e->comms[i];
 		int r = comm->live ? rank_of_node(comm, node) : -1;
@@ -1354,10 +1402,5 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 	free(comm->stash);
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		atomic_store_explicit(comm->close_done, 1, memory_order_release);
-	if (comm->abort_msgs) {
-		for (uint32_t r = 0; r < comm->nranks; r++)
-			sl_tp_cancel(e->tp, &comm->abort_msgs[r]);
-		free(comm->abort_msgs);
-	}
 	memset(comm, 0, sizeof(*comm));
 }

@@ -127,7 +127,6 @@ struct dp_comm {
 	uint32_t nstash;
 	int32_t failed;           /* sluice_result_t once the communicator is broken */
 	char why[SL_ERRMSG_LEN];
-	struct sl_tp_msg *abort_msgs; /* [nranks], the abort notices it sent */
 	bool failure_told;        /* a completion or refusal has carried `failed` to the client */
 	/* Shared by this communicator's copies on every channel: the first to
 	 * fail stores its status and reason, and the others fail too at their
@@ -239,6 +238,18 @@ struct dp_idle {
 /* One engine per channel: its own core, links, transport and tables.  The
  * control server gives every engine the same clients, regions and
  * communicators (channel 0's engine owns the mappings). */
+/* The abort notices a failing communicator sent (coll_run.c).  They
+ * outlive it: its client may destroy it at once, and a peer that has not
+ * heard would wait out its timeout.  Freed once every one is acknowledged
+ * or its peer is dead. */
+struct dp_notices {
+	struct dp_notices *next;
+	uint32_t unacked;          /* notices still owed: their msgs' owner is set */
+	uint32_t nranks;
+	char why[SL_ERRMSG_LEN];
+	struct sl_tp_msg msgs[];   /* [nranks] */
+};
+
 struct dp_engine {
 	struct sl_tp *tp;
 	uint16_t node;
@@ -267,6 +278,7 @@ struct dp_engine {
 	uint64_t spare_len;
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
 	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
+	struct dp_notices *notices; /* abort notices not yet acknowledged */
 	struct dp_stashed *pkt_free; /* packet copies to reuse, at most DP_PKT_KEEP_BYTES of them */
 	uint64_t pkt_free_bytes;
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
@@ -329,6 +341,7 @@ static inline void dp_idle_busy(struct dp_idle *d)
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd);
 uint32_t dp_colls_progress(struct dp_engine *e);
 void dp_coll_free_all(struct dp_engine *e);
+void dp_notices_free_all(struct dp_engine *e);
 enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const uint8_t *payload);
 void dp_msg_acked(void *engine, struct sl_tp_msg *m);
 void dp_flow_dead(void *engine, uint16_t node);

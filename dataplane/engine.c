@@ -133,6 +133,7 @@ void dp_engine_fini(struct dp_engine *e)
 			client_unmap(e, &e->clients[i]);
 	dp_gdev_close_all(e);
 	sl_tp_destroy(e->tp);
+	dp_notices_free_all(e);
 	free(e->ctl_mem);
 	free(e->spare);
 	dp_coll_free_all(e);

@@ -441,6 +441,28 @@ static void test_rooted_mismatch_told_to_the_sender(void **state)
 	teardown_cluster();
 }
 
+/* A communicator's client may destroy it as soon as it hears of the
+ * failure: its abort notices still reach the peers, which would otherwise
+ * wait out their timeout (3 ranks under loss did, now and then). */
+static void test_abort_notice_outlives_its_communicator(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	unsigned p;
+	(void)state;
+
+	setup_cluster(2, &none, 5ull * 1000000000);
+	dp_comm_fail(&nodes[0].e, &nodes[0].e.comms[0], SLUICE_ERR_MISMATCH, 0, "a failure of this test");
+	dp_comm_release(&nodes[0].e, &nodes[0].e.comms[0]); /* before the notice left */
+	for (p = 0; p < 100000 && nodes[1].e.comms[0].failed == SLUICE_OK; p++)
+		poll_all();
+	assert_int_equal(nodes[1].e.comms[0].failed, SLUICE_ERR_MISMATCH);
+	assert_non_null(strstr(nodes[1].e.comms[0].why, "rank 0 reported: a failure of this test"));
+	for (p = 0; p < 100000 && nodes[0].e.notices; p++)
+		poll_all();
+	assert_null(nodes[0].e.notices); /* acknowledged, and freed */
+	teardown_cluster();
+}
+
 /* A rooted call at 2 ranks whose data comes in time is one DATA packet:
  * the receiver sends only its ACK, no call check.  The data is there when
  * the receiver posts, so no check is late, however slow this machine. */
@@ -995,6 +1017,7 @@ int main(void)
 		cmocka_unit_test(test_mismatch_everywhere),
 		cmocka_unit_test(test_rooted_mismatch_both_receive),
 		cmocka_unit_test(test_rooted_mismatch_told_to_the_sender),
+		cmocka_unit_test(test_abort_notice_outlives_its_communicator),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_root_runs_ahead),
