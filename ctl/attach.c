@@ -335,7 +335,8 @@ sluice_result_t sluice_finalize(sluice_ctx_t *ctx)
 		return sl_fail(SLUICE_ERR_INVALID_USAGE,
 			       "sluice_finalize: %u communicator%s still alive: sluice_comm_destroy them first",
 			       ncomms, ncomms == 1 ? " is" : "s are");
-	SL_INFO(SL_SUB_INIT, "detaching from %s", ctx->cfg.socket);
+	SL_INFO(SL_SUB_INIT, "detaching from %s; waits slept %llu times, spun %llu turns first", ctx->cfg.socket,
+		(unsigned long long)atomic_load(&ctx->naps), (unsigned long long)atomic_load(&ctx->spins));
 	ctx_free(ctx);
 	return SLUICE_OK;
 }

@@ -507,6 +507,7 @@ static void nap(struct sluice_ctx *ctx)
 	struct timespec ts = {.tv_nsec = NAP_NS};
 	uint32_t seen, waiting = 0;
 
+	atomic_fetch_add_explicit(&ctx->naps, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&page->client_sleeping, 1, memory_order_seq_cst);
 	seen = atomic_load_explicit(&page->cpl_seq, memory_order_seq_cst);
 	for (unsigned ch = 0; ch < ctx->nch; ch++)
@@ -564,8 +565,12 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 				driving = false;
 			}
 		}
-		else if (now - start > SPIN_NS)
+		/* Ranks that share cores nap at once: their dataplane's engine
+		 * may need this core to finish the call. */
+		else if (ctx->cfg.yield || now - start > SPIN_NS)
 			nap(ctx);
+		else
+			atomic_fetch_add_explicit(&ctx->spins, 1, memory_order_relaxed);
 		pthread_mutex_lock(&ctx->lock);
 		reap(ctx);
 	}

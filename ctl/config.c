@@ -79,6 +79,13 @@ static sluice_result_t config_embedded(struct sl_config *cfg)
 			       "SLUICE_BUSY_POLL=\"%s\" is not valid: expected 1 (the dataplane's engine and an "
 			       "embedded wait never sleep: for dedicated cores) or 0 (spin, then sleep until woken)",
 			       s);
+	s = getenv("SLUICE_YIELD");
+	cfg->yield = s && strcmp(s, "1") == 0;
+	if (s && *s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
+		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT,
+			       "SLUICE_YIELD=\"%s\" is not valid: expected 1 (ranks share cores: waits give the "
+			       "core away at once) or 0 (spin, then sleep until woken)",
+			       s);
 	cfg->embedded_args = getenv("SLUICE_EMBEDDED_ARGS") ? getenv("SLUICE_EMBEDDED_ARGS") : "";
 	cfg->dp_lib = getenv("SLUICE_DP_LIB");
 	if (cfg->dp_lib && *cfg->dp_lib == '\0')

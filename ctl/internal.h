@@ -60,6 +60,7 @@ struct sl_config {
 	const char *dp_lib;        /* SLUICE_DP_LIB, NULL when unset */
 	int timeout_s;             /* SLUICE_TIMEOUT */
 	bool busy_poll;            /* SLUICE_BUSY_POLL: an embedded wait drives the engine until done */
+	bool yield;                /* SLUICE_YIELD: ranks share cores, a wait sleeps without spinning first */
 };
 
 /* Read and check every variable sluice_init needs, SLUICE_DEBUG* included. */
@@ -146,6 +147,7 @@ struct sluice_ctx {
 	unsigned ncomms;              /* communicators alive */
 	struct sl_vmeta *vmeta;       /* SL_VMETA_SLOTS all-to-allv arguments, registered; on first use */
 	uint64_t vmeta_busy;          /* bit per slot in use */
+	_Atomic uint64_t naps, spins; /* wait turns that slept, and that spun first (none with cfg.yield) */
 };
 
 struct sluice_comm {

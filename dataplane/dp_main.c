@@ -96,7 +96,7 @@ struct opts {
 	bool allow_any_user;
 	bool quiet;
 	bool busy_poll;   /* the engine never sleeps (idle.c) */
-	bool yield_idle;  /* embedded: an application's wait gives its core away when a pass finds no work */
+	bool yield_idle;  /* processes share cores: idle engines and waits give it away at once (idle.c) */
 };
 
 static void usage(FILE *f)
@@ -142,9 +142,11 @@ static void usage(FILE *f)
 		"                        (also SLUICE_GATE_HOST=1)\n"
 		"  --busy-poll           never sleep when idle: for an engine with a core of its own\n"
 		"                        (also SLUICE_BUSY_POLL=1; default: spin 50 us, then sleep until woken)\n"
-		"  --yield-idle          embedded: the application's wait gives its core away (sched_yield) each\n"
-		"                        time a pass finds no work, as Open MPI does oversubscribed: for ranks that\n"
-		"                        share cores (also SLUICE_YIELD=1; sluice-run sets it when ranks outnumber cores)\n"
+		"  --yield-idle          for processes that share cores, as Open MPI does oversubscribed: an idle\n"
+		"                        engine sleeps at once instead of spinning first, and an embedded\n"
+		"                        application's wait gives its core away (sched_yield) each time a pass finds\n"
+		"                        no work (also SLUICE_YIELD=1, which a daemon's clients read too; sluice-run\n"
+		"                        sets it when ranks, or ranks and engines, outnumber cores)\n"
 		"  --quiet               no start/stop messages\n",
 		DEFAULT_SOCKET, SL_MAX_CHANNELS, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
 		SL_MAX_WINDOW, SL_MAX_PATHS, DEFAULT_CC_TARGET_US);
@@ -325,7 +327,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->gate_host = (env = getenv("SLUICE_GATE_HOST")) && strcmp(env, "1") == 0;
 	if (parse_flag_env("SLUICE_BUSY_POLL", "never sleep when idle", "spin, then sleep until woken",
 			   &o->busy_poll) ||
-	    parse_flag_env("SLUICE_YIELD", "an embedded wait yields the core when idle",
+	    parse_flag_env("SLUICE_YIELD", "idle engines and waits give the core away at once",
 			   "it spins, then sleeps until woken", &o->yield_idle))
 		return -1;
 	if ((env = getenv("SLUICE_SIMD")) && parse_simd(env, "SLUICE_SIMD"))

@@ -78,19 +78,35 @@ static void sleep_once(struct dp_engine *e)
 	atomic_store(&d->wake->sleeping, 0);
 }
 
+/* Whether an idle pass keeps spinning: while the idle stretch is younger
+ * than spin_ns (the clock is read every CLOCK_EVERY passes).  Sharing the
+ * core (yield_app), never: the process this engine waits for may need it.
+ * 3 ranks on 2 cores as daemons: spinning 50 us before each sleep cost
+ * 1.5-2x the time and the CPU of an 8-byte call (perf/ALGORITHMS.md). */
+static bool spin_on(struct dp_idle *d, uint64_t *now)
+{
+	if (d->cfg.yield_app) {
+		*now = dp_now_ns(NULL);
+		return false;
+	}
+	__builtin_ia32_pause();
+	if (++d->passes % CLOCK_EVERY)
+		return true;
+	*now = dp_now_ns(NULL);
+	if (!d->since)
+		d->since = *now;
+	return *now - d->since < d->cfg.spin_ns;
+}
+
 void dp_idle(struct dp_engine *e)
 {
 	struct dp_idle *d = &e->idle;
 	uint64_t now;
 
-	__builtin_ia32_pause();
-	if (++d->passes % CLOCK_EVERY)
+	if (spin_on(d, &now)) {
+		d->count.spins++;
 		return;
-	now = dp_now_ns(NULL);
-	if (!d->since)
-		d->since = now;
-	if (now - d->since < d->cfg.spin_ns)
-		return;
+	}
 	/* Stay up, giving the core away, when told to; when a frame from a
 	 * link whose peer cannot wake us would wait for the sleep to run out
 	 * (a collective is in flight), or a reducer's work would (a GPU kernel
@@ -112,9 +128,10 @@ void dp_idle_print(const struct dp_engine *e)
 	const struct dp_idle *d = &e->idle;
 
 	fprintf(stderr, "sluiced node %u: idle: %s, slept %llu times (woken by a peer %llu, by a client %llu, "
-		"ran out %llu); embedded waits yielded %llu times\n", e->node, d->cfg.busy_poll ? "busy-polled" :
+		"ran out %llu); embedded waits yielded %llu times; idle passes spun %llu\n", e->node,
+		d->cfg.busy_poll ? "busy-polled" :
 		d->all_links_wake ? "slept, also with collectives in flight" : "slept when no collective was in flight",
 		(unsigned long long)d->count.sleeps, (unsigned long long)d->count.woke_peer,
 		(unsigned long long)d->count.woke_client, (unsigned long long)d->count.timed_out,
-		(unsigned long long)d->count.app_yields);
+		(unsigned long long)d->count.app_yields, (unsigned long long)d->count.spins);
 }
