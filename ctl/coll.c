@@ -4,7 +4,8 @@
  * unless that engine is napping), or one per channel when the planner
  * splits it into slices; each struct sl_cpl comes back on its channel's
  * completion ring, matched to a request by tag, and the request is done
- * when every part is.  sluice_wait spins briefly, then sleeps
+ * when every part is.  sluice_wait spins briefly (not at all when ranks
+ * share cores, SLUICE_YIELD=1), then sleeps
  * on the page's completion counter, checking now and then that the
  * dataplane is still there.  ctx->lock guards the rings and the request
  * table, so several threads may post and wait at once.  Inside a group

@@ -53,7 +53,7 @@ static void clear_env(void)
 {
 	static const char *const vars[] = {
 		"SLUICE_SOCKET", "SLUICE_EMBEDDED", "SLUICE_EMBEDDED_ARGS", "SLUICE_DP_LIB", "SLUICE_ROOT",
-		"SLUICE_RANK", "SLUICE_WORLD_SIZE", "SLUICE_TIMEOUT", "SLUICE_DEBUG", "SLUICE_DEBUG_SUBSYS",
+		"SLUICE_RANK", "SLUICE_WORLD_SIZE", "SLUICE_TIMEOUT", "SLUICE_DEBUG", "SLUICE_DEBUG_SUBSYS", "SLUICE_YIELD",
 		"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
 		"SLURM_PROCID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT",
 	};
@@ -111,6 +111,9 @@ static void env_errors_are_clear(void **state)
 	setenv("SLUICE_EMBEDDED", "yes", 1);
 	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "SLUICE_EMBEDDED=\"yes\"");
 	unsetenv("SLUICE_EMBEDDED");
+	setenv("SLUICE_YIELD", "yes", 1);
+	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "SLUICE_YIELD=\"yes\"");
+	unsetenv("SLUICE_YIELD");
 	setenv("SLUICE_DEBUG", "LOUD", 1);
 	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "WARN, INFO or TRACE");
 	setenv("SLUICE_DEBUG", "WARN", 1);
