@@ -146,7 +146,7 @@ static void usage(FILE *f)
 		"                        engine sleeps at once instead of spinning first, and an embedded\n"
 		"                        application's wait gives its core away (sched_yield) each time a pass finds\n"
 		"                        no work (also SLUICE_YIELD=1, which a daemon's clients read too; sluice-run\n"
-		"                        sets it when ranks, or ranks and engines, outnumber cores)\n"
+		"                        sets it when ranks outnumber cores)\n"
 		"  --quiet               no start/stop messages\n",
 		DEFAULT_SOCKET, SL_MAX_CHANNELS, DEFAULT_FRAME, DEFAULT_WINDOW, SL_MAX_WINDOW, DEFAULT_RTO_MIN_US,
 		SL_MAX_WINDOW, SL_MAX_PATHS, DEFAULT_CC_TARGET_US);

@@ -22,5 +22,5 @@ SLUICE_YIELD=0 expect_idle_lines 3 "$never" -n 3 --embedded
 at_once='idle passes spun 0$|waits slept [0-9]+ times, spun 0 turns first'
 spun='idle passes spun [1-9][0-9]*$|waits slept [0-9]+ times, spun [1-9][0-9]* turns first'
 export SLUICE_DEBUG=INFO SLUICE_DEBUG_SUBSYS=INIT
-if [ "$(nproc)" -lt 6 ]; then expect_idle_lines 6 "$at_once" -n 3 --daemons; else expect_idle_lines 6 "$spun" -n 3 --daemons; fi
+if [ "$(nproc)" -lt 3 ]; then expect_idle_lines 6 "$at_once" -n 3 --daemons; else expect_idle_lines 6 "$spun" -n 3 --daemons; fi
 SLUICE_YIELD=0 expect_idle_lines 6 "$spun" -n 3 --daemons
