@@ -215,7 +215,7 @@ struct dp_ctl_req {
 /* What an idle engine does (idle.c). */
 struct dp_idle_cfg {
 	bool busy_poll;         /* never sleep: the engine has a core of its own */
-	bool yield_app;         /* processes share cores: an idle engine sleeps at once, without spinning
+	bool yield_app;         /* ranks share cores: an idle engine that would sleep does so at once, without spinning
 				   first; embedded, an application's pass that finds no work yields its core */
 	uint64_t spin_ns;       /* idle this long before sleeping; 0: the default */
 	uint64_t max_sleep_ns;  /* one sleep lasts at most this; 0: the default */
@@ -233,7 +233,7 @@ struct dp_idle {
 		uint64_t woke_client; /* ended by a client's doorbell */
 		uint64_t timed_out;   /* ran out */
 		uint64_t app_yields;  /* embedded: the application's idle passes that yielded (yield_app) */
-		uint64_t spins;       /* idle passes that neither slept nor yielded (none with yield_app) */
+		uint64_t spins;       /* idle passes that neither slept nor yielded (none before a sleep with yield_app) */
 	} count;
 };
 

@@ -78,17 +78,32 @@ static void sleep_once(struct dp_engine *e)
 	atomic_store(&d->wake->sleeping, 0);
 }
 
+/* Stay up, giving the core away, when told to; when a frame from a link
+ * whose peer cannot wake us would wait for the sleep to run out (a
+ * collective is in flight), or a reducer's work would (a GPU kernel applies
+ * a gated collective's chunks and wakes nobody: a sleep would hold each
+ * chunk up to MAX_SLEEP_NS); and while an embedded application drives call
+ * after call: waking this thread for its frames would only take the
+ * application's core (its wait hands the engine back when it has to wait
+ * long). */
+static bool stay_up(const struct dp_engine *e, uint64_t now)
+{
+	uint64_t drove = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
+
+	return e->idle.cfg.busy_poll || (e->running && (!e->idle.all_links_wake || e->gated)) ||
+	       (drove && now - drove < APP_DRIVES_NS);
+}
+
 /* Whether an idle pass keeps spinning: while the idle stretch is younger
  * than spin_ns (the clock is read every CLOCK_EVERY passes).  Sharing the
- * core (yield_app), never: the process this engine waits for may need it.
- * 3 ranks on 2 cores as daemons: spinning 50 us before each sleep cost
- * 1.5-2x the time and the CPU of an 8-byte call (perf/ALGORITHMS.md). */
-static bool spin_on(struct dp_idle *d, uint64_t *now)
+ * core (yield_app), an engine that would then sleep sleeps at once: the
+ * process it waits for may need the core.  3 ranks on 2 cores as daemons:
+ * spinning 50 us first cost 1.5-2x the time and the CPU of an 8-byte call
+ * (perf/ALGORITHMS.md). */
+static bool spin_on(const struct dp_engine *e, struct dp_idle *d, uint64_t *now)
 {
-	if (d->cfg.yield_app) {
-		*now = dp_now_ns(NULL);
+	if (d->cfg.yield_app && !stay_up(e, *now = dp_now_ns(NULL)))
 		return false;
-	}
 	__builtin_ia32_pause();
 	if (++d->passes % CLOCK_EVERY)
 		return true;
@@ -103,21 +118,11 @@ void dp_idle(struct dp_engine *e)
 	struct dp_idle *d = &e->idle;
 	uint64_t now;
 
-	if (spin_on(d, &now)) {
+	if (spin_on(e, d, &now)) {
 		d->count.spins++;
 		return;
 	}
-	/* Stay up, giving the core away, when told to; when a frame from a
-	 * link whose peer cannot wake us would wait for the sleep to run out
-	 * (a collective is in flight), or a reducer's work would (a GPU kernel
-	 * applies a gated collective's chunks and wakes nobody: a sleep would
-	 * hold each chunk up to MAX_SLEEP_NS); and while an embedded
-	 * application drives call after call: waking this thread for its
-	 * frames would only take the application's core (its wait hands the
-	 * engine back when it has to wait long). */
-	uint64_t drove = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
-	if (d->cfg.busy_poll || (e->running && (!d->all_links_wake || e->gated)) ||
-	    (drove && now - drove < APP_DRIVES_NS))
+	if (stay_up(e, now))
 		sched_yield();
 	else
 		sleep_once(e);
