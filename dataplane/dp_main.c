@@ -59,6 +59,10 @@
 /* One GPU reducer's 8 blocks reduce 45-51 GB/s from pinned host memory
  * (perf/GPU-NOTES.md section 1), where a channel carries about 1 GB/s: K
  * channels share those 8 SMs out, each keeping 2 for its latency. */
+/* After the last client, engines stay up until no DATA came for LINGER_QUIET_NS
+ * (several of the peers' retransmission timeouts), LINGER_MAX_NS at most. */
+#define LINGER_QUIET_NS 20000000ull
+#define LINGER_MAX_NS 500000000ull
 #define GPU_BLOCKS_TOTAL 8
 #define GPU_BLOCKS_MIN 2
 #define GPU_BLOCKS_MAX 1024
@@ -648,6 +652,38 @@ static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, 
 	return 0;
 }
 
+/* DATA packets the engines have taken in, duplicates and void ones too. */
+static uint64_t data_seen(struct dp_engine *engines, unsigned n)
+{
+	uint64_t sum = 0;
+
+	for (unsigned ch = 0; ch < n; ch++) {
+		const struct sl_tp_stats *s = sl_tp_get_stats(engines[ch].tp);
+		sum += __atomic_load_n(&s->data_rx, __ATOMIC_RELAXED) + __atomic_load_n(&s->rx_dup, __ATOMIC_RELAXED) +
+		       __atomic_load_n(&s->rx_void, __ATOMIC_RELAXED);
+	}
+	return sum;
+}
+
+/* Keep acknowledging until the peers fall quiet, as TCP's TIME-WAIT does: a
+ * rank exits as soon as its own sends are acknowledged, and a peer whose last
+ * packet to it, or that packet's ACK, was lost would otherwise resend into
+ * silence until its timeout and fail (3 ranks under 1% loss did, now and then). */
+static void linger_for_peers(struct dp_engine *engines, unsigned n)
+{
+	uint64_t start = dp_now_ns(NULL), now = start, quiet_since = start, seen = data_seen(engines, n);
+
+	while (now - quiet_since < LINGER_QUIET_NS && now - start < LINGER_MAX_NS) {
+		usleep(1000);
+		now = dp_now_ns(NULL);
+		uint64_t s = data_seen(engines, n);
+		if (s != seen) {
+			seen = s;
+			quiet_since = now;
+		}
+	}
+}
+
 static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, char *err, size_t len)
 {
 	static struct dp_engine engines[SL_MAX_CHANNELS];
@@ -723,6 +759,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	atomic_store(&dp_running_engine, &engines[0]);
 	rc = dp_server_run(eptr, o->channels, &sc, ready, err, len);
 	atomic_store(&dp_running_engine, NULL);
+	linger_for_peers(engines, o->channels);
 	for (unsigned ch = 0; ch < o->channels; ch++)
 		atomic_store(&engines[ch].stop, true);
 	for (unsigned ch = 0; ch < o->channels; ch++)
