@@ -62,30 +62,30 @@ static sluice_result_t config_socket(struct sl_config *cfg)
 	return SLUICE_OK;
 }
 
+/* A 0/1 switch in the environment: unset or empty is 0; anything else is an
+ * error that says what each value means. */
+static sluice_result_t env_switch(const char *name, bool *on, const char *means1, const char *means0)
+{
+	const char *s = getenv(name);
+
+	*on = s && strcmp(s, "1") == 0;
+	if (s && *s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
+		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "%s=\"%s\" is not valid: expected 1 (%s) or 0 (%s)", name,
+			       s, means1, means0);
+	return SLUICE_OK;
+}
+
 static sluice_result_t config_embedded(struct sl_config *cfg)
 {
-	const char *s = getenv("SLUICE_EMBEDDED");
+	sluice_result_t r;
 
-	cfg->embedded = s && strcmp(s, "1") == 0;
-	if (s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT,
-			       "SLUICE_EMBEDDED=\"%s\" is not valid: expected 1 (run the engine on threads "
-			       "of this process) or 0 (attach to a running sluiced)",
-			       s);
-	s = getenv("SLUICE_BUSY_POLL");
-	cfg->busy_poll = s && strcmp(s, "1") == 0;
-	if (s && *s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT,
-			       "SLUICE_BUSY_POLL=\"%s\" is not valid: expected 1 (the dataplane's engine and an "
-			       "embedded wait never sleep: for dedicated cores) or 0 (spin, then sleep until woken)",
-			       s);
-	s = getenv("SLUICE_YIELD");
-	cfg->yield = s && strcmp(s, "1") == 0;
-	if (s && *s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
-		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT,
-			       "SLUICE_YIELD=\"%s\" is not valid: expected 1 (ranks share cores: waits give the "
-			       "core away at once) or 0 (spin, then sleep until woken)",
-			       s);
+	if ((r = env_switch("SLUICE_EMBEDDED", &cfg->embedded, "run the engine on threads of this process",
+			    "attach to a running sluiced")) != SLUICE_OK ||
+	    (r = env_switch("SLUICE_BUSY_POLL", &cfg->busy_poll, "the dataplane's engine and an embedded wait "
+			    "never sleep: for dedicated cores", "spin, then sleep until woken")) != SLUICE_OK ||
+	    (r = env_switch("SLUICE_YIELD", &cfg->yield, "ranks share cores: waits give the core away at once",
+			    "spin, then sleep until woken")) != SLUICE_OK)
+		return r;
 	cfg->embedded_args = getenv("SLUICE_EMBEDDED_ARGS") ? getenv("SLUICE_EMBEDDED_ARGS") : "";
 	cfg->dp_lib = getenv("SLUICE_DP_LIB");
 	if (cfg->dp_lib && *cfg->dp_lib == '\0')
