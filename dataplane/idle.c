@@ -96,14 +96,18 @@ static bool stay_up(const struct dp_engine *e, uint64_t now)
 
 /* Whether an idle pass keeps spinning: while the idle stretch is younger
  * than spin_ns (the clock is read every CLOCK_EVERY passes).  Sharing the
- * core (yield_app), an engine that would then sleep sleeps at once: the
- * process it waits for may need the core.  3 ranks on 2 cores as daemons:
+ * core (yield_app), an engine that would sleep when a stretch starts sleeps
+ * at once: the process it waits for may need the core.  3 ranks on 2 cores as daemons:
  * spinning 50 us first cost 1.5-2x the time and the CPU of an 8-byte call
  * (perf/ALGORITHMS.md). */
 static bool spin_on(const struct dp_engine *e, struct dp_idle *d, uint64_t *now)
 {
-	if (d->cfg.yield_app && !stay_up(e, *now = dp_now_ns(NULL)))
-		return false;
+	if (d->cfg.yield_app && !d->since) { /* looked at once per idle stretch: a clock read costs */
+		*now = dp_now_ns(NULL);
+		if (!stay_up(e, *now))
+			return false; /* since stays 0: the next idle pass looks again */
+		d->since = *now;
+	}
 	__builtin_ia32_pause();
 	if (++d->passes % CLOCK_EVERY)
 		return true;
