@@ -67,6 +67,8 @@ static void sleep_once(struct dp_engine *e)
 			d->count.woke_peer++;
 		else if (r > 0)
 			d->count.woke_client++;
+		else if (errno == EAGAIN) /* a word moved before the wait began: its waker was first */
+			++*(atomic_load(&d->wake->seq) != w[0].val ? &d->count.woke_peer : &d->count.woke_client);
 		else if (errno == ETIMEDOUT)
 			d->count.timed_out++;
 		else if (errno == ENOSYS)
