@@ -195,16 +195,76 @@ int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why
 		k->dev_owned_bytes = scratch + snap;
 	}
 	k->buf[SL_BUF_SCRATCH] = k->dev_owned;
-	if (snap) {
-		uint64_t n, len, stride;
-		sl_sched_snapshot(&k->sched, &n, &len, &stride);
-		for (uint64_t j = 0; j < n; j++)
-			if (sl_gdma_dev_copy(gpu, (uint8_t *)k->dev_owned + scratch + j * len, k->buf[SL_BUF_SEND] + j * stride,
-					     len, why, SL_ERRMSG_LEN) != 0)
-				return -EIO;
+	if (snap)
 		k->buf[SL_BUF_SEND] = (uint8_t *)k->dev_owned + scratch;
-	}
 	return 0;
+}
+
+/* ---- the in-place snapshot ---- */
+
+/*
+ * The input copy that in-place schedules run on (schedule.h) is reducer
+ * work like any packet: copy items, posted as the ring has room, and until
+ * the last is done the collective neither sends nor takes packets (which
+ * would write the input before it is copied).  It was a blocking copy on a
+ * stream of the engine's own: 7-10 us more per small in-place call on an
+ * H200 (perf/GPU-NOTES.md section 9).
+ */
+#define SNAP_POST_BYTES (1ull << 20) /* the most one post asks the ring's room for */
+
+void dp_async_snapshot(struct dp_coll *k, const uint8_t *input)
+{
+	k->snap_src = input;
+	k->snap_piece = 0;
+	k->snap_off = 0;
+	k->snapping = true;
+}
+
+/* Post what the ring has room for; false once posting failed (k failed). */
+static bool snap_post(struct dp_engine *e, struct dp_coll *k, bool *all)
+{
+	uint64_t n, len, stride;
+	uint32_t ticket;
+	char err[256];
+
+	sl_sched_snapshot(&k->sched, &n, &len, &stride);
+	while (k->snap_piece < n) {
+		uint64_t left = len - k->snap_off;
+		struct sl_gdma_work w = {
+			.dst = k->buf[SL_BUF_SEND] + k->snap_piece * len + k->snap_off,
+			.src = k->snap_src + k->snap_piece * stride + k->snap_off,
+			.count = left < SNAP_POST_BYTES ? left : SNAP_POST_BYTES, .dtype = SL_UINT8,
+			.kind = SL_GDMA_COPY,
+		};
+		if (!sl_gdma_has_room(k->gdev->g, &w, false))
+			break;
+		if (sl_gdma_post(k->gdev->g, &w, &ticket, err, sizeof(err)) != 0) {
+			dp_comm_fail(e, k->comm, SLUICE_ERR_INTERNAL, k->seq, "%s #%u on rank %u: posting the copy "
+				     "of an in-place input to the reducer failed: %s", sl_coll_name(k->cmd.opcode),
+				     k->seq, k->comm->rank, err);
+			return false;
+		}
+		k->last_ticket = ticket;
+		k->ticketed = true;
+		k->snap_off += w.count;
+		if (k->snap_off == len) {
+			k->snap_piece++;
+			k->snap_off = 0;
+		}
+	}
+	*all = k->snap_piece == n;
+	return true;
+}
+
+/* Whether k's snapshot is taken; posts more of it on the way. */
+static bool snapped(struct dp_engine *e, struct dp_coll *k)
+{
+	bool all;
+
+	if (!snap_post(e, k, &all) || !all || !sl_gdma_done(k->gdev->g, k->last_ticket))
+		return false;
+	k->snapping = false;
+	return true;
 }
 
 /* ---- receiving ---- */
@@ -257,6 +317,11 @@ bool dp_async_reap(struct dp_engine *e, struct dp_coll *k)
 {
 	bool moved = false;
 
+	if (k->snapping) {
+		if (!snapped(e, k))
+			return false;
+		moved = true; /* packets deferred meanwhile may go now */
+	}
 	while (k->pend_head != k->pend_tail) {
 		struct dp_pending *p = &k->pend[k->pend_head % k->pend_cap];
 		if (p->ticketed && !sl_gdma_done(k->gdev->g, p->ticket))

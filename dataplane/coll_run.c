@@ -645,8 +645,9 @@ static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32
 	enum sl_sched_result res;
 
 	*chunk_done = false;
-	if (k->gdev && !dp_async_room(k, h->len, true))
-		return SL_SCHED_DEFER; /* the reducer is full: like an early packet, offered again later */
+	if (k->snapping || (k->gdev && !dp_async_room(k, h->len, true)))
+		return SL_SCHED_DEFER; /* the input is being copied, or the reducer is full: like an
+					* early packet, offered again later */
 	res = sl_sched_on_packet(&k->sched, src, h->step, h->offset, h->len, &act);
 	if (res == SL_SCHED_OK) {
 		if (!k->gdev)
@@ -1045,26 +1046,30 @@ static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t 
 	return alen && blen && a < b + blen && b < a + alen;
 }
 
-/* Scratch and, in place when the schedule asks, a copy of the input to run on. */
+/* Scratch and, in place when the schedule asks, a copy of the input to run
+ * on: taken here for host buffers, by the reducer for gated ones. */
 static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 {
 	const struct sl_sched *s = &k->sched;
-	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0;
+	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0, n, len, stride;
+	const uint8_t *input = k->buf[SL_BUF_SEND];
 
 	if (k->gdev && dp_async_alloc(k, s->bytes[SL_BUF_SCRATCH], snap, why) != 0)
 		return -1;
-	if (k->gdev && k->gdev->device >= 0)
-		return 0; /* on the GPU */
-	k->owned = owned_get(e, s->bytes[SL_BUF_SCRATCH] + snap + 1, &k->owned_len);
-	if (!k->owned)
-		return -1;
-	k->buf[SL_BUF_SCRATCH] = k->owned;
-	if (snap) {
-		uint64_t n, len, stride;
+	if (!k->gdev || k->gdev->device < 0) { /* scratch on the host */
+		k->owned = owned_get(e, s->bytes[SL_BUF_SCRATCH] + snap + 1, &k->owned_len);
+		if (!k->owned)
+			return -1;
+		k->buf[SL_BUF_SCRATCH] = k->owned;
+		if (snap)
+			k->buf[SL_BUF_SEND] = k->owned + s->bytes[SL_BUF_SCRATCH];
+	}
+	if (snap && k->gdev) {
+		dp_async_snapshot(k, input);
+	} else if (snap) {
 		sl_sched_snapshot(s, &n, &len, &stride);
 		for (uint64_t j = 0; j < n; j++)
-			memcpy(k->owned + s->bytes[SL_BUF_SCRATCH] + j * len, k->buf[SL_BUF_SEND] + j * stride, len);
-		k->buf[SL_BUF_SEND] = k->owned + s->bytes[SL_BUF_SCRATCH];
+			memcpy(k->buf[SL_BUF_SEND] + j * len, input + j * stride, len);
 	}
 	return 0;
 }
@@ -1225,6 +1230,8 @@ static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
 
+	if (k->snapping)
+		return; /* our sends read the input's copy */
 	while (k->status == SLUICE_OK) {
 		const struct sl_send *s = &k->held;
 		if (!k->holding && !sl_sched_next_send(&k->sched, &k->held))

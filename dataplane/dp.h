@@ -171,6 +171,11 @@ struct dp_coll {
 	bool holding;
 	void *dev_owned;          /* device scratch (and in-place input copy) */
 	uint64_t dev_owned_bytes;
+	/* Until the reducer has taken the in-place input copy, the collective
+	 * neither sends nor takes packets (coll_async.c). */
+	bool snapping;
+	const uint8_t *snap_src;  /* the client's input */
+	uint64_t snap_piece, snap_off; /* how much of it is posted */
 	int32_t status;           /* SLUICE_OK until it fails */
 	char why[SL_ERRMSG_LEN];
 	/* Reported done to the client, kept for the call checks still to come
@@ -366,8 +371,11 @@ void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uin
 int dp_gdev_for(struct dp_engine *e, int gpu, struct dp_gdev **gdev, char *why);
 uint32_t dp_gdev_progress(struct dp_engine *e);
 void dp_gdev_close_all(struct dp_engine *e);
-/* Scratch (and the in-place copy of the input) for a gated collective on a GPU. */
+/* Scratch (and room for the in-place copy of the input) for a gated collective on a GPU. */
 int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why);
+/* Copy input to k's send buffer through the reducer (sl_sched_snapshot's
+ * pieces); dp_async_reap posts it and says when it is done. */
+void dp_async_snapshot(struct dp_coll *k, const uint8_t *input);
 /* Whether bytes (one work item) can be posted now. */
 bool dp_async_room(struct dp_coll *k, uint64_t bytes, bool copy);
 /* Post a's work for payload; 0 or fails the communicator. */
@@ -376,7 +384,8 @@ int dp_async_post(struct dp_engine *e, struct dp_coll *k, const struct sl_action
 /* The chunk of a (chunk_full) is posted: hear of it once applied. */
 void dp_async_chunk_posted(struct dp_coll *k, const struct sl_action *a);
 /* Move applied chunks into the schedule; whether deferred packets may now
- * fit (a chunk was applied: their turn; or the reducer freed room). */
+ * fit (a chunk was applied: their turn; the reducer freed room; or the
+ * input's copy is done). */
 bool dp_async_reap(struct dp_engine *e, struct dp_coll *k);
 /* Stage (or send) a ready chunk of a gated collective: false when it has to wait. */
 bool dp_async_send(struct dp_engine *e, struct dp_coll *k, struct sl_tp_msg *m, const uint8_t *src, uint64_t len);

@@ -167,14 +167,12 @@ int sl_gdma_ipc_close(void *base, char *err, size_t errlen);
 int sl_gdma_host_register(void *p, uint64_t len, char *err, size_t errlen);
 int sl_gdma_host_unregister(void *p, char *err, size_t errlen);
 
-/* Device memory the engine itself needs (a collective's scratch, the copy
- * of an in-place input): stream-ordered on a private stream of the device,
- * so that neither call waits for the reducer's running kernel (cudaMalloc
- * and cudaFree may synchronize the whole device). */
+/* Device memory the engine itself needs (a collective's scratch, with room
+ * for the copy of an in-place input): stream-ordered on a private stream of
+ * the device, so that neither call waits for the reducer's running kernel
+ * (cudaMalloc and cudaFree may synchronize the whole device). */
 int sl_gdma_dev_alloc(int device, uint64_t bytes, void **p, char *err, size_t errlen);
 void sl_gdma_dev_free(int device, void *p);
-/* Copy bytes within device memory and wait for that copy (only). */
-int sl_gdma_dev_copy(int device, void *dst, const void *src, uint64_t bytes, char *err, size_t errlen);
 
 /* ---- the send side's stager ---- */
 

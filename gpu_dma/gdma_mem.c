@@ -247,19 +247,3 @@ void sl_gdma_dev_free(int device, void *p)
 		cudaFreeAsync(p, st);
 	restore(prev);
 }
-
-int sl_gdma_dev_copy(int device, void *dst, const void *src, uint64_t bytes, char *err, size_t errlen)
-{
-	int prev, rc = 0;
-	cudaStream_t st = aux_stream(device, &prev, err, errlen);
-	cudaError_t e;
-
-	if (!st)
-		rc = -EIO;
-	else if ((e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st)) != cudaSuccess ||
-		 (e = cudaStreamSynchronize(st)) != cudaSuccess)
-		rc = sl_gdma_fail(err, errlen, -EIO, "gpu_dma: copying %llu bytes on GPU %d failed: %s",
-				  (unsigned long long)bytes, device, cudaGetErrorString(e));
-	restore(prev);
-	return rc;
-}

@@ -112,9 +112,3 @@ void sl_gdma_dev_free(int device, void *p)
 {
 	(void)device, (void)p;
 }
-
-int sl_gdma_dev_copy(int device, void *dst, const void *src, uint64_t bytes, char *err, size_t errlen)
-{
-	(void)device, (void)dst, (void)src, (void)bytes;
-	return sl_gdma_fail(err, errlen, -ENOTSUP, NO_CUDA);
-}
