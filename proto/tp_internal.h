@@ -122,6 +122,7 @@ struct tp_txq {
 	struct sl_pkt pkts[TP_TXQ_LEN];
 	uint16_t n;
 	bool no_buf;             /* alloc failed during this poll: stop asking */
+	uint64_t full_ns;        /* when the port last refused frames (tp_timer.c) */
 };
 
 struct sl_tp {

@@ -21,6 +21,8 @@ void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx)
 		return;
 	uint16_t sent = port->ops->tx_burst(port, q->pkts, q->n);
 	q->n = (uint16_t)(q->n - sent);
+	if (q->n)
+		q->full_ns = tp->now_ns;
 	memmove(q->pkts, q->pkts + sent, q->n * sizeof(q->pkts[0]));
 }
 

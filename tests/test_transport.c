@@ -118,6 +118,7 @@ struct setup {
 	bool port_crc;      /* ports ask for the CRC trailer, the config does not */
 	const char *wire;   /* a SLUICE_FAULT spec: fault ports over the memports */
 	uint64_t dead_ns;
+	uint32_t depth;     /* memport FIFO per direction; 0: DEPTH */
 };
 
 static void end_init(struct harness *hs, struct end *e, struct sl_port *port, uint16_t node,
@@ -162,7 +163,7 @@ static struct harness *harness_new(const struct setup *s)
 
 	assert_non_null(hs);
 	hs->clock.ns = 1000000;
-	assert_int_equal(sl_memport_pair(&hs->pa, &hs->pb, MAX_FRAME, DEPTH, &s->faults), 0);
+	assert_int_equal(sl_memport_pair(&hs->pa, &hs->pb, MAX_FRAME, s->depth ? s->depth : DEPTH, &s->faults), 0);
 	struct sl_port *a = hs->pa, *b = hs->pb;
 	if (s->wire) {
 		struct sl_fault_spec spec;
@@ -440,6 +441,32 @@ static void test_dead_peer(void **state)
 	harness_free(hs);
 }
 
+/* A peer that does not read for many RTOs while the port's FIFO is full
+ * (a memif peer descheduled): nothing is lost, so nothing goes again, and
+ * no path dies; it all arrives once the peer reads. */
+static void test_backed_up_port_is_not_loss(void **state)
+{
+	(void)state;
+	struct setup s = { .depth = 1 };
+	struct harness *hs = harness_new(&s);
+	uint64_t start = hs->clock.ns;
+	const struct sl_tp_stats *st = sl_tp_get_stats(hs->a.tp);
+
+	send_msg(&hs->a, 5); /* 3 windows of packets, the FIFO holds 1 */
+	while (hs->clock.ns < start + 10 * 200000) { /* 10 RTOs (rto_min) without b */
+		sl_tp_poll(hs->a.tp);
+		hs->clock.ns += STEP_NS;
+	}
+	assert_true(hs->pa->stats.tx_full > 0); /* the port refused frames all along */
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	check_stats(&hs->a, &hs->b);
+	assert_int_equal(retx(st), 0);
+	assert_int_equal(st->path_deaths, 0);
+	assert_int_equal(sl_tp_get_stats(hs->b.tp)->rx_dup, 0);
+	harness_free(hs);
+}
+
 static void test_cancel(void **state)
 {
 	(void)state;
@@ -607,6 +634,7 @@ int main(void)
 		cmocka_unit_test(test_replays_from_seed),
 		cmocka_unit_test(test_retry_then_deliver_once),
 		cmocka_unit_test(test_dead_peer),
+		cmocka_unit_test(test_backed_up_port_is_not_loss),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_cancel_queued),
 		cmocka_unit_test(test_foreign_and_malformed),
