@@ -207,8 +207,8 @@ int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why
  * work like any packet: copy items, posted as the ring has room, and until
  * the last is done the collective neither sends nor takes packets (which
  * would write the input before it is copied).  It was a blocking copy on a
- * stream of the engine's own: 7-10 us more per small in-place call on an
- * H200 (perf/GPU-NOTES.md section 9).
+ * stream of the engine's own: 7-11 us more per in-place call up to 4 KiB
+ * on an H200 (perf/GPU-NOTES.md section 9).
  */
 #define SNAP_POST_BYTES (1ull << 20) /* the most one post asks the ring's room for */
 
