@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sluice/touch.h"
 
 #ifndef SLUICE_DP_LIB_DEFAULT
 #define SLUICE_DP_LIB_DEFAULT "libsluice_dp.so"
@@ -316,6 +317,10 @@ sluice_result_t sluice_init(sluice_ctx_t **out)
 		ctx_free(ctx);
 		return res;
 	}
+	/* Calls take request slots and ring slots in turn: fault their pages in
+	 * now, not one every few calls (sluice/touch.h). */
+	sl_touch(ctx->reqs, sizeof(ctx->reqs));
+	sl_touch(ctx->page, sl_page_submit_off(ctx->nch));
 	SL_INFO(SL_SUB_INIT, "attached to %s as client %u%s, %u channel%s", ctx->cfg.socket, ctx->client_id,
 		ctx->embedded ? " (embedded)" : "", ctx->nch, ctx->nch == 1 ? "" : "s");
 	*out = ctx;

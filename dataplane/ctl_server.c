@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <sluice/sluice.h>
+#include <sluice/touch.h>
 
 #include "ctl_server.h"
 #include "trace_tap.h"
@@ -136,6 +137,8 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 		munmap(c.page, c.page_len);
 		return;
 	}
+	/* the rings are used a slot at a time: fault their pages in now, not every few calls */
+	sl_touch(c.page, sl_page_submit_off(s->nch));
 	/* Ring geometry comes from the ABI, never from the page.  Each engine
 	 * copies its own view at once (dp_engine_call waits), so c is reused. */
 	for (unsigned ch = 0; ch < s->nch; ch++) {
