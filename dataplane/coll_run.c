@@ -91,36 +91,18 @@ static void reject(struct dp_engine *e, struct dp_client *c, const struct sl_cmd
 
 /* ---- collectives ---- */
 
-/*
- * Copies of early and deferred packets.  Freed ones are kept for the next
- * (up to DP_PKT_KEEP_BYTES): a receiver that a sender runs ahead of stashes
- * tens of packets, then frees them all, and glibc gave the heap top back
- * and faulted it in again each time (2 ranks, broadcasts of 4 KiB: 18% of
- * the receiver's samples in sysmalloc, as many in page faults).
- */
+/* Copies of early and deferred packets come from the engine's pool (pool.h):
+ * a receiver that a sender runs ahead of stashes tens of packets, then
+ * frees them all, and from malloc each new run of them faulted fresh heap
+ * pages in, and glibc gave the heap top back when they went. */
 static struct dp_stashed *packet_get(struct dp_engine *e, uint32_t len)
 {
-	struct dp_stashed *s = e->pkt_free;
-
-	if (s && s->cap >= len) {
-		e->pkt_free = s->next;
-		e->pkt_free_bytes -= s->cap;
-		return s;
-	}
-	if ((s = malloc(sizeof(*s) + len)))
-		s->cap = len;
-	return s;
+	return dp_pool_get(&e->pool, sizeof(struct dp_stashed) + len);
 }
 
 static void packet_put(struct dp_engine *e, struct dp_stashed *s)
 {
-	if (e->pkt_free_bytes + s->cap > DP_PKT_KEEP_BYTES) {
-		free(s);
-		return;
-	}
-	s->next = e->pkt_free;
-	e->pkt_free = s;
-	e->pkt_free_bytes += s->cap;
+	dp_pool_put(&e->pool, s);
 }
 
 static void free_packets(struct dp_engine *e, struct dp_stashed *s)
@@ -164,12 +146,12 @@ static void owned_put(struct dp_engine *e, uint8_t *p, uint64_t len)
 	}
 }
 
-static void coll_drop(struct dp_coll *k)
+static void coll_drop(struct dp_engine *e, struct dp_coll *k)
 {
 	sl_sched_fini(&k->sched);
-	free(k->msgs);
-	free(k->linger_copy);
-	free(k);
+	dp_pool_put(&e->pool, k->msgs);
+	dp_pool_put(&e->pool, k->linger_copy);
+	dp_pool_put(&e->pool, k);
 }
 
 /* The memory a kept collective holds. */
@@ -184,7 +166,7 @@ void dp_coll_free_all(struct dp_engine *e)
 	while (e->coll_free) {
 		struct dp_coll *k = e->coll_free;
 		e->coll_free = k->next;
-		coll_drop(k);
+		coll_drop(e, k);
 	}
 	e->coll_free_bytes = 0;
 }
@@ -199,8 +181,11 @@ static struct dp_coll *coll_get(struct dp_engine *e)
 {
 	struct dp_coll *k = e->coll_free;
 
-	if (!k)
-		return calloc(1, sizeof(*k));
+	if (!k) {
+		if ((k = dp_pool_get(&e->pool, sizeof(*k))))
+			memset(k, 0, sizeof(*k));
+		return k;
+	}
 	e->coll_free = k->next;
 	e->coll_free_bytes -= coll_mem(k);
 	*k = (struct dp_coll){ .sched = k->sched, .msgs = k->msgs, .msgs_cap = k->msgs_cap,
@@ -214,7 +199,7 @@ static void coll_put(struct dp_engine *e, struct dp_coll *k)
 	uint64_t mem = coll_mem(k);
 
 	if (e->coll_free_bytes + mem > DP_COLL_KEEP_BYTES) {
-		coll_drop(k);
+		coll_drop(e, k);
 		return;
 	}
 	k->next = e->coll_free;
@@ -341,7 +326,7 @@ static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
 
 /* Point k's messages that read the client's send or recv buffer at a copy
  * of it (again, when the completion found no room: the buffers are the same). */
-static bool copy_sources(struct dp_coll *k)
+static bool copy_sources(struct dp_engine *e, struct dp_coll *k)
 {
 	const struct sl_sched *s = &k->sched;
 	uint64_t slen = s->bytes[SL_BUF_SEND], rlen = s->bytes[SL_BUF_RECV];
@@ -350,12 +335,12 @@ static bool copy_sources(struct dp_coll *k)
 	if (in_range(sbuf, k->owned, k->owned_len))
 		slen = 0; /* the in-place snapshot: ours already */
 	if (!k->linger_copy || slen + rlen > k->linger_cap) {
-		uint8_t *p = malloc(slen + rlen + 1);
+		uint8_t *p = dp_pool_get(&e->pool, slen + rlen + 1);
 		if (!p)
 			return false;
-		free(k->linger_copy);
+		dp_pool_put(&e->pool, k->linger_copy);
 		k->linger_copy = p;
-		k->linger_cap = slen + rlen;
+		k->linger_cap = dp_pool_cap(p);
 	}
 	k->linger_len = slen + rlen;
 	memcpy(k->linger_copy, sbuf, slen);
@@ -374,7 +359,7 @@ static bool copy_sources(struct dp_coll *k)
 
 static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 {
-	if (!copy_sources(k))
+	if (!copy_sources(e, k))
 		return false; /* no memory: it finishes the ordinary way */
 	if (!post_cpl(k->comm->client, k->cmd.req, SLUICE_OK, ""))
 		return false;
@@ -1075,17 +1060,17 @@ static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 }
 
 /* A zeroed message table of nmsgs (at least one), reusing the kept one. */
-static int msgs_fit(struct dp_coll *k)
+static int msgs_fit(struct dp_engine *e, struct dp_coll *k)
 {
 	uint32_t n = k->nmsgs ? k->nmsgs : 1;
 
 	if (n > k->msgs_cap) {
-		struct sl_tp_msg *m = malloc(n * sizeof(*m));
+		struct sl_tp_msg *m = dp_pool_get(&e->pool, n * sizeof(*m));
 		if (!m)
 			return -1;
-		free(k->msgs);
+		dp_pool_put(&e->pool, k->msgs);
 		k->msgs = m;
-		k->msgs_cap = n;
+		k->msgs_cap = (uint32_t)(dp_pool_cap(m) / sizeof(*m));
 	}
 	memset(k->msgs, 0, n * sizeof(*k->msgs));
 	return 0;
@@ -1140,11 +1125,11 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 							  : "the schedule does not fit the buffers (a bug in sluice's "
 							    "coll/, please report it)";
 		free(vmeta);
-		coll_drop(k);
+		coll_drop(e, k);
 		return NULL;
 	}
 	k->nmsgs = k->sched.ready_cap;
-	if (msgs_fit(k) != 0) {
+	if (msgs_fit(e, k) != 0) {
 		coll_free(e, k);
 		return NULL;
 	}

@@ -18,6 +18,7 @@
 #include "gdma.h"
 #include "schedule.h"
 #include "transport.h"
+#include "pool.h"
 #include "wake.h"
 
 #define DP_MAX_CLIENTS 32
@@ -27,7 +28,6 @@
  * up to DP_STASH_MAX small calls ahead, and a post walks its bucket (64
  * buckets of 64 packets: a third of a 2-rank reduce's receiving side). */
 #define DP_STASH_BUCKETS 1024
-#define DP_PKT_KEEP_BYTES (1u << 20)
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 #define DP_COLL_KEEP_BYTES (256u << 10) /* finished collectives' memory the engine keeps for reuse */
 #define DP_GPU_KEEP_BYTES (64ull << 20) /* the largest device scratch a reducer keeps for the next collective */
@@ -70,7 +70,6 @@ struct dp_client {
 struct dp_stashed {
 	struct sl_hdr hdr;
 	uint8_t *payload;
-	uint32_t cap;             /* payload bytes it can hold (copies are recycled: coll_run.c) */
 	struct dp_stashed *next;
 };
 
@@ -286,8 +285,7 @@ struct dp_engine {
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
 	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
 	struct dp_notices *notices; /* abort notices not yet acknowledged */
-	struct dp_stashed *pkt_free; /* packet copies to reuse, at most DP_PKT_KEEP_BYTES of them */
-	uint64_t pkt_free_bytes;
+	struct dp_pool pool;       /* packet copies and lingering calls' copies (pool.h) */
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
 	struct dp_gdev *cpu_gdev;  /* --gate-host's stand-in */
 	bool gate_host;            /* run host collectives through the CPU stand-in (tests) */

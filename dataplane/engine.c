@@ -76,21 +76,26 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 		return -1;
 	dp_idle_init(&e->idle, &cfg->idle, wake);
 	e->idle.all_links_wake = cfg->all_links_wake;
+	if (dp_pool_init(&e->pool, err, len) != 0)
+		goto fail;
 	e->tp = sl_tp_create(&tc, &e->clock, &cb);
 	if (!e->tp) {
 		snprintf(err, len, "cannot create the transport (out of memory?)");
-		dp_wake_close(wake);
-		return -1;
+		goto fail;
 	}
 	e->ctl_mem = calloc(1, sl_spsc_bytes(CTL_SLOTS, sizeof(struct dp_ctl_req)));
 	if (!e->ctl_mem || !sl_spsc_attach(&e->ctl, e->ctl_mem, CTL_SLOTS, sizeof(struct dp_ctl_req), false)) {
 		snprintf(err, len, "cannot allocate the engine's control ring");
-		sl_tp_destroy(e->tp);
-		free(e->ctl_mem);
-		dp_wake_close(wake);
-		return -1;
+		goto fail;
 	}
 	return 0;
+fail:
+	if (e->tp)
+		sl_tp_destroy(e->tp);
+	free(e->ctl_mem);
+	dp_pool_fini(&e->pool);
+	dp_wake_close(wake);
+	return -1;
 }
 
 /* Let go of a region: unmap host memory, close an imported GPU buffer (its
@@ -137,11 +142,7 @@ void dp_engine_fini(struct dp_engine *e)
 	free(e->ctl_mem);
 	free(e->spare);
 	dp_coll_free_all(e);
-	while (e->pkt_free) {
-		struct dp_stashed *s = e->pkt_free;
-		e->pkt_free = s->next;
-		free(s);
-	}
+	dp_pool_fini(&e->pool);
 	dp_wake_close(e->idle.wake);
 }
 

@@ -1,0 +1,127 @@
+/*
+ * pool.c: size-class blocks from a touched arena, then from malloc
+ * (pool.h says why).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "pool.h"
+#include "sluice/touch.h"
+
+#define BIG UINT32_MAX /* class of a block larger than the largest class */
+
+/* Before each block; a free block's link sits in its first bytes. */
+struct dp_pool_block {
+	uint64_t size;     /* bytes after this header */
+	uint32_t cls;      /* size class, or BIG */
+	uint32_t heap;     /* from malloc, not the arena */
+};
+
+struct dp_pool_free_link {
+	struct dp_pool_block *next;
+};
+
+_Static_assert(sizeof(struct dp_pool_block) == 16, "blocks stay 16-byte aligned");
+
+static struct dp_pool_block *hdr_of(const void *blk)
+{
+	return (struct dp_pool_block *)((uintptr_t)blk - sizeof(struct dp_pool_block));
+}
+
+static struct dp_pool_free_link *link_of(struct dp_pool_block *b)
+{
+	return (struct dp_pool_free_link *)(b + 1);
+}
+
+int dp_pool_init(struct dp_pool *p, char *err, size_t len)
+{
+	void *a = mmap(NULL, DP_POOL_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	memset(p, 0, sizeof(*p));
+	if (a == MAP_FAILED) {
+		snprintf(err, len, "cannot map the engine's %u-byte copy pool: %s", DP_POOL_BYTES, strerror(errno));
+		return -1;
+	}
+	sl_touch(a, DP_POOL_BYTES);
+	p->base = p->next = a;
+	p->end = p->base + DP_POOL_BYTES;
+	return 0;
+}
+
+void dp_pool_fini(struct dp_pool *p)
+{
+	for (unsigned c = 0; c < DP_POOL_CLASSES; c++)
+		for (struct dp_pool_block *b = p->free[c], *next; b; b = next) {
+			next = link_of(b)->next;
+			if (b->heap)
+				free(b);
+		}
+	if (p->base)
+		munmap(p->base, DP_POOL_BYTES);
+	memset(p, 0, sizeof(*p));
+}
+
+static uint32_t class_of(size_t len)
+{
+	uint32_t c = 0;
+
+	while (c < DP_POOL_CLASSES && ((size_t)1 << (DP_POOL_MIN_SHIFT + c)) < len)
+		c++;
+	return c < DP_POOL_CLASSES ? c : BIG;
+}
+
+void *dp_pool_get(struct dp_pool *p, size_t len)
+{
+	uint32_t c = class_of(len);
+	size_t size = c == BIG ? len : (size_t)1 << (DP_POOL_MIN_SHIFT + c);
+	struct dp_pool_block *b;
+
+	if (c != BIG && (b = p->free[c])) {
+		p->free[c] = link_of(b)->next;
+		if (b->heap)
+			p->kept -= b->size;
+		return b + 1;
+	}
+	if (c != BIG && (size_t)(p->end - p->next) >= sizeof(*b) + size) {
+		b = (struct dp_pool_block *)p->next;
+		p->next += sizeof(*b) + size;
+		*b = (struct dp_pool_block){ .size = size, .cls = c };
+		return b + 1;
+	}
+	if (size > SIZE_MAX - sizeof(*b) || !(b = malloc(sizeof(*b) + size)))
+		return NULL;
+	*b = (struct dp_pool_block){ .size = size, .cls = c, .heap = 1 };
+	p->from_heap++;
+	return b + 1;
+}
+
+void dp_pool_put(struct dp_pool *p, void *blk)
+{
+	struct dp_pool_block *b;
+
+	if (!blk)
+		return;
+	b = hdr_of(blk);
+	if (b->heap && (b->cls == BIG || p->kept + b->size > DP_POOL_KEEP_BYTES)) {
+		free(b);
+		return;
+	}
+	if (b->heap)
+		p->kept += b->size;
+	link_of(b)->next = p->free[b->cls];
+	p->free[b->cls] = b;
+}
+
+size_t dp_pool_cap(const void *blk)
+{
+	return hdr_of(blk)->size;
+}
+
+size_t dp_pool_used(const struct dp_pool *p)
+{
+	return (size_t)(p->next - p->base);
+}

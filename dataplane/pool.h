@@ -1,0 +1,42 @@
+/*
+ * pool.h: an engine's memory for the copies a small call makes (early
+ * packets, a lingering call's sources), taken from an arena that is
+ * touched when the engine starts.  From malloc, a run of calls that grew
+ * the heap faulted a fresh page in every few calls, 10-14 us each on the
+ * VMs sluice is measured on (perf/ALGORITHMS.md, "stalls").  Blocks come in
+ * power-of-two sizes and go back to their size's free list; when the arena
+ * is used up they come from malloc, and at most DP_POOL_KEEP_BYTES of
+ * those are kept for reuse.
+ */
+#ifndef SLUICE_DP_POOL_H
+#define SLUICE_DP_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DP_POOL_BYTES (1u << 20)      /* the arena, touched at start (about 3 ms here) */
+#define DP_POOL_KEEP_BYTES (1u << 20) /* malloc'd blocks kept for reuse beyond it */
+#define DP_POOL_MIN_SHIFT 6           /* sizes 64 B ... */
+#define DP_POOL_CLASSES 11            /* ... to 64 KiB; larger blocks are malloc'd and freed */
+
+struct dp_pool_block;
+
+struct dp_pool {
+	uint8_t *base, *next, *end;   /* the arena; next: its first byte never handed out */
+	struct dp_pool_block *free[DP_POOL_CLASSES];
+	uint64_t kept;                /* bytes of malloc'd blocks on the free lists */
+	uint64_t from_heap;           /* blocks malloc'd since the arena was used up (or too large) */
+};
+
+/* Map and touch the arena; -1 with err set when it cannot be mapped. */
+int dp_pool_init(struct dp_pool *p, char *err, size_t len);
+void dp_pool_fini(struct dp_pool *p);
+/* A block of at least len bytes, 16-byte aligned; NULL when out of memory. */
+void *dp_pool_get(struct dp_pool *p, size_t len);
+void dp_pool_put(struct dp_pool *p, void *blk);
+/* Bytes the block can hold. */
+size_t dp_pool_cap(const void *blk);
+/* Bytes of the arena handed out so far (free or not). */
+size_t dp_pool_used(const struct dp_pool *p);
+
+#endif
