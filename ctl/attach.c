@@ -291,7 +291,7 @@ static void ctx_free(struct sluice_ctx *ctx)
 		embedded_release();
 	pthread_mutex_destroy(&ctx->lock);
 	pthread_mutex_destroy(&ctx->call_lock);
-	free(ctx);
+	munmap(ctx, sizeof(*ctx));
 }
 
 sluice_result_t sluice_init(sluice_ctx_t **out)
@@ -303,10 +303,12 @@ sluice_result_t sluice_init(sluice_ctx_t **out)
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT, "sluice_init: ctx is NULL: pass the address of a "
 							    "sluice_ctx_t pointer");
 	*out = NULL;
-	ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return sl_fail(SLUICE_ERR_NO_MEMORY, "sluice_init: allocating the context (%zu bytes) failed",
-			       sizeof(*ctx));
+	/* Mapped, not malloc'd: a quarter MiB, mostly the request table, whose
+	 * pages are faulted in below (and given back whole at finalize). */
+	ctx = mmap(NULL, sizeof(*ctx), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ctx == MAP_FAILED)
+		return sl_fail(SLUICE_ERR_NO_MEMORY, "sluice_init: mapping the context (%zu bytes) failed: %s",
+			       sizeof(*ctx), strerror(errno));
 	ctx->sock = -1;
 	ctx->next_tag = 1;
 	pthread_mutex_init(&ctx->lock, NULL);
