@@ -14,6 +14,18 @@
 
 #define BIG UINT32_MAX /* class of a block larger than the largest class */
 
+/* Under AddressSanitizer, arena bytes not handed out are poisoned, as
+ * malloc's would be: a block's user may use its whole size (dp_pool_cap),
+ * and an overrun past it, or a use after dp_pool_put, is still caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Before each block; a free block's link sits in its first bytes. */
 struct dp_pool_block {
 	uint64_t size;     /* bytes after this header */
@@ -47,6 +59,7 @@ int dp_pool_init(struct dp_pool *p, char *err, size_t len)
 		return -1;
 	}
 	sl_touch(a, DP_POOL_BYTES);
+	POISON(a, DP_POOL_BYTES);
 	p->base = p->next = a;
 	p->end = p->base + DP_POOL_BYTES;
 	return 0;
@@ -56,12 +69,15 @@ void dp_pool_fini(struct dp_pool *p)
 {
 	for (unsigned c = 0; c < DP_POOL_CLASSES; c++)
 		for (struct dp_pool_block *b = p->free[c], *next; b; b = next) {
+			UNPOISON(b, sizeof(*b) + sizeof(struct dp_pool_free_link));
 			next = link_of(b)->next;
 			if (b->heap)
 				free(b);
 		}
-	if (p->base)
+	if (p->base) {
+		UNPOISON(p->base, DP_POOL_BYTES);
 		munmap(p->base, DP_POOL_BYTES);
+	}
 	memset(p, 0, sizeof(*p));
 }
 
@@ -81,6 +97,7 @@ void *dp_pool_get(struct dp_pool *p, size_t len)
 	struct dp_pool_block *b;
 
 	if (c != BIG && (b = p->free[c])) {
+		UNPOISON(b, sizeof(*b) + size);
 		p->free[c] = link_of(b)->next;
 		if (b->heap)
 			p->kept -= b->size;
@@ -89,6 +106,7 @@ void *dp_pool_get(struct dp_pool *p, size_t len)
 	if (c != BIG && (size_t)(p->end - p->next) >= sizeof(*b) + size) {
 		b = (struct dp_pool_block *)p->next;
 		p->next += sizeof(*b) + size;
+		UNPOISON(b, sizeof(*b) + size);
 		*b = (struct dp_pool_block){ .size = size, .cls = c };
 		return b + 1;
 	}
@@ -114,6 +132,7 @@ void dp_pool_put(struct dp_pool *p, void *blk)
 		p->kept += b->size;
 	link_of(b)->next = p->free[b->cls];
 	p->free[b->cls] = b;
+	POISON(b, sizeof(*b) + b->size);
 }
 
 size_t dp_pool_cap(const void *blk)

@@ -735,7 +735,9 @@ static void calls_fault_no_page_in(void **state)
 		assert_int_equal(sluice_wait(req), SLUICE_OK);
 	}
 	long faults = thread_faults() - before;
-	if (faults > 0)
+	/* the table alone would fault 59 pages in, the rings 16; the sanitizers'
+	 * allocator takes a stray one now and then */
+	if (faults > 4)
 		fail_msg("%u calls faulted %ld pages in", SL_MAX_REQS + SL_SUBMIT_SLOTS, faults);
 	close_all(ctx, comm, buf);
 }
