@@ -501,6 +501,34 @@ static void test_rooted_calls_send_no_checks(void **state)
 	teardown_cluster();
 }
 
+/* A call that lingers keeps a copy of what its messages with data read and
+ * nothing else: a broadcast's root its send buffer (not its recv buffer,
+ * which no message reads), a receiver whose only messages are call checks
+ * nothing at all. */
+static void test_lingering_calls_copy_what_they_send(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(3, &none, 5ull * 1000000000);
+	for (unsigned r = 0; r < 3; r++)
+		post_cmd(&nodes[r], 1, SL_OP_BROADCAST, 4, 0, SL_ALGO_ID_DIRECT);
+	dp_engine_poll(&nodes[0].e);
+	assert_true(sl_spsc_dequeue(&nodes[0].complete, &cpl)); /* done, its ACKs to come */
+	assert_int_equal(nodes[0].e.comms[0].nlinger, 1);
+	assert_int_equal(nodes[0].e.comms[0].linger_bytes, 4 * sizeof(int32_t));
+	dp_engine_poll(&nodes[1].e);
+	assert_true(sl_spsc_dequeue(&nodes[1].complete, &cpl)); /* done, rank 2's call check to come */
+	assert_int_equal(nodes[1].e.comms[0].nlinger, 1);
+	assert_int_equal(nodes[1].e.comms[0].linger_bytes, 0);
+	for (unsigned p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running || nodes[2].e.running); p++)
+		poll_all();
+	for (unsigned r = 0; r < 3; r++)
+		assert_int_equal(nodes[r].e.running, 0);
+	teardown_cluster();
+}
+
 /* Every collective, both algorithms, through whole engines over lossy, reordering links. */
 static void test_every_collective_under_faults(void **state)
 {
@@ -1060,6 +1088,7 @@ int main(void)
 		cmocka_unit_test(test_rooted_mismatch_told_to_the_sender),
 		cmocka_unit_test(test_abort_notice_outlives_its_communicator),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
+		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
 		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_root_runs_ahead),
 		cmocka_unit_test(test_run_ahead_copies_come_from_the_pool),
