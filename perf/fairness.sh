@@ -48,7 +48,7 @@ case $SLUICE_RANK in
 1) job 1 "$pa" ;;
 3) job 1 "$pb" ;;
 esac'
-pa=$(( 20000 + RANDOM % 20000 ))
+pa=$(( 10000 + RANDOM % 20000 )) # below the ephemeral ports
 "$run" -n 4 --net veth --rate "$rate" --cc "$cc" --cc-target "$target" -v --timeout 60 -- \
 	bash -c "$hosts" _ "$stream" "$size" "$secs" "$pa" "$((pa + 1))" "$out" >"$out/log" 2>&1
 rc=$?

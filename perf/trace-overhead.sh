@@ -46,7 +46,7 @@ trap 'stop_all; rm -rf "$d"' EXIT
 
 # One round: fresh dataplanes from build $1, tracer attached when $2 = 1; prints busbw (GB/s).
 round() {
-	local b=$1 traced=$2 port=$((20000 + RANDOM % 20000)) ranks=()
+	local b=$1 traced=$2 port=$((10000 + RANDOM % 20000)) ranks=() # below the ephemeral ports
 	rm -f "$d"/*.sock "$d"/ready
 	for i in 0 1; do
 		"$b/dataplane/sluiced" --node $i --nodes 2 --memif-dir "$d" --engine-cpu $i --socket "$d/n$i.sock" \

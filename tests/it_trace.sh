@@ -62,7 +62,7 @@ by_hand() {
 	tracer=$!
 	pids+=($tracer)
 	[ "$mode" = top ] && sleep 0.5 || wait_for "$d/ready" 10 || fail "sluice-trace did not attach"
-	port=$((20000 + RANDOM % 20000))
+	port=$((10000 + RANDOM % 20000)) # below the ephemeral ports (sluice-run says why)
 	ranks=()
 	# top samples every 0.5 s: give it traffic for a few seconds, not one burst
 	work=("$B/tests/it_allreduce")
