@@ -267,6 +267,7 @@ static void linger_mark(struct dp_coll *k)
 }
 
 static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm);
+static void done_note(const struct dp_coll *k);
 
 /* Finish k: tell its client (retried by progress when the ring is full),
  * unless it was told when k began to linger. */
@@ -288,6 +289,7 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 			e->count.colls_failed++;
 		comm->failure_told |= k->status != SLUICE_OK;
 	}
+	done_note(k);
 	coll_unlink(k);
 	e->gated -= k->gdev != NULL;
 	coll_free(e, k);
@@ -313,7 +315,7 @@ static bool may_linger(const struct dp_coll *k)
 {
 	const struct sl_sched *s = &k->sched;
 
-	return !k->lingering && !k->gdev && k->status == SLUICE_OK && sl_sched_data_done(s) &&
+	return !k->lingering && !k->gdev && k->status == SLUICE_OK && sl_sched_recv_done(s) &&
 	       k->msgs_sent == k->msgs_used && !k->holding && k->comm->nlinger < DP_LINGER_MAX &&
 	       s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_EAGER_MAX &&
 	       k->comm->linger_bytes + s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_LINGER_BYTES;
@@ -592,18 +594,65 @@ static void describe(char *buf, size_t len, uint8_t kind, uint64_t count, uint8_
 		 sl_algo_name((enum sl_algo)(kind >> KIND_ALGO_SHIFT)));
 }
 
-static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, int peer)
+/* A lazy call check (schedule.c) at a rank that sent its sender the data:
+ * nothing expects it, and the data's receiver compared the calls. */
+static bool stray_check(const struct sl_hdr *h)
 {
-	struct dp_comm *comm = k->comm;
+	return h->step == SL_SCHED_CHECK_STEP && h->len == 0;
+}
+
+/* Rank peer's packet h says it called another call than #seq here (kind,
+ * count and dtype_op as this rank's packets to peer would carry them; p2p:
+ * a send or recv). */
+static void mismatch(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, bool p2p, uint8_t kind,
+		     uint64_t count, uint8_t dt_op, const struct sl_hdr *h, int peer)
+{
 	char mine[96], theirs[96];
 
 	e->count.rx_mismatch++;
-	describe(mine, sizeof(mine), wire_kind(&k->cmd), wire_count(k, (uint32_t)peer, false), dtype_op(&k->cmd));
+	describe(mine, sizeof(mine), kind, count, dt_op);
 	describe(theirs, sizeof(theirs), h->kind, h->count, h->dtype_op);
-	comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true,
+	comm_fail(e, comm, SLUICE_ERR_MISMATCH, seq, true,
 		  "%s #%u differs across ranks: rank %u called %s but rank %d called %s: every rank "
 		  "must make the same calls in the same order (a recv the same count and type as its send)",
-		  is_p2p(k->cmd.opcode) ? "send/recv" : "collective", k->seq, comm->rank, mine, peer, theirs);
+		  p2p ? "send/recv" : "collective", seq, comm->rank, mine, peer, theirs);
+}
+
+static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, int peer)
+{
+	mismatch(e, k->comm, k->seq, is_p2p(k->cmd.opcode), wire_kind(&k->cmd), wire_count(k, (uint32_t)peer, false),
+		 dtype_op(&k->cmd), h, peer);
+}
+
+/* Remember a rooted call that ends here (dp.h: done); without memory for
+ * that, a late packet is only counted, as before. */
+static void done_note(const struct dp_coll *k)
+{
+	struct dp_comm *comm = k->comm;
+
+	if (!is_rooted(k->cmd.opcode) || k->status != SLUICE_OK ||
+	    (!comm->done && !(comm->done = calloc(DP_DONE_CALLS, sizeof(*comm->done)))))
+		return;
+	comm->done[k->seq % DP_DONE_CALLS] = (struct dp_done_call){
+		.seq = k->seq, .kind = wire_kind(&k->cmd), .dtype_op = dtype_op(&k->cmd), .count = wire_count(k, 0, false),
+	};
+}
+
+/* A packet for a rooted call that ended here: compared with it.  Ranks that
+ * made the same call send nothing after it ended but lazy checks (its data
+ * ended it), so this is one, or a rank that called something else and
+ * waits, or sent data this call never expected.  True when it was known. */
+static bool late_packet(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr *h, int src)
+{
+	const struct dp_done_call *d = comm->done ? &comm->done[h->seq % DP_DONE_CALLS] : NULL;
+
+	if (!d || !d->kind || d->seq != h->seq || packet_is_p2p(h))
+		return false;
+	if (h->kind != d->kind || h->dtype_op != d->dtype_op || h->count != d->count) {
+		mismatch(e, comm, d->seq, false, d->kind, d->count, d->dtype_op, h, src);
+		return true;
+	}
+	return stray_check(h);
 }
 
 /* ---- applying packets ---- */
@@ -625,13 +674,6 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 	/* the schedule's last contribution to these elements: average them once */
 	if (k->cmd.redop == SL_AVG && a->finishes)
 		sl_scale_avg(dst, len / esize, k->cmd.dtype, k->comm->nranks);
-}
-
-/* A lazy call check (schedule.c) at a rank that sent its sender the data:
- * nothing expects it, and the data's receiver compared the calls. */
-static bool stray_check(const struct sl_hdr *h)
-{
-	return h->step == SL_SCHED_CHECK_STEP && h->len == 0;
 }
 
 /* Offer one packet of k from rank src to its schedule and apply it (or,
@@ -867,7 +909,7 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 		apply(e, k, src, h, payload);
 	else if (packet_is_early(comm, h, src))
 		stash(e, comm, h, payload, &res);
-	else if (!stray_check(h))
+	else if (!late_packet(e, comm, h, src) && !stray_check(h))
 		e->count.rx_bad_coll++;
 	return res;
 }
@@ -1333,7 +1375,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			left--;
 			if (k->gdev && dp_async_reap(e, k))
 				retry_deferred(e, k);
-			if (timers && k->sched.lazy && !sl_sched_data_done(&k->sched) &&
+			if (timers && k->sched.lazy && !sl_sched_recv_done(&k->sched) &&
 			    now >= k->posted_ns + LAZY_CHECK_NS)
 				sl_sched_release_lazy(&k->sched);
 			issue_sends(e, k);
@@ -1406,6 +1448,7 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 	for (unsigned b = 0; comm->stash && b < DP_STASH_BUCKETS; b++)
 		free_packets(e, comm->stash[b].head);
 	free(comm->stash);
+	free(comm->done);
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		atomic_store_explicit(comm->close_done, 1, memory_order_release);
 	memset(comm, 0, sizeof(*comm));

@@ -28,6 +28,10 @@
  * up to DP_STASH_MAX small calls ahead, and a post walks its bucket (64
  * buckets of 64 packets: a third of a 2-rank reduce's receiving side). */
 #define DP_STASH_BUCKETS 1024
+/* Rooted calls remembered after they end, for packets that come later: a
+ * lazy check comes 1-2 ms after its call's post, when a rank of small calls
+ * may be hundreds of calls further. */
+#define DP_DONE_CALLS 1024
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 #define DP_COLL_KEEP_BYTES (256u << 10) /* finished collectives' memory the engine keeps for reuse */
 #define DP_GPU_KEEP_BYTES (64ull << 20) /* the largest device scratch a reducer keeps for the next collective */
@@ -124,6 +128,15 @@ struct dp_comm {
 		struct dp_stashed *head, *tail;
 	} *stash;
 	uint32_t nstash;
+	/* The calls of rooted collectives that ended here, by sequence number
+	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so
+	 * that a packet that comes after its call ended is still compared with
+	 * it (schedule.c).  Allocated at the first (16 KiB). */
+	struct dp_done_call {
+		uint32_t seq;
+		uint8_t kind, dtype_op;
+		uint64_t count;
+	} *done;
 	int32_t failed;           /* sluice_result_t once the communicator is broken */
 	char why[SL_ERRMSG_LEN];
 	bool failure_told;        /* a completion or refusal has carried `failed` to the client */
