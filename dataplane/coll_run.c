@@ -266,7 +266,8 @@ static void linger_mark(struct dp_coll *k)
 	k->comm->linger_ready++;
 }
 
-static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm);
+static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now);
+static void close_timers(struct dp_engine *e, uint64_t now);
 static void done_note(const struct dp_coll *k);
 
 /* Finish k: tell its client (retried by progress when the ring is full),
@@ -295,7 +296,7 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 	coll_free(e, k);
 	e->running--;
 	if (comm->close_done && !comm->colls && !comm->linger)
-		comm_close_answer(e, comm);
+		close_try(e, comm, sl_tp_poll_ns(e->tp));
 	return true;
 }
 
@@ -392,7 +393,13 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 
 /* ---- communicator failure ---- */
 
-static void send_abort_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq)
+/* Control messages (SL_F_CTRL), told apart by their step: both carry the
+ * communicator's failure status (count) and reason. */
+enum { NOTICE_ABORT, NOTICE_CLOSING };
+
+/* To every live peer: an abort notice of the failure of call #seq, or this
+ * rank's closing word (seq: the number of collectives it ran). */
+static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, uint16_t what)
 {
 	struct dp_notices *n = calloc(1, sizeof(*n) + comm->nranks * sizeof(n->msgs[0]));
 
@@ -409,7 +416,8 @@ static void send_abort_notices(struct dp_engine *e, struct dp_comm *comm, uint32
 		m->hdr.flags = SL_F_CTRL;
 		m->hdr.comm = comm->key32;
 		m->hdr.seq = seq;
-		m->hdr.count = (uint64_t)comm->failed;
+		m->hdr.step = what;
+		m->hdr.count = (uint64_t)(int64_t)comm->failed;
 		m->hdr.len = (uint32_t)strlen(n->why) + 1;
 		m->src = (const uint8_t *)n->why;
 		m->owner = n;
@@ -502,7 +510,7 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 		}
 	}
 	if (notify)
-		send_abort_notices(e, comm, seq);
+		send_notices(e, comm, seq, NOTICE_ABORT);
 }
 
 /* ---- lookups ---- */
@@ -868,17 +876,25 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 	b->tail = kept;
 }
 
-static void on_abort_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
+static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
 	struct dp_comm *comm = comm_by_key(e, h->comm);
 	int32_t status = (int32_t)h->count;
+	int src;
 
-	if (!comm || h->len == 0 || payload[h->len - 1] != '\0')
+	if (!comm || h->len == 0 || payload[h->len - 1] != '\0' || (src = rank_of_node(comm, h->src_node)) < 0)
 		return;
-	if (status != SLUICE_ERR_MISMATCH && status != SLUICE_ERR_TIMEOUT)
-		status = SLUICE_ERR_REMOTE;
-	comm_fail(e, comm, status, h->seq, false, "rank %d reported: %s", rank_of_node(comm, h->src_node),
-		  (const char *)payload);
+	if (h->step == NOTICE_CLOSING && !comm->peer_closed[src]) {
+		comm->peer_closed[src] = true;
+		comm->peer_seq[src] = h->seq;
+	}
+	if (status != SLUICE_OK) {
+		if (status != SLUICE_ERR_MISMATCH && status != SLUICE_ERR_TIMEOUT)
+			status = SLUICE_ERR_REMOTE;
+		comm_fail(e, comm, status, h->seq, false, "rank %d reported: %s", src, (const char *)payload);
+	}
+	if (comm->close_done && !comm->colls && !comm->linger)
+		close_try(e, comm, sl_tp_poll_ns(e->tp));
 }
 
 enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const uint8_t *payload)
@@ -890,7 +906,7 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 	int src;
 
 	if (h->flags & SL_F_CTRL) {
-		on_abort_notice(e, h, payload);
+		on_notice(e, h, payload);
 		return SL_DELIVER_DONE;
 	}
 	comm = comm_by_key(e, h->comm);
@@ -1391,8 +1407,14 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 		if (timers || comm->linger_ready)
 			work += linger_progress(e, comm, now, timers);
 	}
-	if (timers)
+	if (e->closing && !now) {
+		now = sl_tp_poll_ns(e->tp);
+		timers = now >= e->next_timer_ns;
+	}
+	if (timers) {
+		close_timers(e, now);
 		e->next_timer_ns = now + TIMER_NS;
+	}
 	return work;
 }
 
@@ -1410,12 +1432,63 @@ static int32_t comm_close_now(struct dp_engine *e, struct dp_comm *comm, char *w
 	return res;
 }
 
-static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm)
+/*
+ * A destroy completes once this rank's calls are over and every live peer
+ * has said the same (its closing word), or has failed.  A rank's calls can
+ * end before another rank sees that they differed (rooted calls send no
+ * checks between ranks that exchange no data, schedule.c), and that rank's
+ * abort notice may still be on its way: the closing words bring it, or
+ * its failure, before any destroy reports success.  They carry how many
+ * collectives each rank ran: a call that only one rank made is reported
+ * too.  A peer that never destroys holds this one timeout_ns at most.
+ */
+static bool close_ready(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
+{
+	if (!comm->closing_sent) {
+		comm->closing_sent = true;
+		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
+	}
+	if (comm->failed != SLUICE_OK || now - comm->close_since_ns >= e->timeout_ns)
+		return true;
+	for (uint32_t r = 0; r < comm->nranks; r++)
+		if (r != comm->rank && !comm->peer_closed[r] && sl_tp_node_alive(e->tp, comm->node[r]))
+			return false;
+	for (uint32_t r = 0; r < comm->nranks; r++) {
+		if (comm->peer_closed[r] && comm->peer_seq[r] != comm->next_seq) {
+			comm_fail(e, comm, SLUICE_ERR_MISMATCH, comm->next_seq, false,
+				  "rank %u made %u collective calls on this communicator but rank %u made %u: "
+				  "every rank must make the same calls in the same order",
+				  r, comm->peer_seq[r], comm->rank, comm->next_seq);
+			break;
+		}
+	}
+	return true;
+}
+
+static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
 {
 	_Atomic int32_t *done = comm->close_done;
 
+	if (!close_ready(e, comm, now)) {
+		e->closing += !comm->close_waiting;
+		comm->close_waiting = true;
+		return;
+	}
+	e->closing -= comm->close_waiting;
+	comm->close_waiting = false;
 	comm->close_done = NULL;
 	atomic_store_explicit(done, comm_close_now(e, comm, comm->close_why) + 1, memory_order_release);
+}
+
+/* Destroys waiting for closing words: a timer pass looks for the timeout
+ * and for peers that died. */
+static void close_timers(struct dp_engine *e, uint64_t now)
+{
+	for (unsigned i = 0; i < DP_MAX_COMMS && e->closing; i++) {
+		struct dp_comm *comm = &e->comms[i];
+		if (comm->live && comm->close_waiting)
+			close_try(e, comm, now);
+	}
 }
 
 int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_req *r)
@@ -1425,10 +1498,11 @@ int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_r
 			 "wait for them before destroying it");
 		return 1;
 	}
-	if (!comm->linger)
-		return comm_close_now(e, comm, r->why);
 	comm->close_done = r->done;
 	comm->close_why = r->why;
+	comm->close_since_ns = sl_tp_poll_ns(e->tp);
+	if (!comm->linger)
+		close_try(e, comm, comm->close_since_ns);
 	return DP_CTL_LATER;
 }
 
@@ -1449,6 +1523,9 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 		free_packets(e, comm->stash[b].head);
 	free(comm->stash);
 	free(comm->done);
+	if (!comm->closing_sent) /* its client left, or the engine stops: the peers need not wait */
+		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
+	e->closing -= comm->close_waiting;
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		atomic_store_explicit(comm->close_done, 1, memory_order_release);
 	memset(comm, 0, sizeof(*comm));

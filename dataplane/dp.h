@@ -147,9 +147,15 @@ struct dp_comm {
 	struct dp_channels_failed *channels_failed;
 	uint32_t nlinger;         /* collectives on linger */
 	uint64_t linger_bytes;    /* their copies' bytes */
-	/* the client's destroy, answered once the lingering ones are gone (the server waits on it) */
+	/* the client's destroy, answered once the lingering ones are gone and
+	 * every live peer's closing word has come (the server waits on it) */
 	_Atomic int32_t *close_done;
 	char *close_why;
+	uint64_t close_since_ns;  /* when the destroy came: it waits for peers timeout_ns at most */
+	bool closing_sent;        /* this rank's closing word is out (coll_run.c) */
+	bool close_waiting;       /* counted in dp_engine.closing */
+	bool peer_closed[SL_MAX_RANKS]; /* closing words came from these peers ... */
+	uint32_t peer_seq[SL_MAX_RANKS]; /* ... with the number of collectives each ran */
 };
 
 struct dp_coll {
@@ -293,6 +299,7 @@ struct dp_engine {
 	uint32_t running;         /* collectives posted and not finished */
 	uint32_t gated;           /* of which wait on a reducer (a GPU kernel), which wakes nobody */
 	uint32_t lingering;       /* of which reported done to their clients */
+	uint32_t closing;         /* communicators whose destroy waits for peers' closing words */
 	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */
 	uint64_t spare_len;
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
