@@ -59,13 +59,13 @@
 /* One GPU reducer's 8 blocks reduce 45-51 GB/s from pinned host memory
  * (perf/GPU-NOTES.md section 1), where a channel carries about 1 GB/s: K
  * channels share those 8 SMs out, each keeping 2 for its latency. */
+#define GPU_BLOCKS_TOTAL 8
+#define GPU_BLOCKS_MIN 2
+#define GPU_BLOCKS_MAX 1024
 /* After the last client, engines stay up until no DATA came for LINGER_QUIET_NS
  * (several of the peers' retransmission timeouts), LINGER_MAX_NS at most. */
 #define LINGER_QUIET_NS 20000000ull
 #define LINGER_MAX_NS 500000000ull
-#define GPU_BLOCKS_TOTAL 8
-#define GPU_BLOCKS_MIN 2
-#define GPU_BLOCKS_MAX 1024
 
 struct link {
 	uint16_t node;
