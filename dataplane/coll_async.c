@@ -80,9 +80,8 @@ static void gdev_close(struct dp_gdev *d)
 {
 	if (!d)
 		return;
+	sl_gdma_dev_free(d->g, d->kept);
 	sl_gdma_close(d->g);
-	if (d->kept)
-		sl_gdma_dev_free(d->device, d->kept);
 	if (d->st)
 		sl_gdma_stager_close(d->st);
 	free(d);
@@ -160,10 +159,10 @@ static void keep(struct dp_coll *k)
 	struct dp_gdev *d = k->gdev;
 
 	if (k->dev_owned_bytes > DP_GPU_KEEP_BYTES || (d->kept && d->kept_bytes >= k->dev_owned_bytes)) {
-		sl_gdma_dev_free(d->device, k->dev_owned);
+		sl_gdma_dev_free(d->g, k->dev_owned);
 	} else {
 		if (d->kept)
-			sl_gdma_dev_free(d->device, d->kept);
+			sl_gdma_dev_free(d->g, d->kept);
 		d->kept = k->dev_owned;
 		d->kept_bytes = k->dev_owned_bytes;
 	}
@@ -190,7 +189,7 @@ int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why
 		 * wait could be on our own kernel, which only this thread stops;
 		 * and the next launch, after it, sees the new memory. */
 		sl_gdma_stop(k->gdev->g);
-		if (sl_gdma_dev_alloc(gpu, scratch + snap, &k->dev_owned, why, SL_ERRMSG_LEN) != 0)
+		if (sl_gdma_dev_alloc(k->gdev->g, scratch + snap, &k->dev_owned, why, SL_ERRMSG_LEN) != 0)
 			return -ENOMEM;
 		k->dev_owned_bytes = scratch + snap;
 	}
@@ -415,7 +414,7 @@ void dp_async_fini(struct dp_coll *k)
 	if (k->dev_owned && (!k->ticketed || sl_gdma_done(g, k->last_ticket)))
 		keep(k);
 	else if (k->dev_owned)
-		sl_gdma_dev_free(k->gdev->device, k->dev_owned);
+		sl_gdma_dev_free(k->gdev->g, k->dev_owned);
 	k->dev_owned = NULL;
 	free(k->stage_of);
 	free(k->pend);

@@ -45,7 +45,9 @@ struct sl_gdma_cfg {
 	uint32_t split_bytes; /* work above this is split over several items (and
 			       * blocks); a multiple of 16; 0 = 64 KiB */
 	uint64_t idle_ns;     /* CUDA: let the kernel exit after this long with
-			       * nothing outstanding; 0 = 1 ms */
+			       * nothing outstanding; 0 = 1 ms.  Its blocks also
+			       * exit by themselves after 10x that (10 ms at
+			       * least) with no work, should progress not run */
 	uint64_t arena_bytes; /* pinned landing arena for sl_gdma_post_copy;
 			       * 0 = 16 MiB */
 };
@@ -168,11 +170,12 @@ int sl_gdma_host_register(void *p, uint64_t len, char *err, size_t errlen);
 int sl_gdma_host_unregister(void *p, char *err, size_t errlen);
 
 /* Device memory the engine itself needs (a collective's scratch, with room
- * for the copy of an in-place input): stream-ordered on a private stream of
- * the device, so that neither call waits for the reducer's running kernel
- * (cudaMalloc and cudaFree may synchronize the whole device). */
-int sl_gdma_dev_alloc(int device, uint64_t bytes, void **p, char *err, size_t errlen);
-void sl_gdma_dev_free(int device, void *p);
+ * for the copy of an in-place input), on reducer g's device: stream-ordered
+ * on a private stream that g made when it opened, so that neither call waits
+ * for the running kernel (cudaMalloc and cudaFree may synchronize the whole
+ * device) and none makes a stream on the data path. */
+int sl_gdma_dev_alloc(struct sl_gdma *g, uint64_t bytes, void **p, char *err, size_t errlen);
+void sl_gdma_dev_free(struct sl_gdma *g, void *p);
 
 /* ---- the send side's stager ---- */
 

@@ -12,7 +12,10 @@
  * that finds the kernel still exiting is launched by the progress that sees
  * it gone).  The
  * application's synchronize therefore returns at most idle_ns after the last
- * chunk it depends on was applied.  Being non-blocking, the stream never
+ * chunk it depends on was applied.  Should the engine be unable to say so
+ * (blocked in another CUDA call), each block exits by itself after
+ * self_exit_ns without work, and progress relaunches the kernel for any work
+ * posted meanwhile.  Being non-blocking, the stream never
  * serializes with the application's legacy default stream.  The same holds
  * for the calls that synchronize the whole device implicitly (cudaFree,
  * cudaFreeHost, cudaHostUnregister): they wait for the kernel too, so they
@@ -37,6 +40,7 @@
 struct cuda_state {
 	int device;
 	cudaStream_t stream;     /* non-blocking: the kernel's alone */
+	cudaStream_t aux;        /* non-blocking: the engine's scratch allocations */
 	void *ring_dev;          /* the ring's shared part as the device sees it */
 	bool posted;             /* work posted since the last progress */
 	bool stopping;           /* told to stop, not yet seen to exit */
@@ -46,6 +50,12 @@ struct cuda_state {
 };
 
 #define CHECK_EVERY_NS 1000000ull /* how often a busy kernel is asked whether it died */
+#define SELF_EXIT_MIN_NS 10000000ull /* a block's own idle exit: well after the engine's */
+
+static uint64_t self_exit_ns(const struct sl_gdma *g)
+{
+	return g->cfg.idle_ns * 10 > SELF_EXIT_MIN_NS ? g->cfg.idle_ns * 10 : SELF_EXIT_MIN_NS;
+}
 
 /* ---- bookkeeping ---- */
 
@@ -160,19 +170,23 @@ static int make_ring(struct sl_gdma *g)
 
 	if (e != cudaSuccess)
 		return cuda_fail(g, -EIO, e, "creating the consumer's stream");
+	e = cudaStreamCreateWithFlags(&st->aux, cudaStreamNonBlocking);
+	if (e != cudaSuccess) {
+		cudaStreamDestroy(st->stream);
+		return cuda_fail(g, -EIO, e, "creating the scratch allocations' stream");
+	}
 	e = cudaHostAlloc(&mem, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
-	if (e != cudaSuccess) {
-		cudaStreamDestroy(st->stream);
-		return cuda_fail(g, -ENOMEM, e, "allocating the pinned work ring and landing arena");
-	}
-	sl_gdma_ring_init(&g->ring, mem, g->cfg.slots, 0);
-	e = cudaHostGetDevicePointer(&st->ring_dev, mem, 0);
-	if (e != cudaSuccess) {
+	if (e == cudaSuccess) {
+		sl_gdma_ring_init(&g->ring, mem, g->cfg.slots, 0);
+		e = cudaHostGetDevicePointer(&st->ring_dev, mem, 0);
+		if (e == cudaSuccess)
+			return 0;
 		cudaFreeHost(mem);
-		cudaStreamDestroy(st->stream);
-		return cuda_fail(g, -EIO, e, "mapping the work ring for the device");
 	}
-	return 0;
+	cudaStreamDestroy(st->aux);
+	cudaStreamDestroy(st->stream);
+	return cuda_fail(g, mem ? -EIO : -ENOMEM, e,
+			 mem ? "mapping the work ring for the device" : "allocating the pinned work ring and landing arena");
 }
 
 static int cuda_open(struct sl_gdma *g)
@@ -255,7 +269,8 @@ static int launch(struct sl_gdma *g)
 
 	if (e == cudaSuccess) {
 		e = (cudaError_t)sl_gdma_kernel_launch(st->ring_dev, g->cfg.slots, g->ring.tail, g->ring.head,
-						       g->epoch, g->cfg.blocks, g->cfg.threads, st->stream);
+						       g->epoch, self_exit_ns(g), g->cfg.blocks, g->cfg.threads,
+						       st->stream);
 		leave(prev);
 	}
 	if (e != cudaSuccess) {
@@ -275,7 +290,8 @@ static int cuda_kick(struct sl_gdma *g)
 	return g->running ? 0 : launch(g);
 }
 
-/* A kernel that stopped without being told has failed (a fault, say). */
+/* A kernel that ended unasked either faulted or had its blocks exit idle
+ * (self_exit_ns) while work was being posted: that work is relaunched. */
 static void check_alive(struct sl_gdma *g, uint64_t now_ns)
 {
 	struct cuda_state *st = g->state;
@@ -288,12 +304,12 @@ static void check_alive(struct sl_gdma *g, uint64_t now_ns)
 	if (e == cudaErrorNotReady)
 		return;
 	g->running = false;
-	g->failed = true;
-	if (e == cudaSuccess)
-		sl_gdma_fail(g->why, sizeof(g->why), -EIO, "gpu_dma: the persistent reduction kernel on CUDA "
-			     "device %d ended unasked; work posted to it is lost", st->device);
-	else
+	if (e != cudaSuccess) {
+		g->failed = true;
 		cuda_fail(g, -EIO, e, "the persistent reduction kernel");
+	} else if (sl_gdma_ring_pending(&g->ring)) {
+		launch(g);
+	}
 }
 
 /* An idle kernel is told to stop and left to exit on its own: the engine
@@ -334,9 +350,47 @@ static void cuda_close(struct sl_gdma *g)
 
 	stop_kernel(g);
 	live_del(g);
+	cudaStreamDestroy(st->aux);
 	cudaStreamDestroy(st->stream);
 	cudaFreeHost(g->ring.sh);
 	free(st);
+}
+
+/* ---- the engine's device scratch ---- */
+
+/* On the reducer's own aux stream, made when it opened: a stream made later,
+ * on the data path, takes the context's write lock, and under
+ * compute-sanitizer that waited forever for another engine's stream query,
+ * itself waiting for a kernel that only the blocked engine would stop. */
+int sl_gdma_dev_alloc(struct sl_gdma *g, uint64_t bytes, void **p, char *err, size_t errlen)
+{
+	struct cuda_state *st = g->state;
+	int prev = -1;
+	cudaError_t e;
+
+	if (g->ops != &sl_gdma_cuda_ops)
+		return sl_gdma_fail(err, errlen, -EINVAL, "gpu_dma: device scratch asked of a CPU reducer");
+	if ((e = enter(st, &prev)) == cudaSuccess && (e = cudaMallocAsync(p, bytes ? bytes : 1, st->aux)) == cudaSuccess)
+		e = cudaStreamSynchronize(st->aux);
+	if (prev >= 0)
+		leave(prev);
+	if (e != cudaSuccess)
+		return sl_gdma_fail(err, errlen, -ENOMEM, "gpu_dma: allocating %llu bytes on GPU %d failed: %s",
+				    (unsigned long long)bytes, st->device, cudaGetErrorString(e));
+	return 0;
+}
+
+void sl_gdma_dev_free(struct sl_gdma *g, void *p)
+{
+	struct cuda_state *st = g->state;
+	int prev = -1;
+
+	if (!p || g->ops != &sl_gdma_cuda_ops)
+		return;
+	if (enter(st, &prev) == cudaSuccess)
+		cudaFreeAsync(p, st->aux);
+	if (prev >= 0)
+		leave(prev);
 }
 
 const struct gdma_backend_ops sl_gdma_cuda_ops = {

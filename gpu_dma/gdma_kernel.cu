@@ -252,7 +252,16 @@ struct launch {
 	uint32_t mask;
 	uint32_t check_before; /* tickets before this may have been applied already */
 	uint32_t epoch;        /* items of a later epoch are for the next launch */
+	uint64_t idle_exit_ns; /* a block waiting this long for an item exits */
 };
+
+__device__ uint64_t global_ns()
+{
+	uint64_t t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
 
 /* Thread 0: if ticket t is posted, copy it to *out.  A ticket from before
  * the last restart (t < check_before) may have been applied already: its
@@ -274,17 +283,21 @@ __device__ int try_item(const launch &l, uint32_t t, sl_gdma_item *out)
 	return (int32_t)(out->epoch - l.epoch) > 0 ? ITEM_STOP : ITEM_RUN;
 }
 
-/* Thread 0: wait until ticket t is posted or the producer says stop. */
+/* Thread 0: wait until ticket t is posted or the producer says stop, or
+ * give up after idle_exit_ns: the producer's stop may never come while its
+ * engine is blocked in a CUDA call that waits for this very kernel (under
+ * compute-sanitizer, a stream query on another engine's stream did). */
 __device__ int wait_item(const launch &l, uint32_t t, sl_gdma_item *out)
 {
 	volatile uint32_t *stop = &l.sh->stop;
 	unsigned ns = 32;
+	uint64_t since = global_ns();
 
 	for (uint32_t k = 1;; k++) {
 		int s = try_item(l, t, out);
 		if (s != ITEM_NONE)
 			return s;
-		if (k % STOP_EVERY == 0 && *stop)
+		if (k % STOP_EVERY == 0 && (*stop || global_ns() - since >= l.idle_exit_ns))
 			return ITEM_STOP;
 		__nanosleep(ns);
 		ns = ns < MAX_BACKOFF_NS ? ns * 2 : ns;
@@ -338,9 +351,10 @@ __global__ void consumer(launch l, uint32_t first)
 } // namespace
 
 extern "C" int sl_gdma_kernel_launch(void *ring_dev, uint32_t slots, uint32_t first, uint32_t check_before,
-				     uint32_t epoch, uint32_t blocks, uint32_t threads, void *stream)
+				     uint32_t epoch, uint64_t idle_exit_ns, uint32_t blocks, uint32_t threads,
+				     void *stream)
 {
-	launch l = { (sl_gdma_ring_shared *)ring_dev, slots - 1, check_before, epoch };
+	launch l = { (sl_gdma_ring_shared *)ring_dev, slots - 1, check_before, epoch, idle_exit_ns };
 
 	consumer<<<blocks, threads, 0, (cudaStream_t)stream>>>(l, first);
 	return (int)cudaGetLastError();

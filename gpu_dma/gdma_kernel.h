@@ -16,9 +16,10 @@ extern "C" {
  * of the ring whose shared part is at ring_dev (its device address).
  * Tickets before check_before may have been applied before a stop: the
  * kernel reads their done words and skips those already applied.  The
- * kernel stops at the first item whose epoch is later than its own. */
+ * kernel stops at the first item whose epoch is later than its own, and a
+ * block exits once it has waited idle_exit_ns for its next item. */
 int sl_gdma_kernel_launch(void *ring_dev, uint32_t slots, uint32_t first, uint32_t check_before,
-			  uint32_t epoch, uint32_t blocks, uint32_t threads, void *stream);
+			  uint32_t epoch, uint64_t idle_exit_ns, uint32_t blocks, uint32_t threads, void *stream);
 /* How many blocks of threads can be resident at once on the current device:
  * the persistent kernel needs all of its blocks resident. */
 int sl_gdma_kernel_max_blocks(uint32_t threads, uint32_t *max_blocks);

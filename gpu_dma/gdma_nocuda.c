@@ -102,13 +102,13 @@ void sl_gdma_stage_release(struct sl_gdma_stager *s, uint32_t buf)
 	(void)s, (void)buf;
 }
 
-int sl_gdma_dev_alloc(int device, uint64_t bytes, void **p, char *err, size_t errlen)
+int sl_gdma_dev_alloc(struct sl_gdma *g, uint64_t bytes, void **p, char *err, size_t errlen)
 {
-	(void)device, (void)bytes, (void)p;
+	(void)g, (void)bytes, (void)p;
 	return sl_gdma_fail(err, errlen, -ENOTSUP, NO_CUDA);
 }
 
-void sl_gdma_dev_free(int device, void *p)
+void sl_gdma_dev_free(struct sl_gdma *g, void *p)
 {
-	(void)device, (void)p;
+	(void)g, (void)p;
 }

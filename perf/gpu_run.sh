@@ -52,9 +52,9 @@ if has sanitizer; then
   # end to end: every process of a 2-rank run on GPU buffers (embedded, so the ranks run the kernel).
   # memcheck judges a running kernel's accesses against the allocations that existed at its launch:
   # the engine restarts its kernel after allocating scratch or taking a new buffer (sl_gdma_restart).
-  # memcheck once more with 2 channels: two engines, reducers and staging streams per rank at once
-  # (4 channels still stall under the sanitizer, which seems to run kernels one at a time: GPU-NOTES.md section 8)
-  for run in "memcheck 1" "racecheck 1" "memcheck 2"; do
+  # 2 and 4 channels: as many engines, reducers and staging streams per rank at once (they stalled
+  # under the sanitizer until each kernel's blocks learnt to exit when idle: GPU-NOTES.md section 10)
+  for run in "memcheck 1" "racecheck 1" "memcheck 2" "racecheck 2" "memcheck 4" "racecheck 4"; do
     set -- $run
     rm -rf /tmp/san && mkdir -p /tmp/san
     timeout 300 compute-sanitizer --tool $1 --target-processes all --error-exitcode 9 --log-file "/tmp/san/%p.txt" \

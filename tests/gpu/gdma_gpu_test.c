@@ -572,6 +572,65 @@ static void synchronize_returns(void)
 	cudaFreeHost(ones);
 }
 
+struct sync_state {
+	cudaError_t rc;
+	bool done;
+};
+
+static void *synchronize_flag_thread(void *arg)
+{
+	struct sync_state *s = arg;
+
+	s->rc = cudaDeviceSynchronize();
+	__atomic_store_n(&s->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* An engine that cannot tell its kernel to stop (blocked in another CUDA
+ * call) does not keep it alive: its blocks exit after their own idle limit
+ * (10 ms here), so the application's cudaDeviceSynchronize returns with no
+ * progress call at all, and work posted after that is relaunched. */
+static void exits_unattended(void)
+{
+	struct sl_gdma *g = open_cuda(0, 1000000);
+	int64_t *d, *ones, host = 0;
+	uint32_t t;
+	pthread_t th;
+	struct sync_state sync = { cudaErrorUnknown, false };
+	uint64_t t0;
+	bool returned;
+
+	CUDA_OK(cudaMalloc((void **)&d, 64));
+	CUDA_OK(cudaHostAlloc((void **)&ones, 64, cudaHostAllocMapped));
+	ones[0] = 1;
+	CUDA_OK(cudaMemset(d, 0, 64));
+	CUDA_OK(cudaStreamSynchronize(0));
+	post_or_wait(g, &(struct sl_gdma_work){ .dst = d, .a = d, .src = ones, .count = 1, .dtype = SL_INT64,
+						.op = SL_SUM }, &t);
+	wait_ticket(g, t);
+	CHECK(sl_gdma_running(g), "the kernel should run right after its work");
+	t0 = now_ns();
+	pthread_create(&th, NULL, synchronize_flag_thread, &sync);
+	while (!__atomic_load_n(&sync.done, __ATOMIC_ACQUIRE) && now_ns() - t0 < 5000000000ull)
+		usleep(1000); /* no sl_gdma_progress: the engine is away */
+	returned = __atomic_load_n(&sync.done, __ATOMIC_ACQUIRE);
+	CHECK(returned, "cudaDeviceSynchronize still waits 5 s after the last work with no progress call: the "
+			"kernel did not exit on its own");
+	if (returned)
+		printf("lifecycle: with no progress calls the kernel exited on its own: cudaDeviceSynchronize "
+		       "returned after %.2f ms (self exit after 10 ms idle)\n", (double)(now_ns() - t0) / 1e6);
+	post_or_wait(g, &(struct sl_gdma_work){ .dst = d, .a = d, .src = ones, .count = 1, .dtype = SL_INT64,
+						.op = SL_SUM }, &t);
+	CHECK(wait_ticket(g, t), "work posted after the kernel exited on its own was not applied");
+	CUDA_OK(cudaMemcpy(&host, d, sizeof(host), cudaMemcpyDeviceToHost));
+	CHECK(host == 2, "read back %" PRId64 " after the relaunch, want 2", host);
+	sl_gdma_close(g); /* stops a kernel that did not exit, so the thread returns */
+	pthread_join(th, NULL);
+	CHECK(sync.rc == cudaSuccess, "cudaDeviceSynchronize: %s", cudaGetErrorString(sync.rc));
+	cudaFree(d);
+	cudaFreeHost(ones);
+}
+
 /* After sl_gdma_restart the running kernel leaves new work alone: only the
  * kernel that progress launches once the old one has exited applies it. */
 static void restart_leaves_new_work(void)
@@ -648,6 +707,7 @@ static int test_lifecycle(const char *self)
 
 	stop_restart();
 	synchronize_returns();
+	exits_unattended();
 	restart_leaves_new_work();
 	rc = run_self(self, "exit-running", NULL);
 	CHECK(rc == 0, "a process exiting with its kernel running %s (status %d)",
