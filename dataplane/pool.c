@@ -103,7 +103,7 @@ void *dp_pool_get(struct dp_pool *p, size_t len)
 			p->kept -= b->size;
 		return b + 1;
 	}
-	if (c != BIG && (size_t)(p->end - p->next) >= sizeof(*b) + size) {
+	if (c < DP_POOL_ARENA_CLASSES && (size_t)(p->end - p->next) >= sizeof(*b) + size) {
 		b = (struct dp_pool_block *)p->next;
 		p->next += sizeof(*b) + size;
 		UNPOISON(b, sizeof(*b) + size);

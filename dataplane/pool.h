@@ -5,8 +5,12 @@
  * the heap faulted a fresh page in every few calls, 10-14 us each on the
  * VMs sluice is measured on (perf/ALGORITHMS.md, "stalls").  Blocks come in
  * power-of-two sizes and go back to their size's free list; when the arena
- * is used up they come from malloc, and at most DP_POOL_KEEP_BYTES of
- * those are kept for reuse.
+ * is used up, or for sizes above DP_POOL_ARENA_CLASSES', they come from
+ * malloc, and up to DP_POOL_KEEP_BYTES of those are kept for reuse.  Freed
+ * to glibc instead, a root's megabytes of early packets, or a non-root's
+ * lingering copy of its send, went back to the kernel (heap trimming, or
+ * munmap) and faulted in again on the next call: a 3-rank gather of 4 MiB
+ * took 5-6 ms instead of 0.7 (perf/ALGORITHMS.md, "pool keeps").
  */
 #ifndef SLUICE_DP_POOL_H
 #define SLUICE_DP_POOL_H
@@ -15,9 +19,10 @@
 #include <stdint.h>
 
 #define DP_POOL_BYTES (1u << 20)      /* the arena, touched at start (about 3 ms here) */
-#define DP_POOL_KEEP_BYTES (1u << 20) /* malloc'd blocks kept for reuse beyond it */
-#define DP_POOL_MIN_SHIFT 6           /* sizes 64 B ... */
-#define DP_POOL_CLASSES 11            /* ... to 64 KiB; larger blocks are malloc'd and freed */
+#define DP_POOL_KEEP_BYTES (32u << 20) /* malloc'd blocks kept for reuse beyond it */
+#define DP_POOL_MIN_SHIFT 6            /* sizes 64 B ... */
+#define DP_POOL_ARENA_CLASSES 11       /* ... to 64 KiB from the arena ... */
+#define DP_POOL_CLASSES 21             /* ... to 64 MiB; larger blocks are malloc'd and freed */
 
 struct dp_pool_block;
 
