@@ -252,6 +252,7 @@ int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_inf
 	*out = (struct sl_tp_flow_info){ .cwnd = tp->cfg.cc ? f->cc.cwnd : tp->cfg.window,
 					 .pace_ns = f->cc.pace_ns, .srtt_ns = f->srtt_ns,
 					 .rto_ns = f->rto_ns, .in_flight = f->snd_nxt - f->snd_una,
+					 .held = f->n_held,
 					 .credit = psn_before(f->snd_una, f->credit_end) ?
 							   f->credit_end - f->snd_una : 0,
 					 .paths = f->n_paths,

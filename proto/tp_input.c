@@ -34,6 +34,15 @@ static void rcv_mark(struct tp_flow *f, uint32_t psn)
 	}
 }
 
+/* f owes an ACK after this burst. */
+void tp_ack_due(struct sl_tp *tp, struct tp_flow *f)
+{
+	if (!f->ack_due) {
+		f->ack_due = true;
+		tp->ack_list[tp->n_ack++] = f->node;
+	}
+}
+
 /* f owes an ACK echoing h's ts and path, out of the port it came in on; a
  * probe's echo is kept over later DATA's, or its path would never revive. */
 static void ack_owed(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h, uint16_t port_idx,
@@ -45,10 +54,7 @@ static void ack_owed(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h
 		f->ack_port = port_idx;
 	}
 	f->probe_due |= probe;
-	if (!f->ack_due) {
-		f->ack_due = true;
-		tp->ack_list[tp->n_ack++] = f->node;
-	}
+	tp_ack_due(tp, f);
 }
 
 static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
@@ -75,10 +81,15 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	}
 	if (h->flags & SL_F_VOID) {
 		tp->stats.rx_void++;
-	} else if (tp->cb.deliver(tp->cb.arg, h, payload) == SL_DELIVER_RETRY) {
-		tp->stats.rx_retry++;
-		return;
 	} else {
+		enum sl_deliver_result res = tp->cb.deliver(tp->cb.arg, h, payload);
+		if (res == SL_DELIVER_RETRY) {
+			tp->stats.rx_retry++;
+			tp_hold_rx(tp, f, h->psn);
+			return;
+		}
+		if (res == SL_DELIVER_HOLD)
+			tp_hold_rx(tp, f, h->psn + 1);
 		tp->stats.data_rx++;
 		tp->stats.bytes_rx += h->len;
 	}
@@ -113,7 +124,10 @@ static void ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, struct ac
 	}
 	if (!psn_before(psn, f->sacked_end))
 		f->sacked_end = psn + 1;
-	tp_path_acked(f, s);
+	if (s->held)
+		tp_hold_acked(f, s);
+	else
+		tp_path_acked(f, s);
 	if (m && --m->unacked == 0 && !m->queued)
 		tp->cb.acked(tp->cb.arg, m);
 }
@@ -171,8 +185,10 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 		tp->cfg.cc->on_ack(&f->cc, r.acked, delay_ns, ack->ce != 0, tp->now_ns);
 	/* the grant may shrink (more senders arrived), but an ACK older than
 	 * what we know says nothing */
-	if (!psn_before(ack->cum_psn, una))
+	if (!psn_before(ack->cum_psn, una)) {
 		f->credit_end = ack->cum_psn + (ack->credit < SL_MAX_WINDOW ? ack->credit : SL_MAX_WINDOW);
+		tp_hold_on_ack(tp, f, h->flags & SL_F_HOLD);
+	}
 	if (has_sack(ack))
 		tp_detect_losses(tp, f);
 }

@@ -49,6 +49,8 @@ struct tp_slot {
 	uint16_t retx;         /* retransmissions so far */
 	uint8_t path;          /* the path it was last sent on */
 	bool acked;
+	bool held;             /* beyond the window its receiver holds (tp_hold.c): not lost, off
+				  its path's load, sent again when the window reopens */
 };
 
 /* One way to the peer: a port (route) and a UDP source port (ECMP entropy). */
@@ -100,6 +102,10 @@ struct tp_flow {
 	struct sl_cc cc;         /* congestion control state (cfg.cc) */
 	uint64_t next_send_ns;   /* paced (cc.pace_ns): no new packet before this */
 	struct sl_twheel_node pace_node; /* on tp->pacer while waiting for next_send_ns */
+	bool held;               /* the peer's last ACK held our window (SL_F_HOLD) */
+	uint32_t n_held;         /* slots held */
+	uint64_t persist_ns;     /* window probe interval while held, doubling per probe */
+	uint64_t persist_next_ns; /* and when the next one is due */
 
 	/* receiver: PSNs before rcv_cum are applied; rcv_map marks those in
 	 * [rcv_cum, rcv_cum + SL_MAX_WINDOW), bit psn % SL_MAX_WINDOW */
@@ -115,6 +121,8 @@ struct tp_flow {
 	bool ack_due;            /* on tp->ack_list: owes an ACK after this burst */
 	bool probe_due;          /* ... and that ACK answers a probe (echo_path from it) */
 	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
+	bool rcv_holding;        /* the engine held this sender: the window ends at rcv_hold_psn */
+	uint32_t rcv_hold_psn;   /* until sl_tp_resume (tp_hold.c) */
 };
 
 /* Frames built but not yet taken by a port's tx_burst. */
@@ -176,8 +184,17 @@ uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f);
 uint64_t tp_path_silence_limit(uint64_t srtt_ns, uint64_t rttvar_ns, uint64_t rto_min_ns);
 uint16_t tp_entropy(const struct sl_tp *tp, uint16_t node, uint32_t salt);
 
+/* tp_hold.c */
+void tp_hold_rx(struct sl_tp *tp, struct tp_flow *f, uint32_t end);
+void tp_hold_ack(const struct tp_flow *f, struct sl_ack *ack, uint16_t *flags);
+void tp_hold_on_ack(struct sl_tp *tp, struct tp_flow *f, bool hold);
+void tp_hold_acked(struct tp_flow *f, struct tp_slot *s);
+uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max);
+uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f);
+
 /* tp_input.c */
 uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx);
+void tp_ack_due(struct sl_tp *tp, struct tp_flow *f);
 
 /* tp_loss.c */
 uint64_t tp_reorder_window(const struct tp_flow *f);
@@ -190,6 +207,7 @@ uint32_t tp_send_acks(struct sl_tp *tp);
 bool tp_send_probe(struct sl_tp *tp, struct tp_flow *f, uint8_t path);
 uint32_t tp_send_data(struct sl_tp *tp);
 bool tp_retransmit(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, uint64_t *cause);
+bool tp_emit_data(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, bool retx);
 void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx);
 void tp_txq_drop_all(struct sl_tp *tp);
 

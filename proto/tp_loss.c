@@ -74,6 +74,8 @@ uint32_t tp_detect_losses(struct sl_tp *tp, struct tp_flow *f)
 			sacked_above[s->path]++;
 			continue;
 		}
+		if (s->held)
+			continue;
 		/* a retransmission gets a smoothed RTT to come back before it goes again */
 		if (!lost(tp, f, s, reorder, sacked_above[s->path]) ||
 		    (s->retx && tp->now_ns - s->sent_ns < guard))

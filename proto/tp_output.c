@@ -113,7 +113,7 @@ static void data_hdr(const struct sl_tp *tp, const struct tp_flow *f, const stru
 
 /* (Re)send the packet in psn's slot, on the least loaded live path (a
  * retransmission on another than the one it went on, when there is one). */
-static bool emit_data(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, bool retx)
+bool tp_emit_data(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, bool retx)
 {
 	struct tp_slot *s = tp_slot(tp, f, psn);
 	uint8_t path = tp_path_pick(f, retx ? s->path : -1);
@@ -136,7 +136,7 @@ static bool emit_data(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, bool re
 
 bool tp_retransmit(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, uint64_t *cause)
 {
-	if (!emit_data(tp, f, psn, true))
+	if (!tp_emit_data(tp, f, psn, true))
 		return false;
 	tp_slot(tp, f, psn)->retx++;
 	(*cause)++;
@@ -179,7 +179,7 @@ static bool cut_packet(struct sl_tp *tp, struct tp_flow *f)
 
 	*s = (struct tp_slot){ .msg = m, .off = m->next_off,
 			       .len = left < tp->cfg.payload ? left : tp->cfg.payload };
-	if (!emit_data(tp, f, psn, false))
+	if (!tp_emit_data(tp, f, psn, false))
 		return false;
 	if (f->snd_una == f->snd_nxt)
 		f->progress_ns = tp->now_ns; /* idle until now: the dead clock starts here */
@@ -199,7 +199,7 @@ static bool cut_packet(struct sl_tp *tp, struct tp_flow *f)
 
 static uint32_t send_flow(struct sl_tp *tp, struct tp_flow *f)
 {
-	uint32_t n = 0;
+	uint32_t n = f->n_held ? tp_hold_resend(tp, f, TP_FLOW_BURST) : 0;
 
 	while (n < TP_FLOW_BURST && can_send(tp, f) && cut_packet(tp, f))
 		n++;
@@ -286,6 +286,7 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 		ack = (struct sl_ack){ .cum_psn = ack.cum_psn, .credit = ack.credit,
 				       .echo_path = SL_ECHO_NONE };
 	}
+	tp_hold_ack(f, &ack, &h.flags);
 	sack_bits(f, ack.sack);
 	hdr_common(tp, f, pp->port_idx, &h, SL_T_ACK);
 	uint16_t entropy = path >= 0 ? pp->entropy : tp_entropy(tp, f->node, f->rcv_echo_path);
@@ -301,10 +302,7 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 
 bool tp_send_probe(struct sl_tp *tp, struct tp_flow *f, uint8_t path)
 {
-	if (!send_ack(tp, f, path))
-		return false;
-	tp->stats.probes_tx++;
-	return true;
+	return send_ack(tp, f, path);
 }
 
 /* One ACK per flow that received DATA in the last burst.  An ACK that finds

@@ -164,7 +164,7 @@ static uint32_t path_kill(struct sl_tp *tp, struct tp_flow *f, uint8_t i)
 	tp->stats.path_deaths++;
 	for (uint32_t psn = f->snd_una; psn != f->snd_nxt; psn++) {
 		struct tp_slot *s = tp_slot(tp, f, psn);
-		if (s->acked || s->path != i)
+		if (s->acked || s->held || s->path != i)
 			continue;
 		/* out of buffers: the rest stay, and RTO or SACK move them later */
 		if (!tp_retransmit(tp, f, psn, &tp->stats.retx_path))
@@ -195,6 +195,7 @@ uint32_t tp_path_scan(struct sl_tp *tp, struct tp_flow *f)
 		struct tp_path *p = &f->paths[i];
 		if (p->dead) {
 			if (tp->now_ns >= p->probe_ns && tp_send_probe(tp, f, i)) {
+				tp->stats.probes_tx++;
 				p->probe_ns = tp->now_ns + f->rto_ns;
 				moved++;
 			}

@@ -109,7 +109,7 @@ static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 	 */
 	for (uint32_t psn = f->snd_una; psn != f->snd_nxt; psn++) {
 		struct tp_slot *s = tp_slot(tp, f, psn);
-		if (s->acked || tp->now_ns - s->sent_ns < f->rto_ns)
+		if (s->acked || s->held || tp->now_ns - s->sent_ns < f->rto_ns)
 			continue;
 		tp_path_of(f, s)->rtos++;
 		n = tp_retransmit(tp, f, psn, &tp->stats.retx_rto) ? 1 : 0;
@@ -142,7 +142,8 @@ static uint32_t tlp_scan(struct sl_tp *tp, struct tp_flow *f)
 	    tp->now_ns - f->progress_ns < pto)
 		return 0;
 	for (uint32_t psn = f->snd_nxt; psn != f->snd_una;) {
-		if (tp_slot(tp, f, --psn)->acked)
+		const struct tp_slot *s = tp_slot(tp, f, --psn);
+		if (s->acked || s->held)
 			continue;
 		f->tlp_sent = tp_retransmit(tp, f, psn, &tp->stats.retx_tlp);
 		return f->tlp_sent;
@@ -164,6 +165,7 @@ uint32_t tp_run_timers(struct sl_tp *tp)
 		if (f->dead)
 			continue;
 		moved += tp_path_scan(tp, f); /* probes go on even when idle */
+		moved += tp_hold_probe(tp, f);
 		if (f->snd_una == f->snd_nxt)
 			continue;
 		if (tp->now_ns - f->progress_ns >= tp->cfg.dead_ns)

@@ -15,9 +15,11 @@
  * Against incast, a receiver shares its receive budget (cfg.rx_credit
  * packets) among the senders active at it and grants each its share in
  * every ACK.  DATA goes out ECN-capable; CE marks that queues put on it are
- * echoed in ACKs and fed to congestion control.  A flow is spread over every
- * route to its peer (one per port) times cfg.entropies UDP source ports: its
- * paths.  A path that stops delivering is marked dead, its packets are sent
+ * echoed in ACKs and fed to congestion control.  A receiver whose engine
+ * cannot take more holds the sender's window rather than refusing packets
+ * into loss recovery (SL_DELIVER_HOLD, sl_tp_resume: tp_hold.c).  A flow is
+ * spread over every route to its peer (one per port) times cfg.entropies
+ * UDP source ports: its paths.  A path that stops delivering is marked dead, its packets are sent
  * again on the others, and it is probed until it answers.
  *
  * Pure C: frames move through struct sl_port, time through struct sl_clock.
@@ -75,9 +77,15 @@ struct sl_tp_msg {
 	struct sl_tp_msg *next;
 };
 
+/* What the receiver's engine did with a packet.  HOLD and RETRY are its
+ * backpressure: the sender's window closes (SL_F_HOLD) until the engine calls
+ * sl_tp_resume, and what the sender has out beyond it waits there, so that a
+ * receiver that cannot keep up costs neither retransmissions nor paths. */
 enum sl_deliver_result {
 	SL_DELIVER_DONE = 0,  /* applied (or rejected for good): acknowledge it */
-	SL_DELIVER_RETRY = 1, /* cannot apply yet: do not acknowledge, the sender retransmits */
+	SL_DELIVER_RETRY = 1, /* cannot apply yet: not acknowledged, and the sender's window
+				 ends at it; it is sent again once the window reopens */
+	SL_DELIVER_HOLD = 2,  /* applied, but send no more: the sender's window ends after it */
 };
 
 struct sl_tp_callbacks {
@@ -114,6 +122,10 @@ struct sl_tp_stats {
 	uint64_t path_deaths, path_revivals; /* paths declared dead, and brought back by a probe */
 	uint64_t retx_path;             /* packets sent again because their path died */
 	uint64_t probes_tx;             /* probes sent on dead paths */
+	uint64_t holds;                 /* windows this receiver closed (HOLD or RETRY while open) */
+	uint64_t held_resent;           /* packets a receiver held out that went again when it reopened */
+	uint64_t window_probes;         /* probes asking a receiver that holds our window for its state,
+					   in case the ACK that reopened it was lost */
 };
 
 struct sl_tp;
@@ -137,6 +149,10 @@ bool sl_tp_node_alive(const struct sl_tp *tp, uint16_t node);
 
 /* Queue m.  -1 when the node is unknown or dead. */
 int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m);
+/* The engine can take packets again: reopen every window a HOLD or RETRY
+ * closed (the ACKs that say so go out in the next poll).  Cheap when none is
+ * closed; a lost reopening is found by the sender's window probe. */
+void sl_tp_resume(struct sl_tp *tp);
 /* Forget m: unqueue it, and send its in-flight packets' PSNs empty if they
  * must be retransmitted.  No callback for m afterwards. */
 void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m);
@@ -157,6 +173,7 @@ struct sl_tp_flow_info {
 	uint64_t pace_ns;     /* gap between sends when paced, else 0 */
 	uint64_t srtt_ns, rto_ns;
 	uint32_t in_flight;   /* PSNs sent and not yet retired */
+	uint32_t held;        /* of those, packets the receiver holds out (SL_F_HOLD) */
 	uint32_t credit;      /* packets the peer lets us have in flight (from snd_una) */
 	uint32_t paths, paths_alive;
 };

@@ -13,7 +13,8 @@
  * sender's path id (multipath) and bit 4 marks a path probe; the ACK body's
  * former reserved word echoes CE marks and the path id.  Same 48-byte header,
  * same 48-byte ACK body.  Flag bit 5 on an ACK (SL_F_DSACK) reports a
- * duplicate DATA; a version 2 peer that does not know it ignores it.
+ * duplicate DATA, bit 6 (SL_F_HOLD) a receiver that holds its window; a
+ * version 2 peer that does not know them ignores them.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
@@ -48,6 +49,11 @@ enum sl_hdr_flags {
 	SL_F_DSACK = 1u << 5, /* ACK: DATA for a PSN already applied arrived since the previous
 				 ACK, so a retransmission was not needed (a receiver that does
 				 not set it only keeps its peer's reorder window narrow) */
+	SL_F_HOLD = 1u << 6,  /* ACK: the receiver cannot take more from this sender yet.  Its
+				 window ends at cum_psn + credit, and what the sender has out
+				 beyond that and not SACKed waits there, neither acknowledged nor
+				 lost, until an ACK without the flag reopens it (a peer that does
+				 not know the flag recovers those packets as lost ones) */
 };
 
 /* DATA and probe ACKs: the sender's path (port x UDP source port) in flags

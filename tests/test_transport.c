@@ -62,8 +62,14 @@ struct end {
 	uint8_t rx[SPACE];           /* what arrived from the peer */
 	uint8_t rx_count[SPACE];     /* times each byte arrived */
 	uint32_t empty_rx[N_ALL];    /* deliveries of empty messages */
-	bool refuse_first;           /* answer RETRY to each packet's first attempt */
+	bool refuse_first;           /* answer RETRY to the first attempt of every other packet
+					(even offset / P), resume each round */
 	uint8_t tried[SPACE / P];
+	/* a slow engine, like the dataplane's stash: keeps at most cap packets,
+	 * holds the sender from 3/4 of that (HOLD), refuses when full (RETRY),
+	 * consumes one every `every` rounds and resumes once down to a quarter */
+	uint32_t cap, every, queued, rounds;
+	bool holding;
 	uint32_t dead_calls;
 	uint64_t dead_at;
 };
@@ -83,15 +89,37 @@ static enum sl_deliver_result on_deliver(void *arg, const struct sl_hdr *h, cons
 	assert_true(h->seq < N_ALL);
 	assert_true(h->offset >= msg_base[h->seq]);
 	assert_true(h->offset + h->len <= msg_base[h->seq] + msg_size[h->seq]);
-	if (e->refuse_first && !e->tried[h->offset / P]++)
+	if (e->refuse_first && h->offset / P % 2 == 0 && !e->tried[h->offset / P]++)
 		return SL_DELIVER_RETRY;
+	if (e->cap && e->queued == e->cap) {
+		e->holding = true;
+		return SL_DELIVER_RETRY;
+	}
 	if (!h->len)
 		e->empty_rx[h->seq]++;
 	for (uint32_t k = 0; k < h->len; k++) {
 		e->rx[h->offset + k] = payload[k];
 		e->rx_count[h->offset + k]++;
 	}
-	return SL_DELIVER_DONE;
+	if (!e->cap)
+		return SL_DELIVER_DONE;
+	e->holding |= ++e->queued >= e->cap * 3 / 4;
+	return e->holding ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
+}
+
+/* e's engine between two polls. */
+static void engine_round(struct end *e)
+{
+	if (e->refuse_first)
+		sl_tp_resume(e->tp); /* a second attempt is always taken */
+	if (!e->cap || ++e->rounds % e->every)
+		return;
+	if (e->queued)
+		e->queued--;
+	if (e->holding && e->queued <= e->cap / 4) {
+		e->holding = false;
+		sl_tp_resume(e->tp);
+	}
 }
 
 static void on_acked(void *arg, struct sl_tp_msg *m)
@@ -203,6 +231,8 @@ static void round_once(struct harness *hs)
 {
 	sl_tp_poll(hs->a.tp);
 	sl_tp_poll(hs->b.tp);
+	engine_round(&hs->a);
+	engine_round(&hs->b);
 	hs->clock.ns += STEP_NS;
 }
 
@@ -270,13 +300,17 @@ static void check_stats(const struct end *tx, const struct end *rx)
 			bytes += msg_size[i];
 		}
 	}
-	assert_int_equal(ts->data_tx - retx(ts), packets); /* PSNs used */
+	assert_int_equal(ts->data_tx - retx(ts) - ts->held_resent, packets); /* PSNs used */
 	assert_int_equal(rs->data_rx, packets);
 	assert_int_equal(rs->bytes_rx, bytes);
 	assert_true(ts->bytes_tx >= bytes);
 	assert_int_equal(rs->rx_out_of_window, 0);
 	assert_int_equal(rs->rx_void, 0);
 	assert_int_equal(ts->flows_dead, 0);
+	/* all acknowledged: no path keeps a load */
+	struct sl_tp_path_info pi;
+	for (unsigned i = 0; sl_tp_path_info(tx->tp, rx->node, i, &pi) == 0; i++)
+		assert_int_equal(pi.in_flight, 0);
 }
 
 static void exchange(const struct setup *s, struct sl_tp_stats out[2])
@@ -389,24 +423,151 @@ static void test_replays_from_seed(void **state)
 	assert_memory_equal(first, second, sizeof(first));
 }
 
+/* Neither loss recovery nor a path's death came of what the receiver
+ * refused or held: no retransmission, no duplicate, and each refused packet
+ * went again exactly once, when the window reopened. */
+static void check_held_not_lost(const struct end *tx, const struct end *rx)
+{
+	const struct sl_tp_stats *ts = sl_tp_get_stats(tx->tp), *rs = sl_tp_get_stats(rx->tp);
+
+	assert_int_equal(retx(ts), 0);
+	assert_int_equal(ts->path_deaths, 0);
+	assert_int_equal(rs->rx_dup, 0);
+	assert_int_equal(ts->held_resent, rs->rx_retry);
+}
+
+/* Every other packet refused once (SL_DELIVER_RETRY), those after it taken
+ * (SACKed above a held one), the engine taking packets again after each
+ * poll: each is delivered once, a refused one sent twice. */
 static void test_retry_then_deliver_once(void **state)
 {
 	(void)state;
 	struct setup s = { 0 };
 	struct harness *hs = harness_new(&s);
-	uint64_t packets = 0;
+	uint64_t refused = 0;
 
 	hs->b.refuse_first = true;
 	for (int i = 0; i < N_MAIN; i++) {
 		send_msg(&hs->a, i);
-		packets += packets_of(msg_size[i]);
+		for (uint32_t k = 0; k < packets_of(msg_size[i]); k++)
+			refused += (msg_base[i] / P + k) % 2 == 0;
 	}
 	run_to_completion(hs);
 	check_received(&hs->a, &hs->b);
 	check_stats(&hs->a, &hs->b);
-	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp), *sb = sl_tp_get_stats(hs->b.tp);
-	assert_int_equal(sb->rx_retry, packets);
-	assert_true(retx(sa) >= packets);
+	assert_int_equal(sl_tp_get_stats(hs->b.tp)->rx_retry, refused);
+	check_held_not_lost(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
+/* A receiver far slower than its sender, with room for less than a window:
+ * it holds the sender's window (HOLD), refuses what still comes when full
+ * (RETRY), and reopens as it drains, many times over. */
+static struct harness *slow_receiver_run(const struct setup *s)
+{
+	struct harness *hs = harness_new(s);
+
+	hs->b.cap = WIN * 2 / 3;
+	hs->b.every = 50;
+	for (int i = 0; i < N_MAIN; i++)
+		send_msg(&hs->a, i);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	check_stats(&hs->a, &hs->b);
+	return hs;
+}
+
+static void test_slow_receiver_holds_the_window(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = slow_receiver_run(&s);
+	const struct sl_tp_stats *sb = sl_tp_get_stats(hs->b.tp);
+
+	check_held_not_lost(&hs->a, &hs->b);
+	assert_true(sb->holds > 1 && sb->rx_retry > 0);
+	harness_free(hs);
+}
+
+/* The same over a link that loses, duplicates and reorders: what was lost
+ * is recovered, what was held waits, and the counts all add up. */
+static void test_slow_receiver_under_faults(void **state)
+{
+	(void)state;
+	for (uint64_t seed = 1; seed <= 6; seed++) {
+		struct setup s = { .crc = true, .faults = { .drop = 0.2, .dup = 0.1, .reorder = 0.3, .seed = seed } };
+		struct harness *hs = slow_receiver_run(&s);
+		assert_true(sl_tp_get_stats(hs->b.tp)->holds > 0);
+		harness_free(hs);
+	}
+}
+
+/* Run rounds with b's engine consuming nothing, for ns of fake time. */
+static void stall_receiver(struct harness *hs, uint64_t ns)
+{
+	uint64_t until = hs->clock.ns + ns;
+	uint32_t every = hs->b.every;
+
+	hs->b.every = UINT32_MAX;
+	while (hs->clock.ns < until)
+		round_once(hs);
+	hs->b.every = every;
+}
+
+/* A receiver that stays full for three times dead_ns: its sender probes it
+ * ever more rarely and does not declare it dead; the data all arrives once
+ * it drains. */
+static void test_long_hold_is_not_death(void **state)
+{
+	(void)state;
+	const uint64_t dead_ns = 20000000;
+	struct setup s = { .dead_ns = dead_ns };
+	struct harness *hs = harness_new(&s);
+	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp);
+	struct sl_tp_flow_info fi;
+
+	hs->b.cap = 8;
+	hs->b.every = 10;
+	send_msg(&hs->a, 7);
+	stall_receiver(hs, 3 * dead_ns);
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fi), 0);
+	assert_int_equal(fi.credit, 0);
+	/* a probe an RTO after the hold, doubling to rto_max (5 ms): about 16 in 60 ms */
+	assert_true(sa->window_probes >= 8 && sa->window_probes <= 20);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	check_stats(&hs->a, &hs->b);
+	check_held_not_lost(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
+/* The ACK that reopens a held window is lost: the sender's window probe
+ * draws another. */
+static void test_lost_reopening_found_by_probe(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	struct sl_pkt pkts[DEPTH];
+
+	hs->b.cap = 8;
+	hs->b.every = 10;
+	send_msg(&hs->a, 7);
+	stall_receiver(hs, 100000);
+	assert_true(hs->b.holding);
+	uint64_t probes = sl_tp_get_stats(hs->a.tp)->window_probes;
+	hs->b.queued = 0;
+	hs->b.holding = false;
+	sl_tp_resume(hs->b.tp);
+	sl_tp_poll(hs->b.tp);
+	uint16_t n = hs->pa->ops->rx_burst(hs->pa, pkts, DEPTH);
+	assert_int_equal(n, 1); /* the reopening ACK, and nothing else */
+	hs->pa->ops->free(hs->pa, pkts, n);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	check_stats(&hs->a, &hs->b);
+	check_held_not_lost(&hs->a, &hs->b);
+	assert_true(sl_tp_get_stats(hs->a.tp)->window_probes > probes);
 	harness_free(hs);
 }
 
@@ -633,6 +794,10 @@ int main(void)
 		cmocka_unit_test(test_fault_port_link),
 		cmocka_unit_test(test_replays_from_seed),
 		cmocka_unit_test(test_retry_then_deliver_once),
+		cmocka_unit_test(test_slow_receiver_holds_the_window),
+		cmocka_unit_test(test_slow_receiver_under_faults),
+		cmocka_unit_test(test_long_hold_is_not_death),
+		cmocka_unit_test(test_lost_reopening_found_by_probe),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
 		cmocka_unit_test(test_cancel),

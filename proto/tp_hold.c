@@ -1,0 +1,125 @@
+/*
+ * tp_hold.c: receiver backpressure.  An engine that cannot take a sender's
+ * packet yet (SL_DELIVER_RETRY), or takes it but wants no more for now
+ * (SL_DELIVER_HOLD), holds that sender's window: its ACKs carry SL_F_HOLD
+ * and a credit that ends at the first packet it did not take.  The sender
+ * then puts what it has out beyond that and not SACKed aside ("held"): off
+ * loss recovery and off its paths' load, since a refused packet is not lost,
+ * and resending it or blaming its path only repeats the refusal (a root 4096
+ * small calls ahead of its peer retransmitted 0.4-1.4 packets per call that
+ * way, and paths were declared dead).  sl_tp_resume reopens the windows; the
+ * ACK that says so brings the held packets again.  A held sender with
+ * something to send probes the receiver (an ACK flagged SL_F_PROBE, which
+ * draws one with its state) after an RTO, doubling up to rto_max, in case
+ * that ACK was lost; answers that still hold show the peer is alive.
+ */
+#include "tp_internal.h"
+
+/* Receiver: hold f's window at end, the first PSN the engine did not take. */
+void tp_hold_rx(struct sl_tp *tp, struct tp_flow *f, uint32_t end)
+{
+	if (f->rcv_holding && !psn_before(end, f->rcv_hold_psn))
+		return;
+	tp->stats.holds += !f->rcv_holding;
+	f->rcv_holding = true;
+	f->rcv_hold_psn = end;
+}
+
+/* Receiver: an ACK (or probe) of a held window; it ends at cum_psn once
+ * the receiver applied past the hold point (a void packet, a resend). */
+void tp_hold_ack(const struct tp_flow *f, struct sl_ack *ack, uint16_t *flags)
+{
+	if (!f->rcv_holding)
+		return;
+	uint32_t room = psn_before(ack->cum_psn, f->rcv_hold_psn) ? f->rcv_hold_psn - ack->cum_psn : 0;
+	if (ack->credit > room)
+		ack->credit = room;
+	*flags |= SL_F_HOLD;
+}
+
+void sl_tp_resume(struct sl_tp *tp)
+{
+	for (uint16_t i = 0; i < tp->n_routed; i++) {
+		struct tp_flow *f = tp->flows[tp->routed[i]];
+		if (!f->rcv_holding)
+			continue;
+		f->rcv_holding = false;
+		if (!f->ack_due)
+			f->rcv_echo_path = SL_ECHO_NONE; /* no DATA to echo: no RTT sample from it */
+		tp_ack_due(tp, f);
+	}
+}
+
+static void hold_slot(struct tp_flow *f, struct tp_slot *s)
+{
+	struct tp_path *p = tp_path_of(f, s);
+
+	s->held = true;
+	f->n_held++;
+	if (!--p->in_flight)
+		p->unproven_ns = 0; /* nothing of it left out: its silence says nothing */
+}
+
+/* Sender: a current ACK (credit_end already set from it); hold: SL_F_HOLD. */
+void tp_hold_on_ack(struct sl_tp *tp, struct tp_flow *f, bool hold)
+{
+	if (!hold) {
+		f->held = false;
+		return;
+	}
+	if (!f->held) {
+		f->held = true;
+		f->persist_ns = f->rto_ns;
+		f->persist_next_ns = tp->now_ns + f->persist_ns;
+	}
+	f->progress_ns = tp->now_ns; /* it answers: not dead, only full */
+	/* slots before snd_una may already carry later PSNs */
+	uint32_t psn = psn_before(f->credit_end, f->snd_una) ? f->snd_una : f->credit_end;
+	for (; psn_before(psn, f->snd_nxt); psn++) {
+		struct tp_slot *s = tp_slot(tp, f, psn);
+		if (!s->acked && !s->held)
+			hold_slot(f, s);
+	}
+}
+
+/* Sender: held slot s was acknowledged after all (it was not refused). */
+void tp_hold_acked(struct tp_flow *f, struct tp_slot *s)
+{
+	s->held = false;
+	f->n_held--;
+}
+
+/* Sender: send held packets again, at most max, once the window is open
+ * over them; returns how many went. */
+uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max)
+{
+	uint32_t n = 0;
+
+	if (f->held)
+		return 0;
+	for (uint32_t psn = f->snd_una; f->n_held && n < max && psn_before(psn, f->snd_nxt) &&
+					psn_before(psn, f->credit_end); psn++) {
+		struct tp_slot *s = tp_slot(tp, f, psn);
+		if (!s->held)
+			continue;
+		if (!tp_emit_data(tp, f, psn, false))
+			break;
+		tp_hold_acked(f, s);
+		tp->stats.held_resent++;
+		n++;
+	}
+	return n;
+}
+
+/* Sender, from the timer scan: probe a receiver that holds our window while
+ * we have something for it. */
+uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f)
+{
+	if (!f->held || (!f->n_held && !f->q_head) || tp->now_ns < f->persist_next_ns ||
+	    !tp_send_probe(tp, f, tp_path_pick(f, -1)))
+		return 0;
+	tp->stats.window_probes++;
+	f->persist_ns = 2 * f->persist_ns < tp->cfg.rto_max_ns ? 2 * f->persist_ns : tp->cfg.rto_max_ns;
+	f->persist_next_ns = tp->now_ns + f->persist_ns;
+	return 1;
+}
