@@ -114,6 +114,16 @@ static void free_packets(struct dp_engine *e, struct dp_stashed *s)
 	}
 }
 
+/* comm takes early packets again (drained, failed or gone): reopen the
+ * windows its stash held (DP_STASH_HOLD). */
+static void stash_release(struct dp_engine *e, struct dp_comm *comm)
+{
+	if (!comm->stash_held)
+		return;
+	comm->stash_held = false;
+	sl_tp_resume(e->tp);
+}
+
 /*
  * A collective's own buffer (scratch, in-place input copy), at least len
  * bytes: the engine's spare when it is big enough.  One malloc and free per
@@ -480,6 +490,7 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 		return;
 	comm->failed = status;
 	vsnprintf(comm->why, sizeof(comm->why), fmt, ap);
+	stash_release(e, comm); /* its packets are taken and dropped from now on */
 	if (comm->channels_failed) {
 		struct dp_channels_failed *cf = comm->channels_failed;
 		int32_t none = 0;
@@ -786,11 +797,12 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr
 	struct dp_stashed *s;
 	struct dp_stash_bucket *b;
 
-	*res = SL_DELIVER_RETRY;
-	if (!comm->stash && !(comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash))))
+	if ((!comm->stash && !(comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash)))) ||
+	    comm->nstash >= DP_STASH_MAX || !(s = copy_packet(e, h, payload))) {
+		comm->stash_held = true;
+		*res = SL_DELIVER_RETRY;
 		return;
-	if (comm->nstash >= DP_STASH_MAX || !(s = copy_packet(e, h, payload)))
-		return;
+	}
 	b = &comm->stash[h->seq % DP_STASH_BUCKETS];
 	if (b->tail)
 		b->tail->next = s;
@@ -799,7 +811,8 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr
 	b->tail = s;
 	comm->nstash++;
 	e->count.stashed++;
-	*res = SL_DELIVER_DONE;
+	comm->stash_held |= comm->nstash >= DP_STASH_HOLD;
+	*res = comm->stash_held ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
 
 static void replay_stash(struct dp_engine *e, struct dp_coll *k)
@@ -808,6 +821,9 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 	struct dp_stash_bucket *b = comm->stash ? &comm->stash[k->seq % DP_STASH_BUCKETS] : NULL;
 	struct dp_stashed **p, *kept = NULL;
 
+	/* (this call's own early packets leave below: the next post counts them gone) */
+	if (comm->nstash <= DP_STASH_RESUME)
+		stash_release(e, comm);
 	if (!b)
 		return;
 	for (p = &b->head; *p;) {
@@ -1406,6 +1422,7 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 	for (unsigned b = 0; comm->stash && b < DP_STASH_BUCKETS; b++)
 		free_packets(e, comm->stash[b].head);
 	free(comm->stash);
+	stash_release(e, comm);
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		atomic_store_explicit(comm->close_done, 1, memory_order_release);
 	memset(comm, 0, sizeof(*comm));

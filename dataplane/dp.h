@@ -24,6 +24,12 @@
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
 #define DP_STASH_MAX 4096 /* early packets kept per communicator */
+/* From DP_STASH_HOLD early packets on, a communicator holds their senders'
+ * windows (SL_DELIVER_HOLD) until it is down to DP_STASH_RESUME: what they
+ * still have out (a window each, the receive budget shared) fits in the
+ * rest, so the stash is not refused into (SL_DELIVER_RETRY) in the end. */
+#define DP_STASH_HOLD (DP_STASH_MAX - 2 * SL_MAX_WINDOW)
+#define DP_STASH_RESUME (DP_STASH_MAX / 2)
 /* A quarter of DP_STASH_MAX: a root whose peer ACKs its early packets runs
  * up to DP_STASH_MAX small calls ahead, and a post walks its bucket (64
  * buckets of 64 packets: a third of a 2-rank reduce's receiving side). */
@@ -124,6 +130,7 @@ struct dp_comm {
 		struct dp_stashed *head, *tail;
 	} *stash;
 	uint32_t nstash;
+	bool stash_held;          /* its senders' windows are held (DP_STASH_HOLD) */
 	int32_t failed;           /* sluice_result_t once the communicator is broken */
 	char why[SL_ERRMSG_LEN];
 	bool failure_told;        /* a completion or refusal has carried `failed` to the client */

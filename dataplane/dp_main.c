@@ -556,7 +556,8 @@ static void print_counters(const struct dp_engine *e)
 		"dup %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu; "
 		"credit stalls %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
-		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu\n",
+		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu; "
+		"windows held %llu (refused %llu), held packets resent %llu, window probes %llu\n",
 		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
 		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
@@ -569,7 +570,9 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)e->count.stashed, (unsigned long long)t->credit_stalls,
 		(unsigned long long)t->paced_waits, (unsigned long long)t->rx_ce, (unsigned long long)t->ack_ce,
 		(unsigned long long)t->path_deaths, (unsigned long long)t->path_revivals,
-		(unsigned long long)t->probes_tx, (unsigned long long)t->tx_no_buf);
+		(unsigned long long)t->probes_tx, (unsigned long long)t->tx_no_buf,
+		(unsigned long long)t->holds, (unsigned long long)t->rx_retry,
+		(unsigned long long)t->held_resent, (unsigned long long)t->window_probes);
 }
 
 /* Each link's own frame counts and what the transport still holds for it,
@@ -592,8 +595,8 @@ static void print_links(const struct dp_engine *e, const struct opts *o, struct 
 	for (uint16_t n = 0; n < SL_MAX_NODES; n++) {
 		if (n == e->node || sl_tp_flow_info(e->tp, n, &fi) != 0)
 			continue;
-		fprintf(stderr, "sluiced %s: flow to node %u: in flight %u, credit %u, paths alive %u of %u, "
-			"srtt %llu us, rto %llu us\n", name, n, fi.in_flight, fi.credit, fi.paths_alive,
+		fprintf(stderr, "sluiced %s: flow to node %u: in flight %u (held %u), credit %u, paths alive %u of %u, "
+			"srtt %llu us, rto %llu us\n", name, n, fi.in_flight, fi.held, fi.credit, fi.paths_alive,
 			fi.paths, (unsigned long long)fi.srtt_ns / 1000, (unsigned long long)fi.rto_ns / 1000);
 	}
 }

@@ -762,6 +762,48 @@ static void test_root_runs_ahead(void **state)
 	teardown_cluster();
 }
 
+/*
+ * A root runs further ahead than its peer's stash holds (DP_STASH_MAX early
+ * packets): from DP_STASH_HOLD on, the peer holds the root's window, so the
+ * root's calls stop lingering and it waits; nothing is refused, sent again
+ * or taken for lost, and no path dies.  The peer then takes every call, the
+ * window reopening as its stash drains, each call with its own values.
+ */
+static void test_root_overruns_the_stash(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	uint64_t k = 0;
+	unsigned p = 0;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	for (; k < DP_STASH_MAX + DP_LINGER_MAX; k++) {
+		for (unsigned j = 0; j < ra_count; j++)
+			((int32_t *)nodes[0].send)[j] = (int32_t)(k * 1000 + j);
+		post_bcast(&nodes[0], k);
+		for (p = 0; p < 20000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+			poll_all();
+		if (p == 20000)
+			break; /* held: the root waits for its peer */
+		assert_int_equal(cpl.status, SLUICE_OK);
+	}
+	assert_true(k >= DP_STASH_HOLD && k < DP_STASH_MAX + DP_LINGER_MAX);
+	assert_true(nodes[1].e.comms[0].nstash >= DP_STASH_HOLD && nodes[1].e.comms[0].nstash < DP_STASH_MAX);
+	peer_takes(0, k + 1);
+	for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+		poll_all();
+	assert_int_equal(cpl.req, k);
+	const struct sl_tp_stats *root = sl_tp_get_stats(nodes[0].e.tp), *peer = sl_tp_get_stats(nodes[1].e.tp);
+	assert_true(peer->holds > 0);
+	assert_int_equal(peer->rx_retry, 0);
+	assert_int_equal(root->held_resent, 0);
+	assert_int_equal(root->retx_sack + root->retx_path, 0); /* nothing lost on this link */
+	assert_int_equal(root->path_deaths + peer->path_deaths, 0);
+	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
+	teardown_cluster();
+}
+
 /* A root runs ahead over a lossy link, twice: the second run's calls reuse
  * the first's finished collectives and their lingering copies, and the
  * packets they send again still carry each call's own values, not what the
@@ -1093,6 +1135,7 @@ int main(void)
 		cmocka_unit_test(test_root_runs_ahead),
 		cmocka_unit_test(test_run_ahead_copies_come_from_the_pool),
 		cmocka_unit_test(test_root_runs_ahead_under_loss),
+		cmocka_unit_test(test_root_overruns_the_stash),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
