@@ -5,7 +5,8 @@
  * An input is a sequence of records, each one frame as if from the network:
  *   [u8 flags][u16 length, little-endian][length bytes]
  * flags bit 0 moves the fake clock 1 ms on first (RTO, dead peers), bit 1
- * polls once more after the frame.  Each frame is parsed on its own and
+ * polls once more after the frame, bit 2 reopens held windows first (the
+ * engine refuses DATA of odd collectives and holds after those of seq 2 mod 4).  Each frame is parsed on its own and
  * then received by a transport (node 1) that has messages in flight to node
  * 2, through a port that hands every frame over in a buffer of exactly its
  * length, so AddressSanitizer catches any read past a packet.  The seed
@@ -109,7 +110,7 @@ static enum sl_deliver_result on_deliver(void *arg, const struct sl_hdr *h, cons
 	for (uint32_t i = 0; i < h->len; i++) /* every byte must lie inside the frame */
 		x ^= payload[i];
 	sink = x;
-	return h->seq & 1 ? SL_DELIVER_RETRY : SL_DELIVER_DONE;
+	return h->seq & 1 ? SL_DELIVER_RETRY : h->seq & 2 ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
 
 static void on_acked(void *arg, struct sl_tp_msg *m)
@@ -158,6 +159,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		parse_alone(&pending);
 		if (flags & 1)
 			in.now_ns += 1000000;
+		if (flags & 4)
+			sl_tp_resume(tp);
 		has_pending = true;
 		sl_tp_poll(tp);
 		if (has_pending) /* not taken (cannot happen): do not leak it */
