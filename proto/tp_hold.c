@@ -82,8 +82,8 @@ void tp_hold_on_ack(struct sl_tp *tp, struct tp_flow *f, bool hold)
 	}
 }
 
-/* Sender: held slot s was acknowledged after all (it was not refused). */
-void tp_hold_acked(struct tp_flow *f, struct tp_slot *s)
+/* Sender: slot s is held no more (acknowledged after all, or sent again). */
+void tp_hold_release(struct tp_flow *f, struct tp_slot *s)
 {
 	s->held = false;
 	f->n_held--;
@@ -104,7 +104,8 @@ uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max)
 			continue;
 		if (!tp_emit_data(tp, f, psn, false))
 			break;
-		tp_hold_acked(f, s);
+		s->retx++; /* a held packet may have arrived after all: no RTT or reordering sample */
+		tp_hold_release(f, s);
 		tp->stats.held_resent++;
 		n++;
 	}

@@ -125,7 +125,7 @@ static void ack_psn(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, struct ac
 	if (!psn_before(psn, f->sacked_end))
 		f->sacked_end = psn + 1;
 	if (s->held)
-		tp_hold_acked(f, s);
+		tp_hold_release(f, s);
 	else
 		tp_path_acked(f, s);
 	if (m && --m->unacked == 0 && !m->queued)

@@ -188,7 +188,7 @@ uint16_t tp_entropy(const struct sl_tp *tp, uint16_t node, uint32_t salt);
 void tp_hold_rx(struct sl_tp *tp, struct tp_flow *f, uint32_t end);
 void tp_hold_ack(const struct tp_flow *f, struct sl_ack *ack, uint16_t *flags);
 void tp_hold_on_ack(struct sl_tp *tp, struct tp_flow *f, bool hold);
-void tp_hold_acked(struct tp_flow *f, struct tp_slot *s);
+void tp_hold_release(struct tp_flow *f, struct tp_slot *s);
 uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max);
 uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f);
 
