@@ -49,7 +49,7 @@ struct hand {
 	uint8_t path[MAX_PSNS];
 	uint32_t ts[MAX_PSNS];
 	unsigned copies[MAX_PSNS];
-	uint16_t ack_flags;        /* header flags of the ACKs the test sends */
+	uint16_t ack_flags;        /* header flags of the ACKs the test sends (SL_F_HOLD: credit 0) */
 };
 
 static enum sl_deliver_result no_deliver(void *arg, const struct sl_hdr *h, const uint8_t *payload)
@@ -169,7 +169,8 @@ static void send_packets(struct hand *h, unsigned packets)
  * path (-1: none, so that no RTT sample moves the reorder window). */
 static void ack(struct hand *h, uint32_t cum, const int *sack, int echo)
 {
-	struct sl_ack a = { .cum_psn = TP_FIRST_PSN + cum, .credit = WIN, .echo_path = SL_ECHO_NONE };
+	struct sl_ack a = { .cum_psn = TP_FIRST_PSN + cum, .credit = h->ack_flags & SL_F_HOLD ? 0 : WIN,
+			    .echo_path = SL_ECHO_NONE };
 	struct sl_hdr hd = { .version = SL_WIRE_VERSION, .type = SL_T_ACK, .flags = h->ack_flags,
 			     .src_node = RECEIVER, .dst_node = SENDER };
 	struct sl_addr from, to;
@@ -312,6 +313,48 @@ static void test_count_until_reordering_seen(void **state)
 	ack(h, 28, sack, -1);
 	assert_int_equal(h->copies[28], 1);
 	assert_int_equal(sl_tp_get_stats(h->tp)->retx_sack, 1);
+	hand_free(h);
+}
+
+/* A hole at a window the receiver holds (SL_F_HOLD, credit 0 from it) is
+ * not lost, by count or by time; it goes again once an ACK reopens the
+ * window, and that second copy, acknowledged below later PSNs, is no sign of
+ * reordering: a hole by count is still lost at once afterwards. */
+static void test_held_hole_is_not_lost(void **state)
+{
+	(void)state;
+	struct hand *h = hand_new();
+	int sack[17], n = 0;
+
+	warm_up(h);
+	send_packets(h, 16); /* indices 8..23 */
+	h->clock.ns += 10000;
+	for (uint32_t k = 9; k < 24; k++)
+		sack[n++] = (int)k;
+	sack[n] = -1;
+	h->ack_flags = SL_F_HOLD;
+	ack(h, 8, sack, -1);
+	h->clock.ns += 3 * RTT_NS + TP_SCAN_NS;
+	poll_sender(h);
+	assert_int_equal(h->copies[8], 1);
+	h->ack_flags = 0;
+	ack(h, 8, sack, -1);
+	assert_int_equal(h->copies[8], 2);
+	h->clock.ns += RTT_NS;
+	ack(h, 24, NULL, -1);
+	const struct sl_tp_stats *st = sl_tp_get_stats(h->tp);
+	assert_int_equal(st->retx_sack + st->retx_rto + st->retx_tlp, 0);
+	assert_int_equal(st->held_resent, 1);
+
+	send_packets(h, 16); /* 24..39, a hole and fifteen SACKed after it */
+	h->clock.ns += 10000;
+	n = 0;
+	for (uint32_t k = 25; k < 40; k++)
+		sack[n++] = (int)k;
+	sack[n] = -1;
+	ack(h, 24, sack, -1);
+	assert_int_equal(h->copies[24], 2);
+	assert_int_equal(st->retx_sack, 1);
 	hand_free(h);
 }
 
@@ -472,6 +515,7 @@ int main(void)
 		cmocka_unit_test(test_later_send_on_any_path),
 		cmocka_unit_test(test_overdue_hole_from_timer),
 		cmocka_unit_test(test_count_until_reordering_seen),
+		cmocka_unit_test(test_held_hole_is_not_lost),
 		cmocka_unit_test(test_reorder_window),
 		cmocka_unit_test(test_duplicates_widen_reorder_window),
 		cmocka_unit_test(test_duplicate_reported),
