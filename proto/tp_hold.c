@@ -6,8 +6,8 @@
  * then puts what it has out beyond that and not SACKed aside ("held"): off
  * loss recovery and off its paths' load, since a refused packet is not lost,
  * and resending it or blaming its path only repeats the refusal (a root 4096
- * small calls ahead of its peer retransmitted 0.4-1.4 packets per call that
- * way, and paths were declared dead).  sl_tp_resume reopens the windows; the
+ * small calls ahead of its peer retransmitted up to 2.4 packets per call that
+ * way, and declared paths dead by the hundred).  sl_tp_resume reopens the windows; the
  * ACK that says so brings the held packets again.  A held sender with
  * something to send probes the receiver (an ACK flagged SL_F_PROBE, which
  * draws one with its state) after an RTO, doubling up to rto_max, in case

@@ -46,7 +46,7 @@ struct tp_slot {
 	uint32_t off;          /* payload's offset within msg->src */
 	uint32_t len;          /* payload bytes */
 	uint64_t sent_ns;      /* last (re)transmission */
-	uint16_t retx;         /* retransmissions so far */
+	uint16_t retx;         /* copies sent after the first: retransmissions, held ones sent again */
 	uint8_t path;          /* the path it was last sent on */
 	bool acked;
 	bool held;             /* beyond the window its receiver holds (tp_hold.c): not lost, off
