@@ -281,7 +281,6 @@ static int index_xfers(struct sl_sched *s)
 			x->chunk0 = (uint32_t)masks;
 			masks += x->nchunks;
 			s->nrecv++;
-			s->checks_left += x->check;
 		}
 	}
 	if (masks > UINT32_MAX || sends > UINT32_MAX) {
@@ -314,25 +313,20 @@ static void link_and_queue(struct sl_sched *s)
 }
 
 /*
- * In a rooted collective the data does not pass through every rank: two
- * ranks that disagree about the root may each wait for the other, and a
- * rank whose own part is consistent could finish before hearing that
- * another rank called something else.  So a rank and each peer it has no
- * data with exchange empty packets on a step of their own, carrying their
- * calls: any difference is reported on every rank (on this call, or on the
- * next where the engine reported this one done once its data was
- * complete, sl_sched_data_done).
- *
- * Where data flows one way, the receiver compares the sender's call in
- * the data's headers, and reports a difference to every rank (the engine's
- * abort notices): the sender need not hear the receiver's call.  The
- * receiver still owes a check, in case the sender, calling something else,
- * waits to receive too; but that check is lazy: the engine sends it only
- * when the data is late (sl_sched_release_lazy), so a small broadcast is
- * one packet and its ACK, not two of each.  Ranks that agree on the call
- * agree on which pairs carry data; ranks that do not see a packet with
- * another call, or a lazy check that nothing expects (ignored when it
- * matches).
+ * In a rooted collective a rank that waits for data it was told would come
+ * may wait for a rank that called something else.  Every data packet
+ * carries its sender's call, and its receiver compares it with its own
+ * (the engine's abort notices report a difference to every rank), also
+ * when its own call is over (the engine keeps the last calls for that).
+ * So a rank owes a call check only to the peers it receives from and sends
+ * nothing to, in case such a peer, calling something else, never sends: the
+ * check is lazy, sent only when the data is late (sl_sched_release_lazy).
+ * That is enough: ranks that agree on the call agree on every data edge,
+ * and each rank's edges in its own view reach every other rank through
+ * ranks that hear from it, so any difference meets a comparison.  Checks
+ * between ranks that exchange no data, which every pair of non-roots sent
+ * each other (and waited for) on every call, cost 3 ranks on 2 cores a
+ * packet, its ACK and often a wake-up each way per call (perf/ALGORITHMS.md).
  */
 static int add_call_check(struct sl_sched *s)
 {
@@ -350,12 +344,9 @@ static int add_call_check(struct sl_sched *s)
 	for (uint32_t i = 0; i < s->nx; i++)
 		data[s->x[i].peer] |= s->x[i].is_send ? DATA_TO : DATA_FROM;
 	for (uint32_t q = 0; q < p->nranks; q++) {
-		struct sl_xfer tx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .is_send = true, .check = true,
-				      .lazy = data[q] != 0, .after = -1 };
-		struct sl_xfer rx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .buf = SL_BUF_RECV, .check = true,
-				      .after = -1 };
-		if (q != p->rank && ((!(data[q] & DATA_TO) && sl_sched_add(s, &tx) < 0) ||
-				     (!data[q] && sl_sched_add(s, &rx) < 0))) {
+		struct sl_xfer tx = { .peer = q, .step = SL_SCHED_CHECK_STEP, .is_send = true,
+				      .lazy = true, .after = -1 };
+		if (q != p->rank && data[q] == DATA_FROM && sl_sched_add(s, &tx) < 0) {
 			free(data);
 			return -1;
 		}
@@ -527,7 +518,6 @@ void sl_sched_chunk_applied(struct sl_sched *s, uint32_t recv, uint32_t chunk)
 		return;
 	s->applied[x->chunk0 + chunk] = 1;
 	s->chunks_left--;
-	s->checks_left -= x->check;
 	release_dependents(s, x, chunk);
 }
 

@@ -24,14 +24,11 @@
  * itself when they become ready (the own block of an all-gather, the local
  * operand of a direct reduction).
  *
- * In rooted collectives every rank also sends every other that it sends
- * no data one empty packet (step SL_SCHED_CHECK_STEP), so that ranks that
- * disagree on the root, or whose own part is consistent, still see every
- * other rank's call: a mismatch is reported on every rank instead of
- * waited on.  A check to a peer that sends this rank data is lazy: it
- * leaves only if the engine releases it, when the data is late.  These
- * checks are counted apart (sl_sched_data_done), so that a rank whose data
- * is complete need not wait for them to report its call done.
+ * In rooted collectives a rank also holds one empty packet (step
+ * SL_SCHED_CHECK_STEP) for each peer it receives data from and sends none
+ * to: a lazy call check, which leaves only if the engine releases it, when
+ * the data is late, so that a peer that called something else and sends
+ * nothing still sees this rank's call (schedule.c says why that is enough).
  *
  * The schedule owns no data and checks every transfer a builder makes
  * against the buffer sizes it was given, so a wrong builder fails at init,
@@ -114,8 +111,8 @@ struct sl_xfer {
 	bool payload_first;   /* recv REDUCE: dst = payload op operand instead (max, min and NaNs
 			       * are not commutative in their bits) */
 	bool finishes;        /* recv REDUCE: its elements are final after it (AVG divides) */
-	bool check;           /* a call check (SL_SCHED_CHECK_STEP), no data */
-	bool lazy;            /* send: a check held until sl_sched_release_lazy */
+	bool lazy;            /* send: a call check (SL_SCHED_CHECK_STEP, no data) held until
+			       * sl_sched_release_lazy */
 	uint64_t off, len;    /* byte range in buf */
 	uint64_t opnd_off;    /* recv REDUCE: operand's byte offset in opnd_buf */
 	int32_t after;        /* index of the reception it waits for, chunk by chunk; -1 none */
@@ -169,7 +166,6 @@ struct sl_sched {
 	uint64_t *arrived;        /* packet masks, one per reception chunk */
 	uint8_t *applied;         /* per reception chunk: complete (gated: reported applied) */
 	uint32_t chunks_left;     /* reception chunks not yet complete */
-	uint32_t checks_left;     /* of which call checks */
 	uint32_t lazy;            /* lazy checks not released yet */
 	struct sl_send *ready;    /* FIFO of chunks ready to send */
 	uint32_t ready_head, ready_tail, ready_cap;
@@ -208,13 +204,6 @@ void sl_sched_chunk_applied(struct sl_sched *s, uint32_t recv, uint32_t chunk);
 static inline bool sl_sched_recv_done(const struct sl_sched *s)
 {
 	return s->chunks_left == 0;
-}
-
-/* Every reception that carries data is complete: only call checks may be
- * missing. */
-static inline bool sl_sched_data_done(const struct sl_sched *s)
-{
-	return s->chunks_left == s->checks_left;
 }
 
 /* What the engine copies when snapshot_send is set: *n pieces of *len

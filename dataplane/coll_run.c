@@ -276,7 +276,9 @@ static void linger_mark(struct dp_coll *k)
 	k->comm->linger_ready++;
 }
 
-static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm);
+static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now);
+static void close_timers(struct dp_engine *e, uint64_t now);
+static void done_note(const struct dp_coll *k);
 
 /* Finish k: tell its client (retried by progress when the ring is full),
  * unless it was told when k began to linger. */
@@ -298,12 +300,13 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 			e->count.colls_failed++;
 		comm->failure_told |= k->status != SLUICE_OK;
 	}
+	done_note(k);
 	coll_unlink(k);
 	e->gated -= k->gdev != NULL;
 	coll_free(e, k);
 	e->running--;
 	if (comm->close_done && !comm->colls && !comm->linger)
-		comm_close_answer(e, comm);
+		close_try(e, comm, sl_tp_poll_ns(e->tp));
 	return true;
 }
 
@@ -323,7 +326,7 @@ static bool may_linger(const struct dp_coll *k)
 {
 	const struct sl_sched *s = &k->sched;
 
-	return !k->lingering && !k->gdev && k->status == SLUICE_OK && sl_sched_data_done(s) &&
+	return !k->lingering && !k->gdev && k->status == SLUICE_OK && sl_sched_recv_done(s) &&
 	       k->msgs_sent == k->msgs_used && !k->holding && k->comm->nlinger < DP_LINGER_MAX &&
 	       s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_EAGER_MAX &&
 	       k->comm->linger_bytes + s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_LINGER_BYTES;
@@ -400,7 +403,13 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 
 /* ---- communicator failure ---- */
 
-static void send_abort_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq)
+/* Control messages (SL_F_CTRL), told apart by their step: both carry the
+ * communicator's failure status (count) and reason. */
+enum { NOTICE_ABORT, NOTICE_CLOSING };
+
+/* To every live peer: an abort notice of the failure of call #seq, or this
+ * rank's closing word (seq: the number of collectives it ran). */
+static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, uint16_t what)
 {
 	struct dp_notices *n = calloc(1, sizeof(*n) + comm->nranks * sizeof(n->msgs[0]));
 
@@ -417,7 +426,8 @@ static void send_abort_notices(struct dp_engine *e, struct dp_comm *comm, uint32
 		m->hdr.flags = SL_F_CTRL;
 		m->hdr.comm = comm->key32;
 		m->hdr.seq = seq;
-		m->hdr.count = (uint64_t)comm->failed;
+		m->hdr.step = what;
+		m->hdr.count = (uint64_t)(int64_t)comm->failed;
 		m->hdr.len = (uint32_t)strlen(n->why) + 1;
 		m->src = (const uint8_t *)n->why;
 		m->owner = n;
@@ -511,7 +521,7 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 		}
 	}
 	if (notify)
-		send_abort_notices(e, comm, seq);
+		send_notices(e, comm, seq, NOTICE_ABORT);
 }
 
 /* ---- lookups ---- */
@@ -603,18 +613,65 @@ static void describe(char *buf, size_t len, uint8_t kind, uint64_t count, uint8_
 		 sl_algo_name((enum sl_algo)(kind >> KIND_ALGO_SHIFT)));
 }
 
-static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, int peer)
+/* A lazy call check (schedule.c) at a rank that sent its sender the data:
+ * nothing expects it, and the data's receiver compared the calls. */
+static bool stray_check(const struct sl_hdr *h)
 {
-	struct dp_comm *comm = k->comm;
+	return h->step == SL_SCHED_CHECK_STEP && h->len == 0;
+}
+
+/* Rank peer's packet h says it called another call than #seq here (kind,
+ * count and dtype_op as this rank's packets to peer would carry them; p2p:
+ * a send or recv). */
+static void mismatch(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, bool p2p, uint8_t kind,
+		     uint64_t count, uint8_t dt_op, const struct sl_hdr *h, int peer)
+{
 	char mine[96], theirs[96];
 
 	e->count.rx_mismatch++;
-	describe(mine, sizeof(mine), wire_kind(&k->cmd), wire_count(k, (uint32_t)peer, false), dtype_op(&k->cmd));
+	describe(mine, sizeof(mine), kind, count, dt_op);
 	describe(theirs, sizeof(theirs), h->kind, h->count, h->dtype_op);
-	comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true,
+	comm_fail(e, comm, SLUICE_ERR_MISMATCH, seq, true,
 		  "%s #%u differs across ranks: rank %u called %s but rank %d called %s: every rank "
 		  "must make the same calls in the same order (a recv the same count and type as its send)",
-		  is_p2p(k->cmd.opcode) ? "send/recv" : "collective", k->seq, comm->rank, mine, peer, theirs);
+		  p2p ? "send/recv" : "collective", seq, comm->rank, mine, peer, theirs);
+}
+
+static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, int peer)
+{
+	mismatch(e, k->comm, k->seq, is_p2p(k->cmd.opcode), wire_kind(&k->cmd), wire_count(k, (uint32_t)peer, false),
+		 dtype_op(&k->cmd), h, peer);
+}
+
+/* Remember a rooted call that ends here (dp.h: done); without memory for
+ * that, a late packet is only counted, as before. */
+static void done_note(const struct dp_coll *k)
+{
+	struct dp_comm *comm = k->comm;
+
+	if (!is_rooted(k->cmd.opcode) || k->status != SLUICE_OK ||
+	    (!comm->done && !(comm->done = calloc(DP_DONE_CALLS, sizeof(*comm->done)))))
+		return;
+	comm->done[k->seq % DP_DONE_CALLS] = (struct dp_done_call){
+		.seq = k->seq, .kind = wire_kind(&k->cmd), .dtype_op = dtype_op(&k->cmd), .count = wire_count(k, 0, false),
+	};
+}
+
+/* A packet for a rooted call that ended here: compared with it.  Ranks that
+ * made the same call send nothing after it ended but lazy checks (its data
+ * ended it), so this is one, or a rank that called something else and
+ * waits, or sent data this call never expected.  True when it was known. */
+static bool late_packet(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr *h, int src)
+{
+	const struct dp_done_call *d = comm->done ? &comm->done[h->seq % DP_DONE_CALLS] : NULL;
+
+	if (!d || !d->kind || d->seq != h->seq || packet_is_p2p(h))
+		return false;
+	if (h->kind != d->kind || h->dtype_op != d->dtype_op || h->count != d->count) {
+		mismatch(e, comm, d->seq, false, d->kind, d->count, d->dtype_op, h, src);
+		return true;
+	}
+	return stray_check(h);
 }
 
 /* ---- applying packets ---- */
@@ -636,13 +693,6 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 	/* the schedule's last contribution to these elements: average them once */
 	if (k->cmd.redop == SL_AVG && a->finishes)
 		sl_scale_avg(dst, len / esize, k->cmd.dtype, k->comm->nranks);
-}
-
-/* A lazy call check (schedule.c) at a rank that sent its sender the data:
- * nothing expects it, and the data's receiver compared the calls. */
-static bool stray_check(const struct sl_hdr *h)
-{
-	return h->step == SL_SCHED_CHECK_STEP && h->len == 0;
 }
 
 /* Offer one packet of k from rank src to its schedule and apply it (or,
@@ -842,17 +892,25 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 	b->tail = kept;
 }
 
-static void on_abort_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
+static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
 	struct dp_comm *comm = comm_by_key(e, h->comm);
 	int32_t status = (int32_t)h->count;
+	int src;
 
-	if (!comm || h->len == 0 || payload[h->len - 1] != '\0')
+	if (!comm || h->len == 0 || payload[h->len - 1] != '\0' || (src = rank_of_node(comm, h->src_node)) < 0)
 		return;
-	if (status != SLUICE_ERR_MISMATCH && status != SLUICE_ERR_TIMEOUT)
-		status = SLUICE_ERR_REMOTE;
-	comm_fail(e, comm, status, h->seq, false, "rank %d reported: %s", rank_of_node(comm, h->src_node),
-		  (const char *)payload);
+	if (h->step == NOTICE_CLOSING && !comm->peer_closed[src]) {
+		comm->peer_closed[src] = true;
+		comm->peer_seq[src] = h->seq;
+	}
+	if (status != SLUICE_OK) {
+		if (status != SLUICE_ERR_MISMATCH && status != SLUICE_ERR_TIMEOUT)
+			status = SLUICE_ERR_REMOTE;
+		comm_fail(e, comm, status, h->seq, false, "rank %d reported: %s", src, (const char *)payload);
+	}
+	if (comm->close_done && !comm->colls && !comm->linger)
+		close_try(e, comm, sl_tp_poll_ns(e->tp));
 }
 
 enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const uint8_t *payload)
@@ -864,7 +922,7 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 	int src;
 
 	if (h->flags & SL_F_CTRL) {
-		on_abort_notice(e, h, payload);
+		on_notice(e, h, payload);
 		return SL_DELIVER_DONE;
 	}
 	comm = comm_by_key(e, h->comm);
@@ -883,7 +941,7 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 		apply(e, k, src, h, payload);
 	else if (packet_is_early(comm, h, src))
 		stash(e, comm, h, payload, &res);
-	else if (!stray_check(h))
+	else if (!late_packet(e, comm, h, src) && !stray_check(h))
 		e->count.rx_bad_coll++;
 	return res;
 }
@@ -1349,7 +1407,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			left--;
 			if (k->gdev && dp_async_reap(e, k))
 				retry_deferred(e, k);
-			if (timers && k->sched.lazy && !sl_sched_data_done(&k->sched) &&
+			if (timers && k->sched.lazy && !sl_sched_recv_done(&k->sched) &&
 			    now >= k->posted_ns + LAZY_CHECK_NS)
 				sl_sched_release_lazy(&k->sched);
 			issue_sends(e, k);
@@ -1365,8 +1423,14 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 		if (timers || comm->linger_ready)
 			work += linger_progress(e, comm, now, timers);
 	}
-	if (timers)
+	if (e->closing && !now) {
+		now = sl_tp_poll_ns(e->tp);
+		timers = now >= e->next_timer_ns;
+	}
+	if (timers) {
+		close_timers(e, now);
 		e->next_timer_ns = now + TIMER_NS;
+	}
 	return work;
 }
 
@@ -1384,12 +1448,63 @@ static int32_t comm_close_now(struct dp_engine *e, struct dp_comm *comm, char *w
 	return res;
 }
 
-static void comm_close_answer(struct dp_engine *e, struct dp_comm *comm)
+/*
+ * A destroy completes once this rank's calls are over and every live peer
+ * has said the same (its closing word), or has failed.  A rank's calls can
+ * end before another rank sees that they differed (rooted calls send no
+ * checks between ranks that exchange no data, schedule.c), and that rank's
+ * abort notice may still be on its way: the closing words bring it, or
+ * its failure, before any destroy reports success.  They carry how many
+ * collectives each rank ran: a call that only one rank made is reported
+ * too.  A peer that never destroys holds this one timeout_ns at most.
+ */
+static bool close_ready(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
+{
+	if (!comm->closing_sent) {
+		comm->closing_sent = true;
+		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
+	}
+	if (comm->failed != SLUICE_OK || now - comm->close_since_ns >= e->timeout_ns)
+		return true;
+	for (uint32_t r = 0; r < comm->nranks; r++)
+		if (r != comm->rank && !comm->peer_closed[r] && sl_tp_node_alive(e->tp, comm->node[r]))
+			return false;
+	for (uint32_t r = 0; r < comm->nranks; r++) {
+		if (comm->peer_closed[r] && comm->peer_seq[r] != comm->next_seq) {
+			comm_fail(e, comm, SLUICE_ERR_MISMATCH, comm->next_seq, false,
+				  "rank %u made %u collective calls on this communicator but rank %u made %u: "
+				  "every rank must make the same calls in the same order",
+				  r, comm->peer_seq[r], comm->rank, comm->next_seq);
+			break;
+		}
+	}
+	return true;
+}
+
+static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
 {
 	_Atomic int32_t *done = comm->close_done;
 
+	if (!close_ready(e, comm, now)) {
+		e->closing += !comm->close_waiting;
+		comm->close_waiting = true;
+		return;
+	}
+	e->closing -= comm->close_waiting;
+	comm->close_waiting = false;
 	comm->close_done = NULL;
 	atomic_store_explicit(done, comm_close_now(e, comm, comm->close_why) + 1, memory_order_release);
+}
+
+/* Destroys waiting for closing words: a timer pass looks for the timeout
+ * and for peers that died. */
+static void close_timers(struct dp_engine *e, uint64_t now)
+{
+	for (unsigned i = 0; i < DP_MAX_COMMS && e->closing; i++) {
+		struct dp_comm *comm = &e->comms[i];
+		if (comm->live && comm->close_waiting)
+			close_try(e, comm, now);
+	}
 }
 
 int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_req *r)
@@ -1399,10 +1514,11 @@ int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_r
 			 "wait for them before destroying it");
 		return 1;
 	}
-	if (!comm->linger)
-		return comm_close_now(e, comm, r->why);
 	comm->close_done = r->done;
 	comm->close_why = r->why;
+	comm->close_since_ns = sl_tp_poll_ns(e->tp);
+	if (!comm->linger)
+		close_try(e, comm, comm->close_since_ns);
 	return DP_CTL_LATER;
 }
 
@@ -1423,6 +1539,10 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 		free_packets(e, comm->stash[b].head);
 	free(comm->stash);
 	stash_release(e, comm);
+	free(comm->done);
+	if (!comm->closing_sent) /* its client left, or the engine stops: the peers need not wait */
+		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
+	e->closing -= comm->close_waiting;
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		atomic_store_explicit(comm->close_done, 1, memory_order_release);
 	memset(comm, 0, sizeof(*comm));

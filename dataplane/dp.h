@@ -34,6 +34,10 @@
  * up to DP_STASH_MAX small calls ahead, and a post walks its bucket (64
  * buckets of 64 packets: a third of a 2-rank reduce's receiving side). */
 #define DP_STASH_BUCKETS 1024
+/* Rooted calls remembered after they end, for packets that come later: a
+ * lazy check comes 1-2 ms after its call's post, when a rank of small calls
+ * may be hundreds of calls further. */
+#define DP_DONE_CALLS 1024
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 #define DP_COLL_KEEP_BYTES (256u << 10) /* finished collectives' memory the engine keeps for reuse */
 #define DP_GPU_KEEP_BYTES (64ull << 20) /* the largest device scratch a reducer keeps for the next collective */
@@ -131,6 +135,15 @@ struct dp_comm {
 	} *stash;
 	uint32_t nstash;
 	bool stash_held;          /* its senders' windows are held (DP_STASH_HOLD) */
+	/* The calls of rooted collectives that ended here, by sequence number
+	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so
+	 * that a packet that comes after its call ended is still compared with
+	 * it (schedule.c).  Allocated at the first (16 KiB). */
+	struct dp_done_call {
+		uint32_t seq;
+		uint8_t kind, dtype_op;
+		uint64_t count;
+	} *done;
 	int32_t failed;           /* sluice_result_t once the communicator is broken */
 	char why[SL_ERRMSG_LEN];
 	bool failure_told;        /* a completion or refusal has carried `failed` to the client */
@@ -141,9 +154,15 @@ struct dp_comm {
 	struct dp_channels_failed *channels_failed;
 	uint32_t nlinger;         /* collectives on linger */
 	uint64_t linger_bytes;    /* their copies' bytes */
-	/* the client's destroy, answered once the lingering ones are gone (the server waits on it) */
+	/* the client's destroy, answered once the lingering ones are gone and
+	 * every live peer's closing word has come (the server waits on it) */
 	_Atomic int32_t *close_done;
 	char *close_why;
+	uint64_t close_since_ns;  /* when the destroy came: it waits for peers timeout_ns at most */
+	bool closing_sent;        /* this rank's closing word is out (coll_run.c) */
+	bool close_waiting;       /* counted in dp_engine.closing */
+	bool peer_closed[SL_MAX_RANKS]; /* closing words came from these peers ... */
+	uint32_t peer_seq[SL_MAX_RANKS]; /* ... with the number of collectives each ran */
 };
 
 struct dp_coll {
@@ -287,6 +306,7 @@ struct dp_engine {
 	uint32_t running;         /* collectives posted and not finished */
 	uint32_t gated;           /* of which wait on a reducer (a GPU kernel), which wakes nobody */
 	uint32_t lingering;       /* of which reported done to their clients */
+	uint32_t closing;         /* communicators whose destroy waits for peers' closing words */
 	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */
 	uint64_t spare_len;
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */

@@ -154,7 +154,19 @@ bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
 
 	/* One producer (the server thread), so a fresh producer handle per call is safe. */
 	sl_spsc_attach(&prod, e->ctl_mem, CTL_SLOTS, sizeof(*req), true);
-	return sl_spsc_enqueue(&prod, req);
+	if (!sl_spsc_enqueue(&prod, req))
+		return false;
+	/* A parked or sleeping engine would see it only after 1 ms, and a
+	 * destroy waits for every rank's engine to see its own (closing words,
+	 * coll_run.c).  The application that drove it waits for this answer:
+	 * it drives no more (the order is park's, seq_cst). */
+	atomic_store(&e->driven_ns, 0);
+	if (atomic_load(&e->parked)) {
+		atomic_fetch_add(&e->park_seq, 1);
+		syscall(SYS_futex, &e->park_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
+	dp_wake_kick(e->idle.wake);
+	return true;
 }
 
 int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req)

@@ -82,9 +82,9 @@ static void sleep_once(struct dp_engine *e)
 
 /* Stay up, giving the core away, when told to; when a frame from a link
  * whose peer cannot wake us would wait for the sleep to run out (a
- * collective is in flight), or a reducer's work would (a GPU kernel applies
- * a gated collective's chunks and wakes nobody: a sleep would hold each
- * chunk up to MAX_SLEEP_NS); and while an embedded application drives call
+ * collective is in flight, or a destroy waits for closing words), or a
+ * reducer's work would (a GPU kernel applies a gated collective's chunks
+ * and wakes nobody: a sleep would hold each chunk up to MAX_SLEEP_NS); and while an embedded application drives call
  * after call: waking this thread for its frames would only take the
  * application's core (its wait hands the engine back when it has to wait
  * long). */
@@ -92,7 +92,7 @@ static bool stay_up(const struct dp_engine *e, uint64_t now)
 {
 	uint64_t drove = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
 
-	return e->idle.cfg.busy_poll || (e->running && (!e->idle.all_links_wake || e->gated)) ||
+	return e->idle.cfg.busy_poll || ((e->running || e->closing) && (!e->idle.all_links_wake || e->gated)) ||
 	       (drove && now - drove < APP_DRIVES_NS);
 }
 

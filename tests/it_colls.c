@@ -16,7 +16,8 @@
  * 4. Mismatches: rank 1 calls something else (op, count, root, datatype,
  *    collective, a recv or all-to-allv count of another size): every rank
  *    gets SLUICE_ERR_MISMATCH, quickly (where only a pair disagrees, or a
- *    rank's part of a small rooted call was complete first, on its next call).
+ *    rank's part of a small rooted call was complete first, on its next call
+ *    or its destroy); rank 0 alone makes one more call: every destroy says so.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -630,6 +631,27 @@ static void mismatch(enum mismatch m)
 		CHECK(sluice_comm_destroy(comm));
 }
 
+/* Rank 0 alone makes one more call, a broadcast that needs nothing from the
+ * others: it ends on rank 0, and every rank's destroy reports that the
+ * ranks made different calls (the closing words carry their number). */
+static void extra_call(void)
+{
+	sluice_req_t *req;
+	sluice_result_t res;
+
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	if (rank == 0) {
+		CHECK(sluice_broadcast(comm, bufa, bufb, 100, SLUICE_INT32, 0, &req));
+		CHECK(sluice_wait(req));
+	}
+	res = sluice_comm_destroy(comm);
+	if (res != SLUICE_ERR_MISMATCH || !strstr(sluice_last_error(), "collective calls")) {
+		fprintf(stderr, "rank %d: rank 0 made one call more: destroy got %s (%s), want a mismatch\n", rank,
+			sluice_get_error_string(res), sluice_last_error());
+		failures++;
+	}
+}
+
 int main(void)
 {
 	size_t bytes = 8 * (size_t)MAX_COUNT * 4 + GUARD; /* up to 4 ranks' blocks of float64 */
@@ -656,6 +678,8 @@ int main(void)
 	CHECK(sluice_comm_destroy(comm));
 	for (enum mismatch m = 0; nranks > 2 && m < NMISMATCH; m++)
 		mismatch(m);
+	if (nranks > 1)
+		extra_call();
 	CHECK(sluice_mem_free(ctx, bufa));
 	CHECK(sluice_mem_free(ctx, bufb));
 	CHECK(sluice_finalize(ctx));

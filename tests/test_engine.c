@@ -463,48 +463,113 @@ static void test_abort_notice_outlives_its_communicator(void **state)
 	teardown_cluster();
 }
 
-/* A rooted call at 2 ranks whose data comes in time is one DATA packet:
- * the receiver sends only its ACK, no call check.  The data is there when
- * the receiver posts, so no check is late, however slow this machine. */
-static void test_rooted_calls_send_no_checks(void **state)
+/* A rooted call whose data comes in time is one DATA packet per pair of
+ * root and rank: the receivers send only ACKs, no call check, and at 3
+ * ranks the two non-roots, which exchange no data, send each other nothing
+ * (they sent and waited for a check each way on every call).  The data is
+ * there when the receivers post, so no check is late, however slow this
+ * machine. */
+static void rooted_calls_send_no_checks(unsigned n)
 {
 	static const uint32_t ops[] = { SL_OP_BROADCAST, SL_OP_SCATTER, SL_OP_REDUCE, SL_OP_GATHER };
 	struct sl_memport_faults none = { 0 };
 	struct sl_cpl cpl;
-	(void)state;
 
-	setup_cluster(2, &none, 5ull * 1000000000);
+	setup_cluster(n, &none, 5ull * 1000000000);
 	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
 		/* data flows from the root in broadcast and scatter, to it in reduce and gather */
-		unsigned from = ops[o] == SL_OP_BROADCAST || ops[o] == SL_OP_SCATTER ? 0 : 1, to = 1 - from;
-		uint64_t data_tx[2] = { sl_tp_get_stats(nodes[0].e.tp)->data_tx, sl_tp_get_stats(nodes[1].e.tp)->data_tx };
+		bool from_root = ops[o] == SL_OP_BROADCAST || ops[o] == SL_OP_SCATTER;
+		uint64_t data_tx[MAXN];
+		for (unsigned r = 0; r < n; r++)
+			data_tx[r] = sl_tp_get_stats(nodes[r].e.tp)->data_tx;
 		for (uint64_t k = 0; k < 20; k++) {
-			post_cmd(&nodes[from], k, ops[o], 4, 0, SL_ALGO_ID_DIRECT);
-			dp_engine_poll(&nodes[from].e);
-			dp_engine_poll(&nodes[to].e); /* the data waits, stashed */
-			post_cmd(&nodes[to], k, ops[o], 4, 0, SL_ALGO_ID_DIRECT);
-			dp_engine_poll(&nodes[to].e);
-			assert_true(sl_spsc_dequeue(&nodes[to].complete, &cpl));
-			assert_int_equal(cpl.status, SLUICE_OK);
-			unsigned p = 0;
-			for (; p < 100000 && !sl_spsc_dequeue(&nodes[from].complete, &cpl); p++)
-				poll_all();
-			assert_true(p < 100000);
-			assert_int_equal(cpl.status, SLUICE_OK);
+			for (unsigned r = 0; r < n; r++) /* the senders first */
+				if ((r == 0) == from_root) {
+					post_cmd(&nodes[r], k, ops[o], 4, 0, SL_ALGO_ID_DIRECT);
+					dp_engine_poll(&nodes[r].e);
+				}
+			for (unsigned r = 0; r < n; r++) /* the data waits, stashed */
+				if ((r == 0) != from_root)
+					dp_engine_poll(&nodes[r].e);
+			for (unsigned r = 0; r < n; r++)
+				if ((r == 0) != from_root) {
+					post_cmd(&nodes[r], k, ops[o], 4, 0, SL_ALGO_ID_DIRECT);
+					dp_engine_poll(&nodes[r].e);
+					assert_true(sl_spsc_dequeue(&nodes[r].complete, &cpl));
+					assert_int_equal(cpl.status, SLUICE_OK);
+				}
+			for (unsigned r = 0; r < n; r++) {
+				if ((r == 0) != from_root)
+					continue;
+				unsigned p = 0;
+				for (; p < 100000 && !sl_spsc_dequeue(&nodes[r].complete, &cpl); p++)
+					poll_all();
+				assert_true(p < 100000);
+				assert_int_equal(cpl.status, SLUICE_OK);
+			}
 		}
-		for (unsigned p = 0; p < 100000 && nodes[from].e.running; p++)
+		for (unsigned p = 0; p < 100000; p++) {
+			unsigned running = 0;
+			for (unsigned r = 0; r < n; r++)
+				running += nodes[r].e.running;
+			if (!running)
+				break;
 			poll_all();
-		assert_int_equal(nodes[from].e.running, 0);
-		assert_int_equal(sl_tp_get_stats(nodes[to].e.tp)->data_tx - data_tx[to], 0);
-		assert_int_equal(sl_tp_get_stats(nodes[from].e.tp)->data_tx - data_tx[from], 20);
+		}
+		for (unsigned r = 0; r < n; r++) {
+			assert_int_equal(nodes[r].e.running, 0);
+			uint64_t want = from_root ? (r == 0 ? 20 * (n - 1) : 0) : (r == 0 ? 0 : 20);
+			assert_int_equal(sl_tp_get_stats(nodes[r].e.tp)->data_tx - data_tx[r], want);
+		}
+	}
+	teardown_cluster();
+}
+
+static void test_rooted_calls_send_no_checks(void **state)
+{
+	(void)state;
+	rooted_calls_send_no_checks(2);
+	rooted_calls_send_no_checks(3);
+}
+
+/* A reduce where rank 1 takes rank 2 for the root: rank 2, done with its
+ * own part, gets rank 1's data after its call ended, and rank 1, done too,
+ * gets rank 0's lazy check after its call ended.  No check passes between
+ * the non-roots any more, so only the ended calls, kept for comparison,
+ * see it: a mismatch on every rank, not rank 0's timeout. */
+static void test_mismatch_after_the_call_ended(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	unsigned p;
+	(void)state;
+
+	setup_cluster(3, &none, 2ull * 1000000000);
+	post_cmd(&nodes[2], 1, SL_OP_REDUCE, 4, 0, SL_ALGO_ID_DIRECT);
+	dp_engine_poll(&nodes[2].e);
+	post_cmd(&nodes[0], 1, SL_OP_REDUCE, 4, 0, SL_ALGO_ID_DIRECT);
+	dp_engine_poll(&nodes[0].e); /* takes rank 2's data, waits for rank 1's */
+	for (p = 0; p < 100000 && nodes[2].e.running; p++)
+		dp_engine_poll(&nodes[2].e);
+	assert_int_equal(nodes[2].e.running, 0); /* acknowledged: over */
+	assert_true(sl_spsc_dequeue(&nodes[2].complete, &cpl));
+	assert_int_equal(cpl.status, SLUICE_OK);
+	post_cmd(&nodes[1], 1, SL_OP_REDUCE, 4, 2, SL_ALGO_ID_DIRECT);
+	for (p = 0; p < 50000000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+		poll_all();
+	assert_int_equal(cpl.status, SLUICE_ERR_MISMATCH);
+	for (unsigned r = 0; r < 3; r++) {
+		for (p = 0; p < 1000000 && nodes[r].e.comms[0].failed == SLUICE_OK; p++)
+			poll_all();
+		assert_int_equal(nodes[r].e.comms[0].failed, SLUICE_ERR_MISMATCH);
+		assert_non_null(strstr(nodes[r].e.comms[0].why, "differs across ranks"));
 	}
 	teardown_cluster();
 }
 
 /* A call that lingers keeps a copy of what its messages with data read and
  * nothing else: a broadcast's root its send buffer (not its recv buffer,
- * which no message reads), a receiver whose only messages are call checks
- * nothing at all. */
+ * which no message reads); a receiver sends nothing and does not linger. */
 static void test_lingering_calls_copy_what_they_send(void **state)
 {
 	struct sl_memport_faults none = { 0 };
@@ -519,9 +584,9 @@ static void test_lingering_calls_copy_what_they_send(void **state)
 	assert_int_equal(nodes[0].e.comms[0].nlinger, 1);
 	assert_int_equal(nodes[0].e.comms[0].linger_bytes, 4 * sizeof(int32_t));
 	dp_engine_poll(&nodes[1].e);
-	assert_true(sl_spsc_dequeue(&nodes[1].complete, &cpl)); /* done, rank 2's call check to come */
-	assert_int_equal(nodes[1].e.comms[0].nlinger, 1);
-	assert_int_equal(nodes[1].e.comms[0].linger_bytes, 0);
+	assert_true(sl_spsc_dequeue(&nodes[1].complete, &cpl)); /* done, and over: it sends nothing */
+	assert_int_equal(nodes[1].e.comms[0].nlinger, 0);
+	assert_int_equal(nodes[1].e.running, 0);
 	for (unsigned p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running || nodes[2].e.running); p++)
 		poll_all();
 	for (unsigned r = 0; r < 3; r++)
@@ -1131,6 +1196,7 @@ int main(void)
 		cmocka_unit_test(test_abort_notice_outlives_its_communicator),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
+		cmocka_unit_test(test_mismatch_after_the_call_ended),
 		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_root_runs_ahead),
 		cmocka_unit_test(test_run_ahead_copies_come_from_the_pool),

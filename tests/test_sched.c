@@ -670,7 +670,7 @@ static void assert_same_sched(const struct sl_sched *a, const struct sl_sched *b
 	assert_int_equal(a->nrecv, b->nrecv);
 	assert_memory_equal(a->recvs, b->recvs, a->nrecv * sizeof(*a->recvs));
 	assert_int_equal(a->chunks_left, b->chunks_left);
-	assert_int_equal(a->checks_left, b->checks_left);
+	assert_int_equal(a->lazy, b->lazy);
 	assert_memory_equal(a->arrived, b->arrived, a->chunks_left * sizeof(*a->arrived));
 	assert_memory_equal(a->applied, b->applied, a->chunks_left * sizeof(*a->applied));
 	assert_int_equal(a->ready_head, b->ready_head);
@@ -722,9 +722,10 @@ static void test_reinit_resets(void **state)
 	sl_sched_fini(&used);
 }
 
-/* A 3-rank direct broadcast from rank 0: call checks go only where no data
- * does, except a lazy one from a receiver to its sender, held until
- * released; they count apart from the data (sl_sched_data_done). */
+/* A 3-rank direct broadcast from rank 0: the only call check is a lazy one
+ * from a receiver to its sender, held until released; the two receivers,
+ * which exchange no data, send each other none (each waited for the
+ * other's on every call). */
 static void test_call_checks(void **state)
 {
 	struct sl_sched_plan p = { .coll = SL_COLL_BROADCAST, .algo = SL_ALGO_DIRECT, .nranks = 3, .count = 4,
@@ -732,30 +733,22 @@ static void test_call_checks(void **state)
 	struct sl_sched s;
 	struct sl_send snd;
 	struct sl_action a;
-	uint32_t checks_to[3] = { 0 };
 	(void)state;
 
 	/* the root: data to 1 and 2, so no check to them, nor from them */
 	assert_int_equal(sl_sched_init(&s, &p), 0);
-	assert_int_equal(s.checks_left, 0);
 	assert_int_equal(sl_sched_release_lazy(&s), 0);
-	assert_false(sl_sched_data_done(&s)); /* its own copy into the recv buffer */
+	assert_false(sl_sched_recv_done(&s)); /* its own copy into the recv buffer */
 	while (sl_sched_next_send(&s, &snd))
-		checks_to[snd.peer] += snd.step == SL_SCHED_CHECK_STEP;
-	assert_int_equal(checks_to[1] + checks_to[2], 0);
+		assert_int_not_equal(snd.step, SL_SCHED_CHECK_STEP);
 	assert_int_equal(sl_sched_on_packet(&s, 0, 0, 0, 16, &a), SL_SCHED_OK);
-	assert_true(sl_sched_data_done(&s));
 	assert_true(sl_sched_recv_done(&s));
 	sl_sched_fini(&s);
 
-	/* rank 1: data from 0 (no check from it, a lazy one to it); a check to and from 2 */
+	/* rank 1: data from 0 (a lazy check to it), nothing with 2 */
 	p.rank = 1;
 	assert_int_equal(sl_sched_init(&s, &p), 0);
-	assert_int_equal(s.checks_left, 1);
-	while (sl_sched_next_send(&s, &snd))
-		checks_to[snd.peer] += snd.step == SL_SCHED_CHECK_STEP;
-	assert_int_equal(checks_to[0], 0);
-	assert_int_equal(checks_to[2], 1);
+	assert_false(sl_sched_next_send(&s, &snd));
 	assert_int_equal(sl_sched_release_lazy(&s), 1);
 	assert_true(sl_sched_next_send(&s, &snd));
 	assert_int_equal(snd.peer, 0);
@@ -763,11 +756,23 @@ static void test_call_checks(void **state)
 	assert_false(sl_sched_next_send(&s, &snd));
 	assert_int_equal(sl_sched_release_lazy(&s), 0); /* once */
 	assert_int_equal(sl_sched_on_packet(&s, 0, SL_SCHED_CHECK_STEP, 0, 0, &a), SL_SCHED_BAD_STEP);
-	assert_int_equal(sl_sched_on_packet(&s, 2, SL_SCHED_CHECK_STEP, 0, 0, &a), SL_SCHED_OK);
-	assert_false(sl_sched_data_done(&s)); /* a check is no data */
+	assert_int_equal(sl_sched_on_packet(&s, 2, SL_SCHED_CHECK_STEP, 0, 0, &a), SL_SCHED_BAD_STEP);
+	assert_false(sl_sched_recv_done(&s));
 	assert_int_equal(sl_sched_on_packet(&s, 0, 0, 0, 16, &a), SL_SCHED_OK);
-	assert_true(sl_sched_data_done(&s));
+	assert_true(sl_sched_recv_done(&s)); /* its data alone: no check from 2 to wait for */
+	sl_sched_fini(&s);
+
+	/* a reduce's rank 2 sends rank 0 its data: no check at all */
+	p.coll = SL_COLL_REDUCE;
+	p.rank = 2;
+	p.recv_bytes = 0;
+	assert_int_equal(sl_sched_init(&s, &p), 0);
 	assert_true(sl_sched_recv_done(&s));
+	assert_int_equal(sl_sched_release_lazy(&s), 0);
+	assert_true(sl_sched_next_send(&s, &snd));
+	assert_int_equal(snd.peer, 0);
+	assert_int_not_equal(snd.step, SL_SCHED_CHECK_STEP);
+	assert_false(sl_sched_next_send(&s, &snd));
 	sl_sched_fini(&s);
 }
 

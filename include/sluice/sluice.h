@@ -116,8 +116,11 @@ sluice_result_t sluice_comm_init(sluice_ctx_t *ctx, int nranks, int rank,
 sluice_result_t sluice_comm_init_env(sluice_ctx_t *ctx, sluice_comm_t **comm);
 /* Waits until the sends of calls already reported done are acknowledged
  * (a small call is done once its results are in place, and the dataplane
- * resends from its own copy).  A failure that no call has reported yet (a
- * peer's call found to differ after this rank's was done) is returned here. */
+ * resends from its own copy), and for every live peer's destroy (each
+ * dataplane tells the others what it saw; a peer that never destroys holds
+ * this one SLUICE_TIMEOUT at most).  A failure that no call has reported
+ * yet (a peer's call found to differ after this rank's was done, on any
+ * rank, or one rank making more collective calls) is returned here. */
 sluice_result_t sluice_comm_destroy(sluice_comm_t *comm);
 sluice_result_t sluice_comm_rank(const sluice_comm_t *comm, int *rank);
 sluice_result_t sluice_comm_size(const sluice_comm_t *comm, int *nranks);
