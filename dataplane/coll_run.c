@@ -892,6 +892,29 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 	b->tail = kept;
 }
 
+/* Rank src has closed: its calls are over and its communicator is gone,
+ * so no packet this rank still sends it can change anything there.  Its
+ * messages stop waiting for acknowledgements: a lingering call held a
+ * destroy until the flow to such a peer died, when that peer's answers
+ * were lost for 20 s (veth_fault_all_3ranks, once).  Gated calls keep
+ * theirs (their reducer tracks each send). */
+static void sends_moot(struct dp_engine *e, struct dp_comm *comm, int src)
+{
+	for (int l = 0; l < 2; l++) {
+		for (struct dp_coll *k = l ? comm->linger : comm->colls; k; k = k->next) {
+			for (uint32_t i = 0; i < k->msgs_sent && !k->gdev; i++) {
+				struct sl_tp_msg *m = &k->msgs[i];
+				if (m->dst_node != comm->node[src] || (!m->queued && !m->unacked))
+					continue;
+				sl_tp_cancel(e->tp, m);
+				m->unacked = 0;
+				k->msgs_unacked--;
+			}
+			linger_mark(k);
+		}
+	}
+}
+
 static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
 	struct dp_comm *comm = comm_by_key(e, h->comm);
@@ -903,6 +926,7 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 	if (h->step == NOTICE_CLOSING && !comm->peer_closed[src]) {
 		comm->peer_closed[src] = true;
 		comm->peer_seq[src] = h->seq;
+		sends_moot(e, comm, src);
 	}
 	if (status != SLUICE_OK) {
 		if (status != SLUICE_ERR_MISMATCH && status != SLUICE_ERR_TIMEOUT)
@@ -980,7 +1004,7 @@ void dp_flow_dead(void *engine, uint16_t node)
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
 		struct dp_comm *comm = &e->comms[i];
 		int r = comm->live ? rank_of_node(comm, node) : -1;
-		if (r < 0)
+		if (r < 0 || comm->peer_closed[r]) /* it is done with this communicator: sends_moot */
 			continue;
 		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, comm->next_seq, true,
 			  "rank %d (dataplane node %u) stopped answering: nothing was acknowledged for "

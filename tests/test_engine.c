@@ -6,8 +6,9 @@
  * results (ring and direct) and every other collective and send/recv under
  * drop/duplicate/reorder, bitwise-identical results on every rank,
  * mismatched calls reported on every rank, a root that runs hundreds of
- * calls ahead of its peer (lingering calls, early packets), and a dead peer
- * turned into a timeout error that names it.  Then engines on threads of their own, as
+ * calls ahead of its peer (lingering calls, early packets), a dead peer
+ * turned into a timeout error that names it, and a peer that destroyed,
+ * then went silent, owed nothing and failing nothing.  Then engines on threads of their own, as
  * sluiced runs them: one asleep still wakes for a peer's frames and for a
  * submission.
  */
@@ -977,6 +978,76 @@ static void test_dead_peer(void **state)
 	teardown_cluster();
 }
 
+/* Frames node 0 sends node 2 lose their ACKs (a one-way loss): the port's
+ * own operations, with ACK frames dropped from its transmissions. */
+static const struct sl_port_ops *acks_kept_ops;
+
+static uint16_t acks_lost_tx(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	uint16_t i;
+
+	for (i = 0; i < n; i++) {
+		if (pkts[i].len > SL_ETH_LEN + SL_IP_LEN + SL_UDP_LEN + 1 &&
+		    pkts[i].data[SL_ETH_LEN + SL_IP_LEN + SL_UDP_LEN + 1] == SL_T_ACK)
+			acks_kept_ops->free(p, &pkts[i], 1);
+		else if (acks_kept_ops->tx_burst(p, &pkts[i], 1) != 1)
+			break;
+	}
+	return i;
+}
+
+static struct sl_port_ops acks_lost_ops;
+
+static void post_destroy(unsigned i, struct dp_ctl_req *r, _Atomic int32_t *done, char *why)
+{
+	atomic_store(done, 0);
+	*r = (struct dp_ctl_req){ .op = DP_CTL_DEL_COMM, .client = 0, .index = 0, .done = done, .why = why };
+	assert_true(dp_engine_ctl_post(&nodes[i].e, r));
+}
+
+/* A rank that closed has no communicator left: what this rank still sends
+ * it can change nothing there, and its silence afterwards says nothing
+ * about this communicator.  Node 0's ACKs to node 2 are lost, so the
+ * root's send to node 0 of a broadcast stays unacknowledged: the call
+ * lingers until node 0's closing word comes, and node 2's flow to node 0
+ * then dies of the retransmissions nobody acknowledges.  Node 2's destroy
+ * still succeeds (a lingering send held a destroy until the flow died:
+ * veth_fault_all_3ranks, once). */
+static void test_closed_peer_is_owed_nothing(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl[MAXN];
+	struct dp_ctl_req r[MAXN];
+	_Atomic int32_t done[MAXN];
+	char why[MAXN][SL_ERRMSG_LEN] = { "" };
+	unsigned p;
+	(void)state;
+
+	setup_cluster(3, &none, 300ull * 1000000); /* 0.3 s */
+	acks_kept_ops = ports[0][2]->ops;
+	acks_lost_ops = *acks_kept_ops;
+	acks_lost_ops.tx_burst = acks_lost_tx;
+	ports[0][2]->ops = &acks_lost_ops;
+	for (unsigned i = 0; i < 3; i++)
+		post_cmd(&nodes[i], 1, SL_OP_BROADCAST, 100, 2, SL_ALGO_ID_DIRECT);
+	wait_all(cpl, 50000000);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(cpl[i].status, SLUICE_OK);
+	for (unsigned i = 0; i < 2; i++)
+		post_destroy(i, &r[i], &done[i], why[i]);
+	for (p = 0; p < 500000000 && sl_tp_node_alive(nodes[2].e.tp, 0); p++)
+		poll_all();
+	assert_false(sl_tp_node_alive(nodes[2].e.tp, 0));
+	post_destroy(2, &r[2], &done[2], why[2]);
+	for (p = 0; p < 50000000 && !(done[0] && done[1] && done[2]); p++)
+		poll_all();
+	for (unsigned i = 0; i < 3; i++)
+		if (atomic_load(&done[i]) != 1)
+			fail_msg("rank %u's destroy: %d (%s)", i, atomic_load(&done[i]) - 1, why[i]);
+	ports[0][2]->ops = acks_kept_ops;
+	teardown_cluster();
+}
+
 /* ---- engines on threads ---- */
 
 /* memports are single-threaded: one lock for every frame crossing. */
@@ -1204,6 +1275,7 @@ int main(void)
 		cmocka_unit_test(test_root_overruns_the_stash),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_dead_peer),
+		cmocka_unit_test(test_closed_peer_is_owed_nothing),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
 	};

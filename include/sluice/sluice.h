@@ -118,7 +118,9 @@ sluice_result_t sluice_comm_init_env(sluice_ctx_t *ctx, sluice_comm_t **comm);
  * (a small call is done once its results are in place, and the dataplane
  * resends from its own copy), and for every live peer's destroy (each
  * dataplane tells the others what it saw; a peer that never destroys holds
- * this one SLUICE_TIMEOUT at most).  A failure that no call has reported
+ * this one SLUICE_TIMEOUT at most, then is not waited for).  Sends to a
+ * peer that has destroyed need no acknowledgement, and that peer going
+ * silent afterwards is no failure.  A failure that no call has reported
  * yet (a peer's call found to differ after this rank's was done, on any
  * rank, or one rank making more collective calls) is returned here. */
 sluice_result_t sluice_comm_destroy(sluice_comm_t *comm);
