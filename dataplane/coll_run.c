@@ -895,7 +895,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 /* Rank src has closed: its calls are over and its communicator is gone,
  * so no packet this rank still sends it can change anything there.  Its
  * messages stop waiting for acknowledgements: a lingering call held a
- * destroy until the flow to such a peer died, when that peer's answers
+ * destroy until the flow to such a peer died, when frames between them
  * were lost for 20 s (veth_fault_all_3ranks, once).  Gated calls keep
  * theirs (their reducer tracks each send). */
 static void sends_moot(struct dp_engine *e, struct dp_comm *comm, int src)
