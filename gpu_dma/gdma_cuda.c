@@ -54,6 +54,8 @@ struct cuda_state {
 
 static uint64_t self_exit_ns(const struct sl_gdma *g)
 {
+	if (g->cfg.idle_ns > UINT64_MAX / 10)
+		return UINT64_MAX;
 	return g->cfg.idle_ns * 10 > SELF_EXIT_MIN_NS ? g->cfg.idle_ns * 10 : SELF_EXIT_MIN_NS;
 }
 
