@@ -524,10 +524,26 @@ static void stop_restart(void)
 	free(cnt);
 }
 
+/* The application's cudaDeviceSynchronize, on a thread of its own. */
+struct sync_state {
+	cudaError_t rc;
+	bool done;
+};
+
 static void *synchronize_thread(void *arg)
 {
-	*(cudaError_t *)arg = cudaDeviceSynchronize();
+	struct sync_state *s = arg;
+
+	s->rc = cudaDeviceSynchronize();
+	__atomic_store_n(&s->done, true, __ATOMIC_RELEASE);
 	return NULL;
+}
+
+/* Post *d += *ones (one int64) and return its ticket in *t. */
+static void add_one(struct sl_gdma *g, int64_t *d, int64_t *ones, uint32_t *t)
+{
+	post_or_wait(g, &(struct sl_gdma_work){ .dst = d, .a = d, .src = ones, .count = 1, .dtype = SL_INT64,
+						.op = SL_SUM }, t);
 }
 
 /* With the kernel running, the application's cudaDeviceSynchronize returns
@@ -539,51 +555,35 @@ static void synchronize_returns(void)
 	int64_t *d, *ones, host = 0;
 	uint32_t t;
 	pthread_t th;
-	cudaError_t sync_rc = cudaErrorUnknown;
+	struct sync_state sync = { cudaErrorUnknown, false };
 	uint64_t t0;
 
 	CUDA_OK(cudaMalloc((void **)&d, 64));
 	CUDA_OK(cudaHostAlloc((void **)&ones, 64, cudaHostAllocMapped));
 	ones[0] = 1;
 	CUDA_OK(cudaMemset(d, 0, 64));
-	post_or_wait(g, &(struct sl_gdma_work){ .dst = d, .a = d, .src = ones, .count = 1, .dtype = SL_INT64,
-						.op = SL_SUM }, &t);
+	add_one(g, d, ones, &t);
 	wait_ticket(g, t);
 	CHECK(sl_gdma_running(g), "the kernel should linger between bursts of work");
 	/* legacy default stream work while the kernel runs */
 	CUDA_OK(cudaMemcpy(&host, d, sizeof(host), cudaMemcpyDeviceToHost));
 	CHECK(host == 1, "read back %" PRId64 ", want 1", host);
 	t0 = now_ns();
-	pthread_create(&th, NULL, synchronize_thread, &sync_rc);
+	pthread_create(&th, NULL, synchronize_thread, &sync);
 	while (sl_gdma_running(g) && now_ns() - t0 < 5000000000ull)
 		sl_gdma_progress(g, now_ns()); /* the engine's loop */
 	pthread_join(th, NULL);
-	CHECK(sync_rc == cudaSuccess, "cudaDeviceSynchronize: %s", cudaGetErrorString(sync_rc));
+	CHECK(sync.rc == cudaSuccess, "cudaDeviceSynchronize: %s", cudaGetErrorString(sync.rc));
 	printf("lifecycle: cudaDeviceSynchronize returned %.2f ms after the engine went idle (idle_ns 2 ms)\n",
 	       (double)(now_ns() - t0) / 1e6);
 	/* and the next post starts it again */
-	post_or_wait(g, &(struct sl_gdma_work){ .dst = d, .a = d, .src = ones, .count = 1, .dtype = SL_INT64,
-						.op = SL_SUM }, &t);
+	add_one(g, d, ones, &t);
 	CHECK(wait_ticket(g, t), "no completion after a restart");
 	CUDA_OK(cudaMemcpy(&host, d, sizeof(host), cudaMemcpyDeviceToHost));
 	CHECK(host == 2, "read back %" PRId64 " after the restart, want 2", host);
 	sl_gdma_close(g);
 	cudaFree(d);
 	cudaFreeHost(ones);
-}
-
-struct sync_state {
-	cudaError_t rc;
-	bool done;
-};
-
-static void *synchronize_flag_thread(void *arg)
-{
-	struct sync_state *s = arg;
-
-	s->rc = cudaDeviceSynchronize();
-	__atomic_store_n(&s->done, true, __ATOMIC_RELEASE);
-	return NULL;
 }
 
 /* An engine that cannot tell its kernel to stop (blocked in another CUDA
@@ -605,12 +605,11 @@ static void exits_unattended(void)
 	ones[0] = 1;
 	CUDA_OK(cudaMemset(d, 0, 64));
 	CUDA_OK(cudaStreamSynchronize(0));
-	post_or_wait(g, &(struct sl_gdma_work){ .dst = d, .a = d, .src = ones, .count = 1, .dtype = SL_INT64,
-						.op = SL_SUM }, &t);
+	add_one(g, d, ones, &t);
 	wait_ticket(g, t);
 	CHECK(sl_gdma_running(g), "the kernel should run right after its work");
 	t0 = now_ns();
-	pthread_create(&th, NULL, synchronize_flag_thread, &sync);
+	pthread_create(&th, NULL, synchronize_thread, &sync);
 	while (!__atomic_load_n(&sync.done, __ATOMIC_ACQUIRE) && now_ns() - t0 < 5000000000ull)
 		usleep(1000); /* no sl_gdma_progress: the engine is away */
 	returned = __atomic_load_n(&sync.done, __ATOMIC_ACQUIRE);
@@ -619,8 +618,7 @@ static void exits_unattended(void)
 	if (returned)
 		printf("lifecycle: with no progress calls the kernel exited on its own: cudaDeviceSynchronize "
 		       "returned after %.2f ms (self exit after 10 ms idle)\n", (double)(now_ns() - t0) / 1e6);
-	post_or_wait(g, &(struct sl_gdma_work){ .dst = d, .a = d, .src = ones, .count = 1, .dtype = SL_INT64,
-						.op = SL_SUM }, &t);
+	add_one(g, d, ones, &t);
 	CHECK(wait_ticket(g, t), "work posted after the kernel exited on its own was not applied");
 	CUDA_OK(cudaMemcpy(&host, d, sizeof(host), cudaMemcpyDeviceToHost));
 	CHECK(host == 2, "read back %" PRId64 " after the relaunch, want 2", host);
@@ -675,8 +673,7 @@ static int child_exit_running(void)
 	CUDA_OK(cudaMalloc((void **)&d, 64));
 	CUDA_OK(cudaHostAlloc((void **)&ones, 64, cudaHostAllocMapped));
 	ones[0] = 1;
-	post_or_wait(g, &(struct sl_gdma_work){ .dst = d, .a = d, .src = ones, .count = 1, .dtype = SL_INT64,
-						.op = SL_SUM }, &t);
+	add_one(g, d, ones, &t);
 	wait_ticket(g, t);
 	return sl_gdma_running(g) ? 0 : 3; /* exit() with the kernel alive */
 }
