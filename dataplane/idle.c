@@ -84,10 +84,10 @@ static void sleep_once(struct dp_engine *e)
  * whose peer cannot wake us would wait for the sleep to run out (a
  * collective is in flight, or a destroy waits for closing words), or a
  * reducer's work would (a GPU kernel applies a gated collective's chunks
- * and wakes nobody: a sleep would hold each chunk up to MAX_SLEEP_NS); and while an embedded application drives call
- * after call: waking this thread for its frames would only take the
- * application's core (its wait hands the engine back when it has to wait
- * long). */
+ * and wakes nobody: a sleep would hold each chunk up to MAX_SLEEP_NS); and
+ * while an embedded application drives call after call: waking this thread
+ * for its frames would only take the application's core (its wait hands
+ * the engine back when it has to wait long). */
 static bool stay_up(const struct dp_engine *e, uint64_t now)
 {
 	uint64_t drove = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
