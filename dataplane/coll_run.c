@@ -871,12 +871,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 	struct dp_stash_bucket *b = comm->stash ? &comm->stash[k->seq % DP_STASH_BUCKETS] : NULL;
 	struct dp_stashed **p, *kept = NULL;
 
-	/* (this call's own early packets leave below: the next post counts them gone) */
-	if (comm->nstash <= DP_STASH_RESUME)
-		stash_release(e, comm);
-	if (!b)
-		return;
-	for (p = &b->head; *p;) {
+	for (p = b ? &b->head : NULL; p && *p;) {
 		struct dp_stashed *s = *p;
 		int src = rank_of_node(comm, s->hdr.src_node);
 		if (!packet_is_for(k, &s->hdr, src)) {
@@ -889,7 +884,11 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		apply(e, k, src, &s->hdr, s->payload);
 		packet_put(e, s);
 	}
-	b->tail = kept;
+	if (b)
+		b->tail = kept;
+	/* after this call's own early packets left: the rest of the call may be what is held */
+	if (comm->nstash <= DP_STASH_RESUME)
+		stash_release(e, comm);
 }
 
 /* Rank src has closed: its calls are over and its communicator is gone,

@@ -45,7 +45,7 @@ struct node {
 static struct node nodes[MAXN];
 static struct sl_port *ports[MAXN][MAXN];
 static unsigned nnodes;
-static const size_t buf_bytes = 1 << 20;
+static const size_t buf_bytes = 4 << 20; /* one call of more than DP_STASH_HOLD packets fits */
 
 static void poll_all(void)
 {
@@ -870,6 +870,42 @@ static void test_root_overruns_the_stash(void **state)
 	teardown_cluster();
 }
 
+/* One call's own early packets reach DP_STASH_HOLD before its peer posts
+ * it: the post that drains them must reopen the window, or the call waits
+ * on the rest forever (a 2-rank 256 MiB all-reduce on GPU buffers did, the
+ * slower rank's stash filled by its peer's next call). */
+static void test_one_call_overruns_the_stash(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	unsigned p = 0, packets = DP_STASH_HOLD + 200;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	ra_count = packets * 1024 / 4;
+	for (unsigned j = 0; j < ra_count; j++)
+		((int32_t *)nodes[0].send)[j] = (int32_t)j;
+	post_bcast(&nodes[0], 0);
+	for (; p < 100000 && nodes[1].e.comms[0].nstash < DP_STASH_HOLD; p++)
+		poll_all();
+	assert_true(nodes[1].e.comms[0].stash_held);
+	for (p = 0; p < 1000; p++)
+		poll_all();
+	assert_false(sl_spsc_dequeue(&nodes[0].complete, &cpl)); /* held: the rest waits */
+	post_bcast(&nodes[1], 0);
+	for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+		poll_all();
+	if (p == 100000)
+		fail_msg("the peer's broadcast never completed: its drained stash left the window held");
+	assert_int_equal(cpl.status, SLUICE_OK);
+	for (unsigned j = 0; j < ra_count; j++)
+		if (((int32_t *)nodes[1].recv)[j] != (int32_t)j)
+			fail_msg("element %u: %d, want %u", j, ((int32_t *)nodes[1].recv)[j], j);
+	assert_false(nodes[1].e.comms[0].stash_held);
+	ra_count = RA_COUNT;
+	teardown_cluster();
+}
+
 /* A root runs ahead over a lossy link, twice: the second run's calls reuse
  * the first's finished collectives and their lingering copies, and the
  * packets they send again still carry each call's own values, not what the
@@ -1273,6 +1309,7 @@ int main(void)
 		cmocka_unit_test(test_run_ahead_copies_come_from_the_pool),
 		cmocka_unit_test(test_root_runs_ahead_under_loss),
 		cmocka_unit_test(test_root_overruns_the_stash),
+		cmocka_unit_test(test_one_call_overruns_the_stash),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
