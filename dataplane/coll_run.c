@@ -35,6 +35,10 @@
 /* A call whose data has not come this long after its post sends its lazy
  * call checks (schedule.c): only a mismatch waits for them. */
 #define LAZY_CHECK_NS 1000000ull
+/* A posted call of a held communicator that got nothing this long reopens
+ * the windows for a round: what it waits for may be queued behind the
+ * early packets that held them (stash_starves). */
+#define STARVED_NS 2000000ull
 #define KIND_ALGO_SHIFT 5 /* wire kind = opcode | algorithm << 5 */
 #define COUNT_ROOT_SHIFT 56 /* wire count = count | root << 56 (the header has no root field) */
 
@@ -891,6 +895,17 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		stash_release(e, comm);
 }
 
+/* A held stash can starve a posted call: a peer that posted calls A and B
+ * sends A's last step behind B's first, while this rank, waiting for A,
+ * has not posted B.  Until A moves again, each timer pass past STARVED_NS
+ * reopens the windows (packets that then find the stash full are refused,
+ * and held again past that point). */
+static void stash_starves(struct dp_engine *e, struct dp_coll *k, uint64_t now)
+{
+	if (k->comm->stash_held && now >= k->last_progress_ns + STARVED_NS)
+		stash_release(e, k->comm);
+}
+
 /* Rank src has closed: its calls are over and its communicator is gone,
  * so no packet this rank still sends it can change anything there.  Its
  * messages stop waiting for acknowledgements: a lingering call held a
@@ -1434,8 +1449,10 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			    now >= k->posted_ns + LAZY_CHECK_NS)
 				sl_sched_release_lazy(&k->sched);
 			issue_sends(e, k);
-			if (timers)
+			if (timers) {
+				stash_starves(e, k, now);
 				check_timeout(e, k, now);
+			}
 			/* issue_sends drained the ready sends: received all and acked all is done */
 			if (k->status != SLUICE_OK || (sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0 &&
 							 k->msgs_sent == k->msgs_used && !k->holding))

@@ -6,7 +6,8 @@
  * results (ring and direct) and every other collective and send/recv under
  * drop/duplicate/reorder, bitwise-identical results on every rank,
  * mismatched calls reported on every rank, a root that runs hundreds of
- * calls ahead of its peer (lingering calls, early packets), a dead peer
+ * calls ahead of its peer (lingering calls, early packets), early packets
+ * that hold the window and a post that must reopen it, a dead peer
  * turned into a timeout error that names it, and a peer that destroyed,
  * then went silent, owed nothing and failing nothing.  Then engines on threads of their own, as
  * sluiced runs them: one asleep still wakes for a peer's frames and for a
@@ -45,13 +46,18 @@ struct node {
 static struct node nodes[MAXN];
 static struct sl_port *ports[MAXN][MAXN];
 static unsigned nnodes;
-static const size_t buf_bytes = 4 << 20; /* one call of more than DP_STASH_HOLD packets fits */
+static const size_t buf_bytes = 8 << 20; /* two calls of more than DP_STASH_HOLD packets fit */
 
 static void poll_all(void)
 {
 	for (unsigned i = 0; i < nnodes; i++)
 		if (!nodes[i].dead)
 			dp_engine_poll(&nodes[i].e);
+}
+
+static uint64_t now_ms(void)
+{
+	return dp_now_ns(NULL) / 1000000;
 }
 
 static void ctl(struct node *n, uint32_t op, uint32_t index, void *obj)
@@ -893,16 +899,74 @@ static void test_one_call_overruns_the_stash(void **state)
 		poll_all();
 	assert_false(sl_spsc_dequeue(&nodes[0].complete, &cpl)); /* held: the rest waits */
 	post_bcast(&nodes[1], 0);
+	dp_engine_poll(&nodes[1].e); /* the post: it drains the stash, and reopens at once */
+	if (nodes[1].e.comms[0].stash_held)
+		fail_msg("the post drained the stash to %u packets and left the window held",
+			 nodes[1].e.comms[0].nstash);
 	for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
 		poll_all();
-	if (p == 100000)
-		fail_msg("the peer's broadcast never completed: its drained stash left the window held");
+	assert_true(p < 100000);
 	assert_int_equal(cpl.status, SLUICE_OK);
 	for (unsigned j = 0; j < ra_count; j++)
 		if (((int32_t *)nodes[1].recv)[j] != (int32_t)j)
 			fail_msg("element %u: %d, want %u", j, ((int32_t *)nodes[1].recv)[j], j);
 	assert_false(nodes[1].e.comms[0].stash_held);
 	ra_count = RA_COUNT;
+	teardown_cluster();
+}
+
+/* An all-reduce of count int32s at element off of both buffers, all ranks' inputs rank + 1 + base. */
+static void post_sum_at(struct node *n, uint64_t tag, uint64_t count, uint64_t off, int32_t base)
+{
+	struct sl_cmd cmd = { .req = tag, .opcode = SL_OP_ALLREDUCE, .comm = 0, .count = count, .dtype = SLUICE_INT32,
+			      .redop = SLUICE_SUM, .send_region = 0, .recv_region = 1, .send_off = off * 4,
+			      .recv_off = off * 4 };
+	for (uint64_t j = 0; j < count; j++)
+		((int32_t *)n->send)[off + j] = (int32_t)(n - nodes) + 1 + base;
+	assert_true(sl_spsc_enqueue(&n->submit, &cmd));
+}
+
+static void expect_done(unsigned i, uint64_t tag, uint64_t count, uint64_t off, int32_t want)
+{
+	struct sl_cpl cpl;
+	uint64_t deadline = now_ms() + 5000;
+
+	while (!sl_spsc_dequeue(&nodes[i].complete, &cpl)) {
+		if (now_ms() > deadline)
+			fail_msg("node %u: call %llu never completed", i, (unsigned long long)tag);
+		poll_all();
+	}
+	assert_int_equal(cpl.status, SLUICE_OK);
+	assert_int_equal(cpl.req, tag);
+	for (uint64_t j = 0; j < count; j++)
+		if (((int32_t *)nodes[i].recv)[off + j] != want)
+			fail_msg("node %u call %llu element %llu: %d, want %d", i, (unsigned long long)tag,
+				 (unsigned long long)j, ((int32_t *)nodes[i].recv)[off + j], want);
+}
+
+/* A peer posts calls A and B together; this rank posts B only once A is
+ * done (both legal).  B's early packets hold the window before A's last
+ * step, which the peer sends behind them, has come: the held window must
+ * not starve A. */
+static void test_held_stash_starves_no_posted_call(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2; /* packets per half */
+	unsigned p = 0;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	post_sum_at(&nodes[0], 0, a, 0, 0);
+	post_sum_at(&nodes[0], 1, b, a, 10);
+	for (; p < 100000 && !nodes[1].e.comms[0].stash_held; p++)
+		poll_all();
+	assert_true(nodes[1].e.comms[0].stash_held);
+	post_sum_at(&nodes[1], 0, a, 0, 0);
+	expect_done(1, 0, a, 0, 3);
+	post_sum_at(&nodes[1], 1, b, a, 10);
+	expect_done(0, 0, a, 0, 3);
+	expect_done(0, 1, b, a, 23);
+	expect_done(1, 1, b, a, 23);
 	teardown_cluster();
 }
 
@@ -1164,11 +1228,6 @@ static void *run_engine(void *arg)
 	return NULL;
 }
 
-static uint64_t now_ms(void)
-{
-	return dp_now_ns(NULL) / 1000000;
-}
-
 /* Wait (at most 5 s) until node i's engine has slept more than `sleeps`
  * times and is asleep again. */
 static void wait_asleep(unsigned i, uint64_t sleeps)
@@ -1310,6 +1369,7 @@ int main(void)
 		cmocka_unit_test(test_root_runs_ahead_under_loss),
 		cmocka_unit_test(test_root_overruns_the_stash),
 		cmocka_unit_test(test_one_call_overruns_the_stash),
+		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
