@@ -15,6 +15,8 @@ columns (size, count, type, redop, time, algbw, busbw):
                K engines, each on its own core and memif link; large calls split
                over them)
 
+Rank i takes GPU i % (GPUs on the machine), as sluice-perf -G does.
+
 Usage: python3 perf/gpu_peers.py [--ranks 2] [--min 8] [--max 1G]
                                  [--modes sluice,nccl-socket,nccl,gloo] [--json FILE]
 Each mode runs in fresh processes, since NCCL reads its variables at start.
@@ -57,9 +59,10 @@ def worker(rank, nranks, mode, sizes, port, queue):
     os.environ.update(SAFE_ENV)
     os.environ.update(env)
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
-    torch.cuda.set_device(rank)
+    gpu = rank % torch.cuda.device_count()  # more ranks than GPUs: Gloo and sluice share them, NCCL refuses
+    torch.cuda.set_device(gpu)
     dist.init_process_group(backend, rank=rank, world_size=nranks,
-                            device_id=torch.device("cuda", rank) if backend == "nccl" else None)
+                            device_id=torch.device("cuda", gpu) if backend == "nccl" else None)
     rows = []
     for nbytes in sizes:
         count = max(1, nbytes // 4)
