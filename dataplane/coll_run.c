@@ -314,31 +314,72 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 	return true;
 }
 
+static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
+{
+	return len && p >= base && p < base + len;
+}
+
+/* The bytes of k's send and recv buffers that copy_sources would copy:
+ * only a buffer some message with data reads, and not the in-place
+ * snapshot (ours already). */
+static void sources_read(const struct dp_coll *k, uint64_t *slen, uint64_t *rlen)
+{
+	const struct sl_sched *s = &k->sched;
+	const uint8_t *sbuf = k->buf[SL_BUF_SEND], *rbuf = k->buf[SL_BUF_RECV];
+	bool reads_send = false, reads_recv = false;
+
+	for (uint32_t i = 0; i < k->msgs_used; i++) {
+		const struct sl_tp_msg *m = &k->msgs[i];
+		reads_send |= m->hdr.len && in_range(m->src, sbuf, s->bytes[SL_BUF_SEND]);
+		reads_recv |= m->hdr.len && in_range(m->src, rbuf, s->bytes[SL_BUF_RECV]);
+	}
+	*slen = !reads_send || in_range(sbuf, k->owned, k->owned_len) ? 0 : s->bytes[SL_BUF_SEND];
+	*rlen = reads_recv ? s->bytes[SL_BUF_RECV] : 0;
+}
+
 /*
  * Report k done before its sends are acknowledged, or the call checks of
  * other ranks have come: once its receptions hold their data (the result
  * is final) and every send is with the transport.  The client may then
  * reuse its buffers, and the transport rebuilds lost packets from the
  * source, so the sends' bytes in the client's buffers are copied first
- * (bounded: DP_EAGER_MAX).  Waiting for an ACK cost a round trip per call,
+ * (bounded: eager).  Waiting for an ACK cost a round trip per call,
  * and a rooted call's checks another: the root of a small broadcast took
  * 3-6x Open MPI's time.  k stays on the list until both have come; a
  * mismatch or a lost peer found then breaks the communicator, and the next
  * call (or sluice_comm_destroy) reports it.
  */
+/* Whether k is small enough to linger: its buffers hold at most
+ * DP_EAGER_MAX together; or it receives nothing from other ranks (the root
+ * of a scatter or broadcast, a leaf of a gather) and its copy is at most
+ * DP_EAGER_MAX per peer, as MPI sends each peer up to its eager limit
+ * without waiting.  Such a sender's call waits for ACKs alone: 3 ranks on
+ * 2 cores, the root of a 64-128 KiB scatter waited for a descheduled
+ * peer's every call, 40-100 us, where Open MPI's took 5-10. */
+static bool eager(const struct dp_coll *k, uint64_t *copy)
+{
+	const struct sl_sched *s = &k->sched;
+	uint64_t slen, rlen;
+
+	*copy = s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV];
+	if (*copy <= DP_EAGER_MAX)
+		return true;
+	for (uint32_t i = 0; i < s->nrecv; i++)
+		if (s->x[s->recvs[i]].peer != s->p.rank)
+			return false; /* (its own block is a local copy) */
+	sources_read(k, &slen, &rlen);
+	*copy = slen + rlen;
+	return *copy <= (uint64_t)DP_EAGER_MAX * (s->p.nranks - 1);
+}
+
 static bool may_linger(const struct dp_coll *k)
 {
 	const struct sl_sched *s = &k->sched;
+	uint64_t copy;
 
 	return !k->lingering && !k->gdev && k->status == SLUICE_OK && sl_sched_recv_done(s) &&
 	       k->msgs_sent == k->msgs_used && !k->holding && k->comm->nlinger < DP_LINGER_MAX &&
-	       s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_EAGER_MAX &&
-	       k->comm->linger_bytes + s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV] <= DP_LINGER_BYTES;
-}
-
-static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
-{
-	return len && p >= base && p < base + len;
+	       eager(k, &copy) && k->comm->linger_bytes + copy <= DP_LINGER_BYTES;
 }
 
 /* Point k's messages that read the client's send or recv buffer at a copy
@@ -349,20 +390,10 @@ static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
  * page fault per 4 KiB, 15-20 us each on this VM). */
 static bool copy_sources(struct dp_engine *e, struct dp_coll *k)
 {
-	const struct sl_sched *s = &k->sched;
-	uint64_t slen = s->bytes[SL_BUF_SEND], rlen = s->bytes[SL_BUF_RECV];
 	const uint8_t *sbuf = k->buf[SL_BUF_SEND], *rbuf = k->buf[SL_BUF_RECV];
-	bool reads_send = false, reads_recv = false;
+	uint64_t slen, rlen;
 
-	for (uint32_t i = 0; i < k->msgs_used; i++) {
-		const struct sl_tp_msg *m = &k->msgs[i];
-		reads_send |= m->hdr.len && in_range(m->src, sbuf, slen);
-		reads_recv |= m->hdr.len && in_range(m->src, rbuf, rlen);
-	}
-	if (!reads_send || in_range(sbuf, k->owned, k->owned_len))
-		slen = 0; /* (the in-place snapshot: ours already) */
-	if (!reads_recv)
-		rlen = 0;
+	sources_read(k, &slen, &rlen);
 	if (!slen && !rlen)
 		return true; /* nothing to copy, or copied already (the completion found no room) */
 	if (!k->linger_copy || slen + rlen > k->linger_cap) {

@@ -18,10 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DP_POOL_BYTES (1u << 20)      /* the arena, touched at start (about 3 ms here) */
+/* The arena, touched at start (40-80 ms here): a receive budget of early
+ * packets (256 of 16 KiB, in 32 KiB blocks) and lingering calls' copies. */
+#define DP_POOL_BYTES (16u << 20)
 #define DP_POOL_KEEP_BYTES (32u << 20) /* malloc'd blocks kept for reuse beyond it */
 #define DP_POOL_MIN_SHIFT 6            /* sizes 64 B ... */
-#define DP_POOL_ARENA_CLASSES 11       /* ... to 64 KiB from the arena ... */
+#define DP_POOL_ARENA_CLASSES 13       /* ... to 256 KiB from the arena ... */
 #define DP_POOL_CLASSES 21             /* ... to 64 MiB; larger blocks are malloc'd and freed */
 
 struct dp_pool_block;

@@ -601,6 +601,42 @@ static void test_lingering_calls_copy_what_they_send(void **state)
 	teardown_cluster();
 }
 
+/* A rank that only sends lingers while its copy is at most DP_EAGER_MAX
+ * per peer, though its buffers hold more: the root of a 3-rank scatter of
+ * 32 KiB blocks (96 KiB to send, 32 KiB to receive) lingers; of 48 KiB
+ * blocks (a 144 KiB copy), it waits for its ACKs. */
+static void test_eager_senders_linger(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	const uint64_t block = DP_EAGER_MAX / 2 / sizeof(int32_t);
+	const struct { uint64_t count; bool lingers; } calls[] = {
+		{ block, true },
+		{ 3 * block / 2, false },
+	};
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(3, &none, 5ull * 1000000000);
+	for (unsigned c = 0; c < 2; c++) {
+		for (unsigned r = 0; r < 3; r++)
+			post_cmd(&nodes[r], c + 1, SL_OP_SCATTER, calls[c].count, 0, SL_ALGO_ID_DIRECT);
+		dp_engine_poll(&nodes[0].e);
+		bool done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
+		assert_int_equal(done, calls[c].lingers);
+		assert_int_equal(nodes[0].e.comms[0].nlinger, calls[c].lingers);
+		assert_int_equal(nodes[0].e.comms[0].linger_bytes, calls[c].lingers ? 3 * block * sizeof(int32_t) : 0);
+		for (unsigned p = 0; p < 1000000 && (nodes[0].e.running || nodes[1].e.running || nodes[2].e.running); p++)
+			poll_all();
+		for (unsigned r = 0; r < 3; r++) {
+			assert_int_equal(nodes[r].e.running, 0);
+			if (r || !done)
+				assert_true(sl_spsc_dequeue(&nodes[r].complete, &cpl));
+			assert_int_equal(cpl.status, SLUICE_OK);
+		}
+	}
+	teardown_cluster();
+}
+
 /* Every collective, both algorithms, through whole engines over lossy, reordering links. */
 static void test_every_collective_under_faults(void **state)
 {
@@ -1362,6 +1398,7 @@ int main(void)
 		cmocka_unit_test(test_abort_notice_outlives_its_communicator),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
+		cmocka_unit_test(test_eager_senders_linger),
 		cmocka_unit_test(test_mismatch_after_the_call_ended),
 		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_root_runs_ahead),
