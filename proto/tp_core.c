@@ -114,6 +114,7 @@ static struct tp_flow *flow_new(struct sl_tp *tp, uint16_t node)
 	}
 	f->node = node;
 	f->snd_una = f->snd_nxt = f->sacked_end = f->rcv_cum = TP_FIRST_PSN;
+	f->ack_nxt = f->ack_seen = TP_FIRST_PSN; /* ACK numbers cross the wrap too */
 	f->rcv_grant = tp->cfg.init_credit;
 	f->credit_end = TP_FIRST_PSN + (tp->cfg.init_credit < tp->cfg.window ? tp->cfg.init_credit :
 									   tp->cfg.window);

@@ -184,8 +184,10 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	if (tp->cfg.cc && (r.progress || ack->ce))
 		tp->cfg.cc->on_ack(&f->cc, r.acked, delay_ns, ack->ce != 0, tp->now_ns);
 	/* the grant may shrink (more senders arrived), but an ACK older than
-	 * what we know says nothing */
-	if (!psn_before(ack->cum_psn, una)) {
+	 * what we know says nothing: one that acknowledges less, or one sent
+	 * before an ACK we had (a hold overtaken by its reopening) */
+	if (!psn_before(ack->cum_psn, una) && !psn_before(h->psn, f->ack_seen)) {
+		f->ack_seen = h->psn;
 		f->credit_end = ack->cum_psn + (ack->credit < SL_MAX_WINDOW ? ack->credit : SL_MAX_WINDOW);
 		tp_hold_on_ack(tp, f, h->flags & SL_F_HOLD);
 	}

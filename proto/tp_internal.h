@@ -106,6 +106,8 @@ struct tp_flow {
 	uint32_t n_held;         /* slots held */
 	uint64_t persist_ns;     /* window probe interval while held, doubling per probe */
 	uint64_t persist_next_ns; /* and when the next one is due */
+	uint32_t ack_seen;       /* newest ACK number from the peer: an ACK sent before it
+				    brings no credit or hold state (wire.h) */
 
 	/* receiver: PSNs before rcv_cum are applied; rcv_map marks those in
 	 * [rcv_cum, rcv_cum + SL_MAX_WINDOW), bit psn % SL_MAX_WINDOW */
@@ -123,6 +125,7 @@ struct tp_flow {
 	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
 	bool rcv_holding;        /* the engine held this sender: the window ends at rcv_hold_psn */
 	uint32_t rcv_hold_psn;   /* until sl_tp_resume (tp_hold.c) */
+	uint32_t ack_nxt;        /* ACK number of the next ACK or probe to the peer */
 };
 
 /* Frames built but not yet taken by a port's tx_burst. */

@@ -288,6 +288,7 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 	}
 	tp_hold_ack(f, &ack, &h.flags);
 	sack_bits(f, ack.sack);
+	h.psn = f->ack_nxt++;
 	hdr_common(tp, f, pp->port_idx, &h, SL_T_ACK);
 	uint16_t entropy = path >= 0 ? pp->entropy : tp_entropy(tp, f->node, f->rcv_echo_path);
 	if (!txq_commit(tp, pp->port_idx, &pp->addr, entropy, p, &h, NULL, &ack))

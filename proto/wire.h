@@ -14,7 +14,11 @@
  * former reserved word echoes CE marks and the path id.  Same 48-byte header,
  * same 48-byte ACK body.  Flag bit 5 on an ACK (SL_F_DSACK) reports a
  * duplicate DATA, bit 6 (SL_F_HOLD) a receiver that holds its window; a
- * version 2 peer that does not know them ignores them.
+ * version 2 peer that does not know them ignores them.  An ACK's psn field
+ * carries its ACK number (one more for each ACK or probe its end sends the
+ * peer), so that an ACK overtaken by a later one does not take back the
+ * credit or reopening the later one brought; a peer that leaves it 0 has
+ * every ACK taken as current, as before.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
@@ -79,7 +83,7 @@ struct sl_hdr {
 	uint16_t flags;    /* enum sl_hdr_flags */
 	uint16_t src_node; /* sender's dataplane node id: selects the flow */
 	uint16_t dst_node; /* receiver's dataplane node id */
-	uint32_t psn;      /* per-flow packet sequence number (DATA) */
+	uint32_t psn;      /* per-flow packet sequence number (DATA), ACK number (ACK) */
 	uint32_t comm;     /* communicator key (low 32 bits) */
 	uint32_t seq;      /* collective sequence number within the communicator */
 	uint16_t step;     /* algorithm step */

@@ -571,6 +571,82 @@ static void test_lost_reopening_found_by_probe(void **state)
 	harness_free(hs);
 }
 
+/* Put one frame onto the wire from port's side, as if from the network. */
+static void inject(struct sl_port *port, const uint8_t *frame, uint32_t len)
+{
+	struct sl_pkt pkt;
+
+	assert_int_equal(port->ops->alloc(port, &pkt, 1), 1);
+	memcpy(pkt.data, frame, len);
+	pkt.len = len;
+	assert_int_equal(port->ops->tx_burst(port, &pkt, 1), 1);
+}
+
+/* Take the one frame on its way to a (b's ACK), parsed, to put it back later. */
+static uint32_t take_ack_to_a(struct harness *hs, uint8_t *frame, struct sl_hdr *h, struct sl_ack *ack)
+{
+	struct sl_pkt pkt;
+	const uint8_t *payload;
+
+	assert_int_equal(hs->pa->ops->rx_burst(hs->pa, &pkt, 1), 1);
+	assert_int_equal(sl_wire_parse(pkt.data, pkt.len, h, &payload, ack), SL_PARSE_OK);
+	assert_int_equal(h->type, SL_T_ACK);
+	uint32_t len = pkt.len;
+	memcpy(frame, pkt.data, len);
+	hs->pa->ops->free(hs->pa, &pkt, 1);
+	return len;
+}
+
+/* A hold ACK that arrives after the ACK that reopened the window (reordered,
+ * or late on a slower path), saying nothing newer: the sender keeps to the
+ * reopening and sends on at once, not after its next window probe. */
+static void test_stale_hold_after_reopening(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp);
+	uint8_t hold[MAX_FRAME], reopen[MAX_FRAME];
+	struct sl_hdr hh, rh;
+	struct sl_ack ha, ra;
+	struct sl_tp_flow_info fi;
+
+	hs->b.cap = 8;
+	hs->b.every = 10;
+	send_msg(&hs->a, 7);
+	stall_receiver(hs, 100000);
+	assert_true(hs->b.holding);
+	/* a probes its held window; b's answer, a hold, is kept back */
+	uint64_t probes = sa->window_probes;
+	while (sa->window_probes == probes) {
+		sl_tp_poll(hs->a.tp);
+		hs->clock.ns += STEP_NS;
+	}
+	sl_tp_poll(hs->b.tp);
+	uint32_t hold_len = take_ack_to_a(hs, hold, &hh, &ha);
+	assert_true(hh.flags & SL_F_HOLD);
+	/* b's engine empties and takes whatever comes from now on */
+	hs->b.cap = 0;
+	hs->b.holding = false;
+	sl_tp_resume(hs->b.tp);
+	sl_tp_poll(hs->b.tp);
+	uint32_t reopen_len = take_ack_to_a(hs, reopen, &rh, &ra);
+	assert_false(rh.flags & SL_F_HOLD);
+	assert_int_equal(ra.cum_psn, ha.cum_psn); /* only the order tells them apart */
+	inject(hs->pb, reopen, reopen_len);
+	inject(hs->pb, hold, hold_len);
+	sl_tp_poll(hs->a.tp);
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fi), 0);
+	assert_int_equal(fi.held, 0); /* all sent again in that poll */
+	probes = sa->window_probes;
+	run_to_completion(hs);
+	assert_int_equal(sa->window_probes, probes);
+	check_received(&hs->a, &hs->b);
+	check_stats(&hs->a, &hs->b);
+	check_held_not_lost(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
 static void test_dead_peer(void **state)
 {
 	(void)state;
@@ -679,16 +755,6 @@ static void test_cancel_queued(void **state)
 	harness_free(hs);
 }
 
-/* Put one frame onto the wire from pa's side, as if from the network. */
-static void inject(struct harness *hs, const uint8_t *frame, uint32_t len)
-{
-	struct sl_pkt pkt;
-
-	assert_int_equal(hs->pa->ops->alloc(hs->pa, &pkt, 1), 1);
-	memcpy(pkt.data, frame, len);
-	pkt.len = len;
-	assert_int_equal(hs->pa->ops->tx_burst(hs->pa, &pkt, 1), 1);
-}
 
 static uint32_t frame_from(uint8_t *buf, uint16_t src_node, uint16_t dst_node, uint8_t version,
 			   bool crc)
@@ -713,18 +779,18 @@ static void test_foreign_and_malformed(void **state)
 
 	buf[12] = 0x08; /* an ARP frame */
 	buf[13] = 0x06;
-	inject(hs, buf, 60);
-	inject(hs, buf, 5);                                     /* runt: malformed */
+	inject(hs->pa, buf, 60);
+	inject(hs->pa, buf, 5);                                    /* runt: malformed */
 	len = frame_from(buf, NODE_A, 99, SL_WIRE_VERSION, false); /* not for us */
-	inject(hs, buf, len);
+	inject(hs->pa, buf, len);
 	len = frame_from(buf, 77, NODE_B, SL_WIRE_VERSION, false); /* nobody we know */
-	inject(hs, buf, len);
+	inject(hs->pa, buf, len);
 	len = frame_from(buf, NODE_A, NODE_B, 7, false);           /* bad version */
-	inject(hs, buf, len);
+	inject(hs->pa, buf, len);
 	len = frame_from(buf, NODE_A, NODE_B, SL_WIRE_VERSION, true);
 	buf[len - 6] ^= 1;                                         /* bad CRC */
-	inject(hs, buf, len);
-	inject(hs, buf, len - 10);                                 /* truncated */
+	inject(hs->pa, buf, len);
+	inject(hs->pa, buf, len - 10);                             /* truncated */
 	sl_tp_poll(hs->b.tp);
 	const struct sl_tp_stats *sb = sl_tp_get_stats(hs->b.tp);
 	assert_int_equal(sb->rx_foreign, 3);
@@ -798,6 +864,7 @@ int main(void)
 		cmocka_unit_test(test_slow_receiver_under_faults),
 		cmocka_unit_test(test_long_hold_is_not_death),
 		cmocka_unit_test(test_lost_reopening_found_by_probe),
+		cmocka_unit_test(test_stale_hold_after_reopening),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
 		cmocka_unit_test(test_cancel),

@@ -113,8 +113,9 @@ static void test_ack_round_trip(void **state)
 {
 	(void)state;
 	struct sl_addr a, b;
-	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_ACK, .flags = SL_F_CRC,
-			    .src_node = 7, .dst_node = 9, .ts = 0xabcdef01 };
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_ACK, .flags = SL_F_CRC | SL_F_HOLD,
+			    .src_node = 7, .dst_node = 9, .psn = 0x80000001 /* the ACK number */,
+			    .ts = 0xabcdef01 };
 	struct sl_ack ack = { .cum_psn = 0xfffffff0, .echo_ts = 0x01020304, .credit = 256, .ce = 0x1234,
 			      .echo_path = 0xab, .reserved = 0,
 			      .sack = { 1, 0x8000000000000000ull, 0x5555, ~0ull } };

@@ -28,7 +28,7 @@ f.hold = ProtoField.bool("sluice.flags.hold", "Receiver holds the window (ACK)",
 f.path = ProtoField.uint16("sluice.flags.path", "Path", base.DEC, nil, 0x0f00)
 f.src_node = ProtoField.uint16("sluice.src_node", "Source node")
 f.dst_node = ProtoField.uint16("sluice.dst_node", "Destination node")
-f.psn = ProtoField.uint32("sluice.psn", "PSN")
+f.psn = ProtoField.uint32("sluice.psn", "PSN (on an ACK: its ACK number, which orders its sender's ACKs)")
 f.comm = ProtoField.uint32("sluice.comm", "Communicator", base.HEX)
 f.seq = ProtoField.uint32("sluice.seq", "Collective sequence")
 f.step = ProtoField.uint16("sluice.step", "Step")
@@ -123,8 +123,8 @@ function sluice.dissector(buf, pinfo, tree)
 	t:add(f.ts, buf(44, 4))
 
 	local rest = buf:len() - HDR_LEN -- a snapped capture keeps less than body
-	local info = string.format("%s %d>%d psn=%d", types[ty] or "type?", buf(4, 2):uint(), buf(6, 2):uint(),
-		buf(8, 4):uint())
+	local info = string.format("%s %d>%d %s=%d", types[ty] or "type?", buf(4, 2):uint(), buf(6, 2):uint(),
+		ty == 2 and "no" or "psn", buf(8, 4):uint())
 	if ty == 2 and rest >= ACK_LEN then
 		local cum, n = dissect_ack(buf(HDR_LEN, ACK_LEN), t)
 		info = string.format("%s cum=%d sacked=%d", info, cum, n)

@@ -2,8 +2,9 @@
  * gen_corpus.c: writes the fuzz target's seed corpus (fuzz_tp.c's record
  * format) into a directory: valid DATA and ACK/SACK frames for the set-up in
  * fuzz_setup.h, with and without CRC, in orders that walk the interesting
- * paths (holes, duplicates, old and future PSNs, timeouts), plus frames the
- * transport must ignore.  Run: gen_corpus tests/fuzz/corpus/wire_tp
+ * paths (holes, duplicates, old and future PSNs, timeouts, a hold ACK
+ * overtaken by its reopening), plus frames the transport must ignore.
+ * Run: gen_corpus tests/fuzz/corpus/wire_tp
  */
 #include <stdio.h>
 #include <string.h>
@@ -50,13 +51,14 @@ static void data(struct rec *r, uint8_t flags, uint32_t psn_off, uint16_t hflags
 	add(r, flags, f, build(f, FUZZ_PEER, FUZZ_SELF, SL_T_DATA, TP_FIRST_PSN + psn_off, hflags, NULL));
 }
 
-static void ack(struct rec *r, uint8_t flags, uint32_t cum_off, uint64_t sack0, uint16_t hflags)
+/* An ACK numbered no (0: a peer that does not number them) */
+static void ack(struct rec *r, uint8_t flags, uint32_t cum_off, uint64_t sack0, uint16_t hflags, uint32_t no)
 {
 	uint8_t f[FUZZ_MAX_FRAME];
 	struct sl_ack a = { .cum_psn = TP_FIRST_PSN + cum_off, .echo_ts = 999000, .credit = 256,
 			    .sack = { sack0 } };
 
-	add(r, flags, f, build(f, FUZZ_PEER, FUZZ_SELF, SL_T_ACK, 0, hflags, &a));
+	add(r, flags, f, build(f, FUZZ_PEER, FUZZ_SELF, SL_T_ACK, no, hflags, &a));
 }
 
 static int save(const char *dir, const char *name, const struct rec *r)
@@ -88,17 +90,25 @@ int main(int argc, char **argv)
 	bad |= save(argv[1], "data_in_order_and_dup", &r);
 
 	memset(&r, 0, sizeof(r));
-	ack(&r, 0, 2, 0x1c, 0);            /* cum +2, SACK +5..+7: a hole at +2..+4 */
-	ack(&r, 2, 2, 0x3fc, SL_F_CRC);     /* more SACKed above the hole: fast retransmit */
-	ack(&r, 1, 16, 0, 0);               /* everything, after a timeout */
+	ack(&r, 0, 2, 0x1c, 0, 0);         /* cum +2, SACK +5..+7: a hole at +2..+4 */
+	ack(&r, 2, 2, 0x3fc, SL_F_CRC, 0);  /* more SACKed above the hole: fast retransmit */
+	ack(&r, 1, 16, 0, 0, 0);            /* everything, after a timeout */
 	bad |= save(argv[1], "ack_sack_holes", &r);
 
 	memset(&r, 0, sizeof(r));
-	ack(&r, 1, 0, 0, 0);
-	ack(&r, 1, 0, 0, 0);
-	ack(&r, 3, 40, ~0ull, 0);           /* beyond what was sent: stale or forged */
+	ack(&r, 1, 0, 0, 0, 0);
+	ack(&r, 1, 0, 0, 0, 0);
+	ack(&r, 3, 40, ~0ull, 0, 0);        /* beyond what was sent: stale or forged */
 	data(&r, 1, 300, 0);                /* beyond the receive window */
 	bad |= save(argv[1], "timeouts_and_out_of_range", &r);
+
+	memset(&r, 0, sizeof(r));
+	ack(&r, 0, 2, 0, SL_F_HOLD, TP_FIRST_PSN);     /* held from +2 on */
+	ack(&r, 0, 2, 0, 0, TP_FIRST_PSN + 2);         /* reopened */
+	ack(&r, 2, 2, 0, SL_F_HOLD, TP_FIRST_PSN + 1); /* a hold overtaken by the reopening */
+	ack(&r, 1, 2, 0, SL_F_HOLD, TP_FIRST_PSN + 3); /* held again, an ms later */
+	ack(&r, 1, 16, 0, 0, TP_FIRST_PSN + 4);        /* reopened, all acknowledged */
+	bad |= save(argv[1], "hold_reopen_stale_hold", &r);
 
 	memset(&r, 0, sizeof(r));
 	uint8_t f[FUZZ_MAX_FRAME] = { 0 };
