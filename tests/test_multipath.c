@@ -5,7 +5,9 @@
  * cable is cut: its paths must be found dead, their packets sent again over
  * the other link, and every byte must still arrive exactly once without the
  * flow dying.  Then the cable is mended: the probes must bring its paths
- * back and new data must use them again.  And the silence that kills a
+ * back and new data must use them again.  A cable cut as the receiver
+ * holds the window: held packets are not sent again by its paths' death,
+ * and go over the live link once it reopens.  And the silence that kills a
  * path grows with the RTT's variance, so that late answers on a loaded
  * machine do not.
  */
@@ -48,6 +50,9 @@ struct end {
 	uint8_t src[2 * MSGS * MSG_BYTES];
 	uint8_t rx[2 * MSGS * MSG_BYTES];
 	uint8_t rx_count[2 * MSGS * MSG_BYTES];
+	/* an engine with room for `room` packets (0: no limit): the last one
+	 * holds its sender's window, and it refuses more until it is emptied */
+	uint32_t room, taken;
 };
 
 struct world {
@@ -61,11 +66,13 @@ static enum sl_deliver_result on_deliver(void *arg, const struct sl_hdr *h, cons
 	struct end *e = arg;
 
 	assert_true(h->offset + h->len <= sizeof(e->rx));
+	if (e->room && e->taken == e->room)
+		return SL_DELIVER_RETRY;
 	for (uint32_t k = 0; k < h->len; k++) {
 		e->rx[h->offset + k] = payload[k];
 		e->rx_count[h->offset + k]++;
 	}
-	return SL_DELIVER_DONE;
+	return e->room && ++e->taken == e->room ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
 
 static void on_acked(void *arg, struct sl_tp_msg *m)
@@ -240,6 +247,68 @@ static void test_cut_and_mend(void **state)
 	world_free(w);
 }
 
+/* Packets end 0 sent on link's paths that its peer holds out. */
+static uint32_t held_on_link(const struct world *w, int link)
+{
+	const struct sl_tp *tp = w->e[0].tp;
+	const struct tp_flow *f = tp->flows[w->e[1].node];
+	uint32_t n = 0;
+
+	for (uint32_t psn = f->snd_una; psn != f->snd_nxt; psn++) {
+		const struct tp_slot *s = tp_slot(tp, f, psn);
+		n += s->held && f->paths[s->path].port_idx == link;
+	}
+	return n;
+}
+
+/*
+ * A cable is cut just before the receiver fills up and holds the sender's
+ * window: its paths die while packets last sent on them are held.  Those are
+ * not lost, so the death does not send them again (nor take them off the
+ * path's load twice); once the window reopens they go on the live link, and
+ * every byte still arrives exactly once, with no load left on any path.
+ */
+static void test_path_dies_while_held(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	const struct sl_tp_stats *st = sl_tp_get_stats(w->e[0].tp);
+	struct sl_tp_flow_info fi;
+	struct sl_tp_path_info pi;
+	unsigned alive;
+
+	w->e[1].room = 100;
+	send_batch(w, 0);
+	while (w->e[1].taken < 40)
+		round_once(w);
+	sl_memport_set_down(w->link[1][0], true);
+	uint32_t held_cut = 0; /* held packets last sent on the cut link, before its paths died */
+	for (int r = 0; st->path_deaths < ENTROPIES; r++) {
+		assert_true(r < 20000);
+		held_cut = held_on_link(w, 1);
+		round_once(w);
+	}
+	assert_int_equal(w->e[1].taken, w->e[1].room); /* still full */
+	assert_true(held_cut > 0);
+	assert_int_equal(held_on_link(w, 1), held_cut); /* they stay held, not sent again */
+	assert_int_equal(sl_tp_flow_info(w->e[0].tp, w->e[1].node, &fi), 0);
+	uint32_t held = fi.held;
+	uint64_t moved = st->retx_path, on_cut = link_tx(w, 0, 1, &alive);
+	assert_int_equal(alive, 0);
+
+	/* the receiver empties: everything held goes again, over link 0 */
+	w->e[1].room = 0;
+	sl_tp_resume(w->e[1].tp);
+	run_until_acked(w, MSGS, 0, -1);
+	check_exact(w, MSGS);
+	assert_int_equal(st->held_resent, held);
+	assert_int_equal(st->retx_path, moved);
+	assert_int_equal(link_tx(w, 0, 1, &alive), on_cut);
+	for (unsigned k = 0; sl_tp_path_info(w->e[0].tp, w->e[1].node, k, &pi) == 0; k++)
+		assert_int_equal(pi.in_flight, 0);
+	world_free(w);
+}
+
 static void test_silence_scales_with_variance(void **state)
 {
 	(void)state;
@@ -258,6 +327,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cut_and_mend),
+		cmocka_unit_test(test_path_dies_while_held),
 		cmocka_unit_test(test_silence_scales_with_variance),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
