@@ -11,7 +11,9 @@
  * ACK that says so brings the held packets again.  A held sender with
  * something to send probes the receiver (an ACK flagged SL_F_PROBE, which
  * draws one with its state) after an RTO, doubling up to rto_max, in case
- * that ACK was lost; answers that still hold show the peer is alive.
+ * that ACK was lost; answers that still hold show the peer is alive, and
+ * none for dead_ns (counted from the hold's last answer, or from when a
+ * message began to wait on an idle held flow) kill the flow as any silence.
  */
 #include "tp_internal.h"
 

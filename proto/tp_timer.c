@@ -8,8 +8,10 @@
  * (losses at the end of a message have no later packets to reveal them).
  * Holes that SACK already revealed are retried from here too once they are
  * overdue (tp_loss.c), as no further ACK may come to find them.  A flow
- * whose packets go unacknowledged for dead_ns is declared dead; a path that
- * stops delivering, much sooner (tp_path.c).  The same scan counts the
+ * whose packets go unacknowledged for dead_ns is declared dead, and so is
+ * one whose message waits that long for a held window with its probes
+ * unanswered (tp_hold.c); a path that stops delivering, much sooner
+ * (tp_path.c).  The same scan counts the
  * senders active at this receiver, whose number divides its credit.  Timers
  * are scanned at most every TP_SCAN_NS so that a busy poll loop stays cheap.
  */
@@ -166,8 +168,8 @@ uint32_t tp_run_timers(struct sl_tp *tp)
 			continue;
 		moved += tp_path_scan(tp, f); /* probes go on even when idle */
 		moved += tp_hold_probe(tp, f);
-		if (f->snd_una == f->snd_nxt)
-			continue;
+		if (f->snd_una == f->snd_nxt && !(f->held && f->q_head))
+			continue; /* idle: nothing out, and nothing waits for a held window */
 		if (tp->now_ns - f->progress_ns >= tp->cfg.dead_ns)
 			flow_die(tp, f);
 		else

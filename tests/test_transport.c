@@ -647,6 +647,59 @@ static void test_stale_hold_after_reopening(void **state)
 	harness_free(hs);
 }
 
+/*
+ * The receiver holds the window, then dies (stops polling): the sender's
+ * window probes go unanswered and the flow dies within dead_ns of the last
+ * answer, whether held packets are out or only a message waits for the
+ * window.  That message is queued after the hold has lasted twice dead_ns
+ * (idle, so unprobed): the wait starts the dead clock, not the hold.
+ */
+static void peer_dies_while_held(bool packets_out)
+{
+	const uint64_t dead_ns = 20000000; /* 4 probes at rto_max (5 ms) */
+	struct setup s = { .dead_ns = dead_ns };
+	struct harness *hs = harness_new(&s);
+	struct sl_tp_flow_info fi;
+	int waiting = packets_out ? 7 : 8;
+
+	hs->b.every = UINT32_MAX; /* b's engine never drains */
+	hs->b.cap = packets_out ? 8 : 12; /* 73 packets against 8, or 11 all taken, the last 3 holding */
+	send_msg(&hs->a, packets_out ? 7 : 6);
+	while (hs->clock.ns < 1000000 + 2 * dead_ns)
+		round_once(hs);
+	assert_true(hs->b.holding);
+	assert_int_equal(hs->a.dead_calls, 0);
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fi), 0);
+	assert_int_equal(fi.credit, 0);
+	assert_int_equal(fi.held > 0, packets_out);
+	if (!packets_out)
+		send_msg(&hs->a, 8);
+	uint64_t gone = hs->clock.ns, probes = sl_tp_get_stats(hs->a.tp)->window_probes;
+	while (hs->clock.ns < gone + 2 * dead_ns) {
+		sl_tp_poll(hs->a.tp);
+		hs->clock.ns += STEP_NS;
+	}
+	assert_int_equal(hs->a.dead_calls, 1);
+	assert_true(hs->a.dead_at > gone + (packets_out ? 0 : dead_ns - STEP_NS));
+	assert_true(hs->a.dead_at <= gone + dead_ns + 20000 + STEP_NS); /* one timer scan late at most */
+	assert_true(sl_tp_get_stats(hs->a.tp)->window_probes > probes); /* asked, never answered */
+	assert_int_equal(hs->a.acked[waiting], 0);
+	assert_false(sl_tp_node_alive(hs->a.tp, NODE_B));
+	harness_free(hs);
+}
+
+static void test_peer_dies_while_holding_packets(void **state)
+{
+	(void)state;
+	peer_dies_while_held(true);
+}
+
+static void test_peer_dies_while_a_message_waits(void **state)
+{
+	(void)state;
+	peer_dies_while_held(false);
+}
+
 static void test_dead_peer(void **state)
 {
 	(void)state;
@@ -865,6 +918,8 @@ int main(void)
 		cmocka_unit_test(test_long_hold_is_not_death),
 		cmocka_unit_test(test_lost_reopening_found_by_probe),
 		cmocka_unit_test(test_stale_hold_after_reopening),
+		cmocka_unit_test(test_peer_dies_while_holding_packets),
+		cmocka_unit_test(test_peer_dies_while_a_message_waits),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
 		cmocka_unit_test(test_cancel),
