@@ -1415,6 +1415,15 @@ static void check_channels(struct dp_engine *e, struct dp_comm *comm)
 		  "%s (on another channel of this dataplane)", comm->channels_failed->why);
 }
 
+/* The rank whose acknowledgement k's first unacknowledged send waits for, or -1. */
+static int acks_owed_by(const struct dp_coll *k)
+{
+	for (uint32_t i = 0; i < k->msgs_sent; i++)
+		if (k->msgs[i].queued || k->msgs[i].unacked)
+			return rank_of_node(k->comm, k->msgs[i].dst_node);
+	return -1;
+}
+
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
@@ -1426,6 +1435,8 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		return;
 	if ((peer = sl_sched_waiting_on(&k->sched)) >= 0)
 		snprintf(waiting, sizeof(waiting), "for rank %d", peer);
+	else if ((peer = acks_owed_by(k)) >= 0)
+		snprintf(waiting, sizeof(waiting), "for rank %d to acknowledge", peer);
 	comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
 		  "%s #%u on rank %u made no progress for %.1f s (waiting %s): a rank may not "
 		  "have made this call, or may be stuck", sl_coll_name(k->cmd.opcode), k->seq, comm->rank,

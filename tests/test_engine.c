@@ -7,8 +7,9 @@
  * drop/duplicate/reorder, bitwise-identical results on every rank,
  * mismatched calls reported on every rank, a root that runs hundreds of
  * calls ahead of its peer (lingering calls, early packets), early packets
- * that hold the window and a post that must reopen it, a dead peer
- * turned into a timeout error that names it, and a peer that destroyed,
+ * that hold the window and a post that must reopen it, the peer dying
+ * while it holds the window, a dead peer turned into a timeout error that
+ * names it, and a peer that destroyed,
  * then went silent, owed nothing and failing nothing.  Then engines on threads of their own, as
  * sluiced runs them: one asleep still wakes for a peer's frames and for a
  * submission.
@@ -877,15 +878,14 @@ static void test_root_runs_ahead(void **state)
  * or taken for lost, and no path dies.  The peer then takes every call, the
  * window reopening as its stash drains, each call with its own values.
  */
-static void test_root_overruns_the_stash(void **state)
+/* On a 2-node cluster, the root posts broadcasts until its peer, which
+ * posts none, holds its window; returns the call that waits. */
+static uint64_t overrun_the_stash(void)
 {
-	struct sl_memport_faults none = { 0 };
 	struct sl_cpl cpl;
 	uint64_t k = 0;
 	unsigned p = 0;
-	(void)state;
 
-	setup_cluster(2, &none, 10ull * 1000000000);
 	for (; k < DP_STASH_MAX + DP_LINGER_MAX; k++) {
 		for (unsigned j = 0; j < ra_count; j++)
 			((int32_t *)nodes[0].send)[j] = (int32_t)(k * 1000 + j);
@@ -898,6 +898,18 @@ static void test_root_overruns_the_stash(void **state)
 	}
 	assert_true(k >= DP_STASH_HOLD && k < DP_STASH_MAX + DP_LINGER_MAX);
 	assert_true(nodes[1].e.comms[0].nstash >= DP_STASH_HOLD && nodes[1].e.comms[0].nstash < DP_STASH_MAX);
+	return k;
+}
+
+static void test_root_overruns_the_stash(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	unsigned p = 0;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	uint64_t k = overrun_the_stash();
 	peer_takes(0, k + 1);
 	for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
 		poll_all();
@@ -1003,6 +1015,29 @@ static void test_held_stash_starves_no_posted_call(void **state)
 	expect_done(0, 0, a, 0, 3);
 	expect_done(0, 1, b, a, 23);
 	expect_done(1, 1, b, a, 23);
+	teardown_cluster();
+}
+
+/* The peer holding the root's window dies: the root's waiting call ends
+ * with a timeout that says which rank stopped answering. */
+static void test_peer_dies_holding_the_window(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	unsigned p = 0;
+	(void)state;
+
+	setup_cluster(2, &none, 500ull * 1000000); /* 0.5 s */
+	uint64_t k = overrun_the_stash();
+	nodes[1].dead = true;
+	for (p = 0; p < 50000000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+		poll_all();
+	if (p == 50000000)
+		fail_msg("call %llu still waits", (unsigned long long)k);
+	assert_int_equal(cpl.req, k);
+	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
+	if (!strstr(cpl.msg, "rank 1"))
+		fail_msg("the timeout does not name the rank that held the window: %s", cpl.msg);
 	teardown_cluster();
 }
 
@@ -1407,6 +1442,7 @@ int main(void)
 		cmocka_unit_test(test_root_overruns_the_stash),
 		cmocka_unit_test(test_one_call_overruns_the_stash),
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
+		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
