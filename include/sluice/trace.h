@@ -186,7 +186,7 @@ static inline void sl_trace_ring_commit(struct sl_spsc *r, uint32_t n)
 struct sl_trace_pkt {
 	uint8_t type, kind;
 	uint16_t flags, src_node, dst_node, step, entropy;
-	uint32_t psn, comm, seq, len, ts;
+	uint32_t psn, comm, seq, len, ts; /* an ACK's psn is its ACK number (proto/wire.h) */
 	uint64_t count, offset;
 	bool has_ack;          /* type ACK and the body was captured */
 	uint32_t cum_psn, echo_ts, credit;
