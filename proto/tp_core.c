@@ -166,8 +166,9 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
 
 	if (!f || f->dead)
 		return -1;
+	/* it will wait for a held window: the dead clock starts now, not at the hold */
 	if (f->held && !f->q_head && f->snd_una == f->snd_nxt)
-		f->progress_ns = sl_now(&tp->clock); /* it waits for a held window: the dead clock starts */
+		f->progress_ns = sl_now(&tp->clock);
 	m->next_off = 0;
 	m->unacked = 0;
 	m->queued = true;

@@ -11,9 +11,9 @@
  * whose packets go unacknowledged for dead_ns is declared dead, and so is
  * one whose message waits that long for a held window with its probes
  * unanswered (tp_hold.c); a path that stops delivering, much sooner
- * (tp_path.c).  The same scan counts the
- * senders active at this receiver, whose number divides its credit.  Timers
- * are scanned at most every TP_SCAN_NS so that a busy poll loop stays cheap.
+ * (tp_path.c).  The same scan counts the senders active at this receiver,
+ * whose number divides its credit.  Timers are scanned at most every
+ * TP_SCAN_NS so that a busy poll loop stays cheap.
  */
 #include "tp_internal.h"
 
