@@ -263,6 +263,8 @@ struct dp_idle {
 		uint64_t woke_client; /* ended by a client's doorbell */
 		uint64_t timed_out;   /* ran out */
 		uint64_t app_yields;  /* embedded: the application's idle passes that yielded (yield_app) */
+		uint64_t parks;       /* embedded: waits while the application drove (engine.c) */
+		uint64_t parks_out;   /* ... that ran out */
 		uint64_t spins;       /* idle passes that neither slept nor yielded (none before a sleep with yield_app) */
 	} count;
 };

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -331,10 +332,18 @@ static bool park(struct dp_engine *e, bool app_in_pass)
 	if (!ts.tv_nsec)
 		return false;
 	uint32_t seen = atomic_load(&e->park_seq);
-	/* seq_cst with the hand-back: it clears driven_ns then reads parked */
+	/* seq_cst with the hand-back and control requests: they clear driven_ns
+	 * then read parked.  Also in a pass: the application's drive set driven_ns
+	 * before it, so 0 means one of them came and will not wake us. */
 	atomic_store(&e->parked, true);
-	if (app_in_pass || atomic_load(&e->driven_ns))
-		syscall(SYS_futex, &e->park_seq, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+	if (atomic_load(&e->driven_ns)) {
+		e->idle.count.parks++;
+		if (syscall(SYS_futex, &e->park_seq, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0) != 0 &&
+		    errno == ETIMEDOUT)
+			e->idle.count.parks_out++;
+	} else if (app_in_pass) {
+		sched_yield(); /* the pass is the application's last: let it finish */
+	}
 	atomic_store(&e->parked, false);
 	return true;
 }

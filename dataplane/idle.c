@@ -139,10 +139,12 @@ void dp_idle_print(const struct dp_engine *e)
 	const struct dp_idle *d = &e->idle;
 
 	fprintf(stderr, "sluiced node %u: idle: %s, slept %llu times (woken by a peer %llu, by a client %llu, "
-		"ran out %llu); embedded waits yielded %llu times; idle passes spun %llu\n", e->node,
+		"ran out %llu); parked while the application drove %llu times (ran out %llu); "
+		"embedded waits yielded %llu times; idle passes spun %llu\n", e->node,
 		d->cfg.busy_poll ? "busy-polled" :
 		d->all_links_wake ? "slept, also with collectives in flight" : "slept when no collective was in flight",
 		(unsigned long long)d->count.sleeps, (unsigned long long)d->count.woke_peer,
 		(unsigned long long)d->count.woke_client, (unsigned long long)d->count.timed_out,
+		(unsigned long long)d->count.parks, (unsigned long long)d->count.parks_out,
 		(unsigned long long)d->count.app_yields, (unsigned long long)d->count.spins);
 }

@@ -1396,6 +1396,38 @@ static void test_sleep_wakes_for_frames_and_submissions(void **state)
 	teardown_cluster();
 }
 
+/* An embedded application's pass is running when its hand-back (or a
+ * control request) clears driven_ns: both wake the engine's thread only if
+ * it is parked already.  A thread that finds the pass busy after that must
+ * not park, or it waits out the whole 1 ms holdoff with nobody to wake it
+ * (1.1-1.3 ms calls, 3 ranks embedded, perf/NOTES-embedded-stalls.md). */
+static void test_no_park_after_the_hand_back(void **state)
+{
+	struct sl_memport_faults f = { .seed = 13 };
+	struct runner r[2] = { { .e = &nodes[0].e }, { .e = &nodes[1].e } };
+	struct dp_engine *e = &nodes[0].e;
+	bool idle = false;
+	(void)state;
+
+	threaded.on = true;
+	threaded.idle = (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 60ull * 1000000000 };
+	setup_cluster(2, &f, 30ull * 1000000000);
+	for (unsigned i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&r[i].thread, NULL, run_engine, &r[i]), 0);
+	/* the application in its last pass, handed back already */
+	while (!atomic_compare_exchange_weak(&e->busy, &idle, true))
+		idle = false;
+	atomic_store(&e->driven_ns, 0);
+	usleep(20000); /* the engine's thread finds the pass busy again and again */
+	atomic_store(&e->busy, false);
+	stop_engines(r);
+	if (e->idle.count.parks)
+		fail_msg("the engine's thread parked %llu times (ran out %llu) after the application handed it back: "
+			 "nobody wakes it then", (unsigned long long)e->idle.count.parks,
+			 (unsigned long long)e->idle.count.parks_out);
+	teardown_cluster();
+}
+
 /* --busy-poll: the same calls, and no engine ever sleeps. */
 static void test_busy_poll_never_sleeps(void **state)
 {
@@ -1448,6 +1480,7 @@ int main(void)
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
+		cmocka_unit_test(test_no_park_after_the_hand_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
