@@ -1299,6 +1299,21 @@ static void *run_engine(void *arg)
 	return NULL;
 }
 
+/* Two nodes whose engines run on threads of their own, idling as idle says. */
+static void start_engines(struct runner r[2], uint64_t seed, struct dp_idle_cfg idle)
+{
+	struct sl_memport_faults f = { .seed = seed };
+
+	threaded.on = true;
+	threaded.idle = idle;
+	setup_cluster(2, &f, 30ull * 1000000000);
+	for (unsigned i = 0; i < 2; i++) {
+		r[i].e = &nodes[i].e;
+		atomic_init(&r[i].finished, false);
+		assert_int_equal(pthread_create(&r[i].thread, NULL, run_engine, &r[i]), 0);
+	}
+}
+
 /* Wait (at most 5 s) until node i's engine has slept more than `sleeps`
  * times and is asleep again. */
 static void wait_asleep(unsigned i, uint64_t sleeps)
@@ -1367,15 +1382,10 @@ static void stop_engines(struct runner *r)
  * time.  The counters say who woke whom. */
 static void test_sleep_wakes_for_frames_and_submissions(void **state)
 {
-	struct sl_memport_faults f = { .seed = 11 };
-	struct runner r[2] = { { .e = &nodes[0].e }, { .e = &nodes[1].e } };
+	struct runner r[2];
 	(void)state;
 
-	threaded.on = true;
-	threaded.idle = (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 60ull * 1000000000 };
-	setup_cluster(2, &f, 30ull * 1000000000);
-	for (unsigned i = 0; i < 2; i++)
-		assert_int_equal(pthread_create(&r[i].thread, NULL, run_engine, &r[i]), 0);
+	start_engines(r, 11, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 60ull * 1000000000 });
 	wait_asleep(0, 0);
 	wait_asleep(1, 0);
 	post_rung(&nodes[1], 1, 3000);
@@ -1403,17 +1413,12 @@ static void test_sleep_wakes_for_frames_and_submissions(void **state)
  * (1.1-1.3 ms calls, 3 ranks embedded, perf/NOTES-embedded-stalls.md). */
 static void test_no_park_after_the_hand_back(void **state)
 {
-	struct sl_memport_faults f = { .seed = 13 };
-	struct runner r[2] = { { .e = &nodes[0].e }, { .e = &nodes[1].e } };
+	struct runner r[2];
 	struct dp_engine *e = &nodes[0].e;
 	bool idle = false;
 	(void)state;
 
-	threaded.on = true;
-	threaded.idle = (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 60ull * 1000000000 };
-	setup_cluster(2, &f, 30ull * 1000000000);
-	for (unsigned i = 0; i < 2; i++)
-		assert_int_equal(pthread_create(&r[i].thread, NULL, run_engine, &r[i]), 0);
+	start_engines(r, 13, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 60ull * 1000000000 });
 	/* the application in its last pass, handed back already */
 	while (!atomic_compare_exchange_weak(&e->busy, &idle, true))
 		idle = false;
@@ -1431,15 +1436,10 @@ static void test_no_park_after_the_hand_back(void **state)
 /* --busy-poll: the same calls, and no engine ever sleeps. */
 static void test_busy_poll_never_sleeps(void **state)
 {
-	struct sl_memport_faults f = { .seed = 12 };
-	struct runner r[2] = { { .e = &nodes[0].e }, { .e = &nodes[1].e } };
+	struct runner r[2];
 	(void)state;
 
-	threaded.on = true;
-	threaded.idle = (struct dp_idle_cfg){ .busy_poll = true, .spin_ns = 1000 };
-	setup_cluster(2, &f, 30ull * 1000000000);
-	for (unsigned i = 0; i < 2; i++)
-		assert_int_equal(pthread_create(&r[i].thread, NULL, run_engine, &r[i]), 0);
+	start_engines(r, 12, (struct dp_idle_cfg){ .busy_poll = true, .spin_ns = 1000 });
 	usleep(20000); /* idle for 20 times the spin */
 	post_rung(&nodes[0], 1, 100);
 	post_rung(&nodes[1], 1, 100);
