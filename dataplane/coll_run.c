@@ -337,18 +337,6 @@ static void sources_read(const struct dp_coll *k, uint64_t *slen, uint64_t *rlen
 	*rlen = reads_recv ? s->bytes[SL_BUF_RECV] : 0;
 }
 
-/*
- * Report k done before its sends are acknowledged, or the call checks of
- * other ranks have come: once its receptions hold their data (the result
- * is final) and every send is with the transport.  The client may then
- * reuse its buffers, and the transport rebuilds lost packets from the
- * source, so the sends' bytes in the client's buffers are copied first
- * (bounded: eager).  Waiting for an ACK cost a round trip per call,
- * and a rooted call's checks another: the root of a small broadcast took
- * 3-6x Open MPI's time.  k stays on the list until both have come; a
- * mismatch or a lost peer found then breaks the communicator, and the next
- * call (or sluice_comm_destroy) reports it.
- */
 /* Whether k is small enough to linger: its buffers hold at most
  * DP_EAGER_MAX together; or it receives nothing from other ranks (the root
  * of a scatter or broadcast, a leaf of a gather) and its copy is at most
@@ -372,6 +360,18 @@ static bool eager(const struct dp_coll *k, uint64_t *copy)
 	return *copy <= (uint64_t)DP_EAGER_MAX * (s->p.nranks - 1);
 }
 
+/*
+ * Report k done before its sends are acknowledged, or the call checks of
+ * other ranks have come: once its receptions hold their data (the result
+ * is final) and every send is with the transport.  The client may then
+ * reuse its buffers, and the transport rebuilds lost packets from the
+ * source, so the sends' bytes in the client's buffers are copied first
+ * (bounded: eager).  Waiting for an ACK cost a round trip per call,
+ * and a rooted call's checks another: the root of a small broadcast took
+ * 3-6x Open MPI's time.  k stays on the list until both have come; a
+ * mismatch or a lost peer found then breaks the communicator, and the next
+ * call (or sluice_comm_destroy) reports it.
+ */
 static bool may_linger(const struct dp_coll *k)
 {
 	const struct sl_sched *s = &k->sched;
