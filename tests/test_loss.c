@@ -193,6 +193,15 @@ static void ack(struct hand *h, uint32_t cum, const int *sack, int echo)
 	poll_sender(h);
 }
 
+/* The SACK list of a 16-packet burst from first whose first packet is the hole. */
+static const int *all_but_first(int sack[16], uint32_t first)
+{
+	for (uint32_t k = 1; k < 16; k++)
+		sack[k - 1] = (int)(first + k);
+	sack[15] = -1;
+	return sack;
+}
+
 /* The first message, acknowledged whole after RTT_NS: the flow has an RTT. */
 static void warm_up(struct hand *h)
 {
@@ -285,12 +294,9 @@ static void test_count_until_reordering_seen(void **state)
 	warm_up(h);
 	send_packets(h, 16); /* indices 8..23 */
 	h->clock.ns += 10000;
-	int sack[17], n = 0;
+	int sack[16];
 	uint32_t hole = 8;
-	for (uint32_t k = 9; k < 24; k++)
-		sack[n++] = (int)k;
-	sack[n] = -1;
-	ack(h, 8, sack, -1);
+	ack(h, 8, all_but_first(sack, 8), -1);
 	assert_int_equal(h->copies[hole], 2);
 	assert_int_equal(sl_tp_get_stats(h->tp)->retx_sack, 1);
 	h->clock.ns += RTT_NS / 2;
@@ -306,11 +312,7 @@ static void test_count_until_reordering_seen(void **state)
 
 	send_packets(h, 16); /* 28..43: the first pattern again */
 	h->clock.ns += 10000;
-	n = 0;
-	for (uint32_t k = 29; k < 44; k++)
-		sack[n++] = (int)k;
-	sack[n] = -1;
-	ack(h, 28, sack, -1);
+	ack(h, 28, all_but_first(sack, 28), -1);
 	assert_int_equal(h->copies[28], 1);
 	assert_int_equal(sl_tp_get_stats(h->tp)->retx_sack, 1);
 	hand_free(h);
@@ -324,16 +326,13 @@ static void test_held_hole_is_not_lost(void **state)
 {
 	(void)state;
 	struct hand *h = hand_new();
-	int sack[17], n = 0;
+	int sack[16];
 
 	warm_up(h);
 	send_packets(h, 16); /* indices 8..23 */
 	h->clock.ns += 10000;
-	for (uint32_t k = 9; k < 24; k++)
-		sack[n++] = (int)k;
-	sack[n] = -1;
 	h->ack_flags = SL_F_HOLD;
-	ack(h, 8, sack, -1);
+	ack(h, 8, all_but_first(sack, 8), -1);
 	h->clock.ns += 3 * RTT_NS + TP_SCAN_NS;
 	poll_sender(h);
 	assert_int_equal(h->copies[8], 1);
@@ -348,11 +347,7 @@ static void test_held_hole_is_not_lost(void **state)
 
 	send_packets(h, 16); /* 24..39, a hole and fifteen SACKed after it */
 	h->clock.ns += 10000;
-	n = 0;
-	for (uint32_t k = 25; k < 40; k++)
-		sack[n++] = (int)k;
-	sack[n] = -1;
-	ack(h, 24, sack, -1);
+	ack(h, 24, all_but_first(sack, 24), -1);
 	assert_int_equal(h->copies[24], 2);
 	assert_int_equal(st->retx_sack, 1);
 	hand_free(h);
