@@ -31,7 +31,7 @@
 static int gdev_open(struct dp_engine *e, int gpu, struct dp_gdev **out, char *why)
 {
 	struct sl_gdma_cfg cfg = { .backend = gpu < 0 ? SL_GDMA_CPU : SL_GDMA_CUDA, .device = gpu,
-				   .blocks = e->gpu_blocks };
+				   .blocks = e->gpu_blocks, .arena_bytes = DP_ARENA_BYTES };
 	struct dp_gdev *d = calloc(1, sizeof(*d));
 	const char *idle = getenv("SLUICE_GPU_IDLE_US"); /* how long the kernel outlives its work */
 	char err[256];

@@ -51,7 +51,14 @@
 #define DP_LINGER_MAX 256
 #define DP_LINGER_BYTES (4u << 20)
 #define DP_MAX_GPUS 16
-#define DP_STAGE_BUFS 64  /* device-to-host staging buffers per GPU, one chunk each */
+/* The GPU path's pinned memory per engine and GPU: staging buffers (one chunk
+ * each, device to host) and the reducer's landing arena.  Both are what the
+ * pipeline has in flight, a few hundred KiB at a time; kept small so that 8
+ * channels' worth stays in the CPU's caches instead of streaming through
+ * DRAM, which the engines share: 16 buffers and 4 MiB ran 1.15-1.3x faster
+ * than 64 and 16 MiB on nvidia-h200-x2 (perf/GPU-NOTES.md section 12). */
+#define DP_STAGE_BUFS 16
+#define DP_ARENA_BYTES (4u << 20)
 
 struct dp_region {
 	uint8_t *base;  /* the dataplane's mapping of the client's memory */

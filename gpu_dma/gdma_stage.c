@@ -24,7 +24,6 @@ struct sl_gdma_stager {
 	uint8_t *mem;          /* nbufs * buf_bytes, pinned */
 	cudaEvent_t *landed;   /* per buffer: recorded after its copy */
 	uint8_t *state;        /* per buffer: BUF_FREE or BUF_BUSY */
-	uint32_t hint;         /* where to look for a free buffer first */
 };
 
 static int stage_fail(char *err, size_t len, int rc, cudaError_t e, const char *what, int device)
@@ -104,13 +103,15 @@ void sl_gdma_stager_close(struct sl_gdma_stager *s)
 	free(s);
 }
 
+/* The lowest free buffer, so that the buffers in use are the few that the
+ * pipeline has in flight and stay in the CPU's caches between the copy's
+ * landing and the frames' build; taking them in turn cycled every buffer
+ * through memory (perf/GPU-NOTES.md section 12). */
 static int free_buf(struct sl_gdma_stager *s)
 {
-	for (uint32_t k = 0; k < s->nbufs; k++) {
-		uint32_t b = (s->hint + k) % s->nbufs;
+	for (uint32_t b = 0; b < s->nbufs; b++)
 		if (s->state[b] == BUF_FREE)
 			return (int)b;
-	}
 	return -1;
 }
 
@@ -136,7 +137,6 @@ int sl_gdma_stage(struct sl_gdma_stager *s, const void *dev_src, uint64_t bytes,
 	if (e != cudaSuccess)
 		return stage_fail(err, len, -EIO, e, "queueing a device-to-host chunk copy", s->device);
 	s->state[b] = BUF_BUSY;
-	s->hint = ((uint32_t)b + 1) % s->nbufs;
 	*buf = (uint32_t)b;
 	return 0;
 }

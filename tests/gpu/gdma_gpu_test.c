@@ -853,6 +853,17 @@ static int test_stage(void)
 		}
 	}
 	printf("stage: %" PRIu64 " chunks of 1 MiB staged through %d pinned buffers, all intact\n", landed, NBUF);
+	/* a released buffer is taken again before an untouched one: the buffers in use stay few and cached */
+	uint32_t first, second, again;
+	CHECK(sl_gdma_stage(s, d, CHUNK, &first, err, sizeof(err)) == 0, "stage: %s", err);
+	CHECK(sl_gdma_stage(s, d, CHUNK, &second, err, sizeof(err)) == 0, "stage: %s", err);
+	sl_gdma_stage_release(s, first);
+	CHECK(sl_gdma_stage(s, d, CHUNK, &again, err, sizeof(err)) == 0, "stage: %s", err);
+	CHECK(again == first && first < second, "after buffer %u was released the stager took buffer %u (%u busy)",
+	      first, again, second);
+	CUDA_OK(cudaDeviceSynchronize());
+	sl_gdma_stage_release(s, second);
+	sl_gdma_stage_release(s, again);
 	sl_gdma_stager_close(s);
 	cudaFree(d);
 	free(host);
