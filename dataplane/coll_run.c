@@ -283,6 +283,7 @@ static void linger_mark(struct dp_coll *k)
 static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now);
 static void close_timers(struct dp_engine *e, uint64_t now);
 static void done_note(const struct dp_coll *k);
+static void issue_sends(struct dp_engine *e, struct dp_coll *k);
 
 /* Finish k: tell its client (retried by progress when the ring is full),
  * unless it was told when k began to linger. */
@@ -1344,6 +1345,12 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	e->running++;
 	e->gated += k->gdev != NULL;
 	list_push(&comm->colls, &comm->colls_tail, k);
+	/* Sends first: among them the own contribution (a local transfer),
+	 * which the rank-order reduction applies before later ranks' blocks
+	 * (on rank 0, before all).  Replayed first, their early packets were
+	 * refused and copied a second time to wait for it: every packet of a
+	 * 2-rank reduce whose leaf ran ahead of the root. */
+	issue_sends(e, k);
 	replay_stash(e, k);
 }
 

@@ -1130,6 +1130,49 @@ static void test_posted_sends_leave_in_the_same_pass(void **state)
 	teardown_cluster();
 }
 
+/* Early packets of a reduction apply when their call is posted: the own
+ * contribution, which the rank-order reduction takes first on rank 0, is
+ * applied before them, so none waits as a second copy (deferred).  A
+ * 2-rank reduce to rank 0 of one and of three packets. */
+static void test_early_packets_need_no_second_copy(void **state)
+{
+	static const uint64_t counts[] = { 256, 600 }; /* 1 KiB packets */
+	struct sl_memport_faults none = { 0 };
+	struct dp_engine *root = &nodes[0].e;
+	struct sl_cmd cmd;
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	for (unsigned c = 0; c < 2; c++) {
+		for (unsigned r = 0; r < 2; r++)
+			for (uint64_t i = 0; i < counts[c]; i++)
+				((int32_t *)nodes[r].send)[i] = in_val(r, i);
+		post_cmd(&nodes[1], c + 1, SL_OP_REDUCE, counts[c], 0, SL_ALGO_ID_DIRECT);
+		dp_engine_poll(&nodes[1].e);
+		for (unsigned p = 0; p < 100000 && root->comms[0].nstash < (counts[c] + 255) / 256; p++)
+			dp_engine_poll(root);
+		assert_int_equal(root->comms[0].nstash, (counts[c] + 255) / 256);
+		post_cmd(&nodes[0], c + 1, SL_OP_REDUCE, counts[c], 0, SL_ALGO_ID_DIRECT);
+		assert_true(sl_spsc_dequeue(&root->clients[0].submit, &cmd));
+		dp_coll_post(root, &root->clients[0], &cmd);
+		assert_int_equal(root->comms[0].nstash, 0);
+		assert_non_null(root->comms[0].colls);
+		if (root->comms[0].colls->deferred)
+			fail_msg("reduce of %llu elements: the root deferred its early packets",
+				 (unsigned long long)counts[c]);
+		for (unsigned p = 0; p < 100000 && (root->running || nodes[1].e.running); p++)
+			poll_all();
+		for (unsigned r = 0; r < 2; r++) {
+			assert_true(sl_spsc_dequeue(&nodes[r].complete, &cpl));
+			assert_int_equal(cpl.status, SLUICE_OK);
+		}
+		for (uint64_t i = 0; i < counts[c]; i++)
+			assert_int_equal(((int32_t *)nodes[0].recv)[i], sum_of(2, i));
+	}
+	teardown_cluster();
+}
+
 static void test_dead_peer(void **state)
 {
 	struct sl_memport_faults f = { .seed = 6 };
@@ -1476,6 +1519,7 @@ int main(void)
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
+		cmocka_unit_test(test_early_packets_need_no_second_copy),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
