@@ -97,6 +97,7 @@ struct opts {
 	bool no_crc;
 	bool gate_host;   /* host collectives through the GPU path's asynchronous reducer, on the CPU */
 	bool no_huge;
+	bool zero_copy;   /* memif mesh links whose client we are run zero-copy where EAL allows it */
 	bool allow_any_user;
 	bool quiet;
 	bool busy_poll;   /* the engine never sleeps (idle.c) */
@@ -140,6 +141,9 @@ static void usage(FILE *f)
 		"  --simd scalar|avx2|avx512\n"
 		"                        reduction kernels (env SLUICE_SIMD; default: the best this CPU has)\n"
 		"  --no-huge             do not use hugepages even when reserved\n"
+		"  --no-zero-copy        memif mesh links copy on both ends (env SLUICE_ZERO_COPY=0; default:\n"
+		"                        with hugepages, the client end of each link, half of every node's\n"
+		"                        links, hands the driver its own buffers and copies nothing)\n"
 		"  --allow-any-user      serve applications of any uid (default: only this uid)\n"
 		"  --gate-host           run host collectives through the GPU path (a reducer that applies\n"
 		"                        packets later, here gpu_dma's CPU consumer): for testing it without a GPU\n"
@@ -262,19 +266,32 @@ static int parse_link(struct opts *o, const char *arg)
 	return 0;
 }
 
-/* Channel ch's memif link to node j: node i is the server towards higher
- * ids; each channel has its own socket file and vdev name. */
-static void memif_devargs(const struct opts *o, int j, unsigned ch, char *buf, size_t len)
+/* Whether this node is the client of channel ch's memif link to node j.
+ * Only a client can run zero-copy, which takes both copies off its end, so
+ * the roles alternate: where the pair's ids plus the channel is even the
+ * higher id is the client, else the lower.  Every node is then the client
+ * of about half its links: of half of two nodes' channels (K even), of one
+ * of each node's two links among three. */
+static bool memif_client(const struct opts *o, int j, unsigned ch)
+{
+	return ((unsigned)(o->node + j) + ch) % 2 == 0 ? o->node > j : o->node < j;
+}
+
+/* Channel ch's memif link to node j; each channel has its own socket file
+ * and vdev name.  zc: ask for zero-copy if we are the client. */
+static void memif_devargs(const struct opts *o, int j, unsigned ch, bool zc, char *buf, size_t len)
 {
 	int lo = o->node < j ? o->node : j, hi = o->node < j ? j : o->node;
+	bool client = memif_client(o, j, ch);
 	char suffix[16] = "";
 
 	if (ch > 0)
 		snprintf(suffix, sizeof(suffix), "c%u", ch);
 	/* 256-slot rings (rsize=8): four windows of frames, and a quarter of the
 	 * pages that each process faults in on first use of the default 1024. */
-	snprintf(buf, len, "net_memif%d%s,role=%s,socket=%s/memif-%d-%d%s.sock,socket-abstract=no,rsize=8", j,
-		 suffix, o->node < j ? "server" : "client", o->memif_dir, lo, hi, suffix);
+	snprintf(buf, len, "net_memif%d%s,role=%s,socket=%s/memif-%d-%d%s.sock,socket-abstract=no,rsize=8%s", j,
+		 suffix, client ? "client" : "server", o->memif_dir, lo, hi, suffix,
+		 client && zc ? ",zero-copy=yes" : "");
 }
 
 /* Every other node of the mesh, channel 0's links (the others' follow from them). */
@@ -289,7 +306,7 @@ static int add_memif_mesh(struct opts *o)
 			return -1;
 		}
 		o->links[o->nlinks].node = (uint16_t)j;
-		memif_devargs(o, j, 0, o->links[o->nlinks].devargs, sizeof(o->links[0].devargs));
+		memif_devargs(o, j, 0, false, o->links[o->nlinks].devargs, sizeof(o->links[0].devargs));
 		o->nlinks++;
 	}
 	return 0;
@@ -311,7 +328,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "rx-credit", required_argument, NULL, 'R' }, { "paths", required_argument, NULL, 'P' },
 		{ "channels", required_argument, NULL, 'K' }, { "gpu-blocks", required_argument, NULL, 'B' },
 		{ "busy-poll", no_argument, NULL, 'Y' },       { "help", no_argument, NULL, 'h' },
-		{ "yield-idle", no_argument, NULL, 'y' },
+		{ "yield-idle", no_argument, NULL, 'y' },      { "no-zero-copy", no_argument, NULL, 'Z' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -321,7 +338,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .node = -1, .channels = 1, .engine_cpu = -1, .frame = DEFAULT_FRAME, .timeout_s = 30,
 			    .cc_target_us = DEFAULT_CC_TARGET_US,
 			    .window = DEFAULT_WINDOW, .rto_min_us = DEFAULT_RTO_MIN_US,
-			    .socket_path = DEFAULT_SOCKET };
+			    .socket_path = DEFAULT_SOCKET, .zero_copy = true };
 	if ((env = getenv("SLUICE_SOCKET")) && *env)
 		o->socket_path = env;
 	if ((env = getenv("SLUICE_TIMEOUT")) && *env && parse_timeout(env, "SLUICE_TIMEOUT", &o->timeout_s))
@@ -332,7 +349,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if (parse_flag_env("SLUICE_BUSY_POLL", "never sleep when idle", "spin, then sleep until woken",
 			   &o->busy_poll) ||
 	    parse_flag_env("SLUICE_YIELD", "idle engines and waits give the core away at once",
-			   "it spins, then sleeps until woken", &o->yield_idle))
+			   "it spins, then sleeps until woken", &o->yield_idle) ||
+	    parse_flag_env("SLUICE_ZERO_COPY", "memif clients zero-copy where hugepages allow",
+			   "memif copies on both ends", &o->zero_copy))
 		return -1;
 	if ((env = getenv("SLUICE_SIMD")) && parse_simd(env, "SLUICE_SIMD"))
 		return -1;
@@ -370,6 +389,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'q': o->quiet = true; break;
 		case 'Y': o->busy_poll = true; break;
 		case 'y': o->yield_idle = true; break;
+		case 'Z': o->zero_copy = false; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -395,22 +415,62 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	return o->nodes > 0 ? add_memif_mesh(o) : 0;
 }
 
-/* Every channel's copy of every link: channel ch's link i at ports[ch * nlinks + i]. */
-static int open_links(const struct opts *o, struct sl_port **ports, char *err, size_t len)
+/* Whether link i is one of the memif mesh's (they follow the --link ones). */
+static bool mesh_link(const struct opts *o, unsigned i)
+{
+	return o->nodes > 0 && i >= o->nlinks - (unsigned)(o->nodes - 1);
+}
+
+/* Channel ch's copy of link i, opened at ports[ch * o->nlinks + i]. */
+static int open_link(const struct opts *o, unsigned ch, unsigned i, bool zc, struct sl_port **ports, char *err,
+		     size_t len)
 {
 	char devargs[sizeof(o->links[0].devargs)];
 
-	for (unsigned ch = 0; ch < o->channels; ch++) {
-		for (unsigned i = 0; i < o->nlinks; i++) {
-			if (ch == 0)
-				snprintf(devargs, sizeof(devargs), "%s", o->links[i].devargs);
-			else
-				memif_devargs(o, o->links[i].node, ch, devargs, sizeof(devargs));
-			ports[ch * o->nlinks + i] = sl_dpdk_port_open(devargs, o->frame, PORT_DESC, PORT_DESC, err, len);
-			if (!ports[ch * o->nlinks + i])
-				return -1;
-		}
+	if (mesh_link(o, i))
+		memif_devargs(o, o->links[i].node, ch, zc, devargs, sizeof(devargs));
+	else
+		snprintf(devargs, sizeof(devargs), "%s", o->links[i].devargs);
+	ports[ch * o->nlinks + i] = sl_dpdk_port_open(devargs, o->frame, PORT_DESC, PORT_DESC, err, len);
+	return ports[ch * o->nlinks + i] ? 0 : -1;
+}
+
+/*
+ * Every channel's copy of every link: channel ch's link i at ports[ch *
+ * nlinks + i].  The zero-copy clients come last, one at a time, each up
+ * before the next starts, with EAL's hugepage files put back before each
+ * (eal.h: memif closes them): every server of ours listens before we wait on
+ * anything, so that the peers, doing the same, never wait on each other.
+ * A client whose files could not be put back copies instead.
+ */
+static int open_links(const struct opts *o, struct sl_port **ports, char *err, size_t len)
+{
+	bool zc = o->zero_copy && sl_eal_zero_copy();
+
+	for (unsigned k = 0; k < o->channels * o->nlinks; k++) {
+		unsigned ch = k / o->nlinks, i = k % o->nlinks;
+		if (!(zc && mesh_link(o, i) && memif_client(o, o->links[i].node, ch)) &&
+		    open_link(o, ch, i, false, ports, err, len) != 0)
+			return -1;
 	}
+	for (unsigned k = 0; zc && k < o->channels * o->nlinks; k++) {
+		unsigned ch = k / o->nlinks, i = k % o->nlinks;
+		char why[256];
+		if (!mesh_link(o, i) || !memif_client(o, o->links[i].node, ch))
+			continue;
+		if (sl_eal_restore_mem_fds(why, sizeof(why)) != 0) {
+			if (!o->quiet)
+				fprintf(stderr, "sluiced node %d: %s\n", o->node, why);
+			zc = false;
+		}
+		if (open_link(o, ch, i, zc, ports, err, len) != 0 ||
+		    sl_dpdk_port_wait_up(ports[k], LINK_UP_MS, err, len) != 0)
+			return -1;
+	}
+	/* for EAL itself, and for a client that reconnects later */
+	char why[256];
+	if (sl_eal_zero_copy() && sl_eal_restore_mem_fds(why, sizeof(why)) != 0 && !o->quiet)
+		fprintf(stderr, "sluiced node %d: %s\n", o->node, why);
 	for (unsigned i = 0; i < o->channels * o->nlinks; i++)
 		if (sl_dpdk_port_wait_up(ports[i], LINK_UP_MS, err, len) != 0)
 			return -1;
@@ -586,8 +646,9 @@ static void print_links(const struct dp_engine *e, const struct opts *o, struct 
 	engine_name(e, name, sizeof(name));
 	for (unsigned i = 0; i < o->nlinks; i++) {
 		const struct sl_port_counters *c = &base[i]->stats;
-		fprintf(stderr, "sluiced %s: link %u (to node %u): tx %llu refused %llu, rx %llu "
+		fprintf(stderr, "sluiced %s: link %u (to node %u%s): tx %llu refused %llu, rx %llu "
 			"chained %llu, staged %u\n", name, i, o->links[i].node,
+			sl_dpdk_port_zero_copy(base[i]) ? ", zero-copy" : "",
 			(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_full,
 			(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_chained,
 			sl_tp_port_staged(e->tp, (uint16_t)i));
@@ -619,6 +680,15 @@ static void print_faults(const struct dp_engine *e, const struct opts *o, struct
 			(unsigned long long)c->duplicated, (unsigned long long)c->corrupted,
 			(unsigned long long)c->corrupted_covered, (unsigned long long)c->reordered);
 	}
+}
+
+static unsigned zero_copy_links(struct sl_port *const *base, unsigned n)
+{
+	unsigned zc = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		zc += sl_dpdk_port_zero_copy(base[i]);
+	return zc;
 }
 
 _Atomic(struct dp_engine *) dp_running_engine;
@@ -706,7 +776,8 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	size_t mem_mb = EAL_REST_MB + (nports * sl_dpdk_port_pool_bytes(o->frame, PORT_DESC, PORT_DESC) >> 20);
 	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu, .engines = o->channels,
 				 .mem_mb = (unsigned)(mem_mb > EAL_MIN_MB ? mem_mb : EAL_MIN_MB),
-				 .huge = !o->no_huge, .log_level = "*:error", .vdevs = no_vdevs };
+				 .huge = !o->no_huge, .zero_copy = o->zero_copy && o->nodes > 0, .log_level = "*:error",
+				 .vdevs = no_vdevs };
 	struct dp_server_cfg sc = { .socket_path = o->socket_path, .allow_any_user = o->allow_any_user,
 				    .stop = stop, .trace = &trace };
 	int rc = -1;
@@ -754,9 +825,9 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		}
 	}
 	if (!o->quiet)
-		fprintf(stderr, "sluiced node %u: %u link(s) up%s, payload %u B, %s reductions, serving %s\n",
-			o->node, o->nlinks, o->channels > 1 ? " per channel" : "", engines[0].payload,
-			sl_simd_name(sl_simd_active()), o->socket_path);
+		fprintf(stderr, "sluiced node %u: %u link(s) up%s, %u of %u zero-copy, payload %u B, %s reductions, "
+			"serving %s\n", o->node, o->nlinks, o->channels > 1 ? " per channel" : "", zero_copy_links(base, nports),
+			nports, engines[0].payload, sl_simd_name(sl_simd_active()), o->socket_path);
 	if (!o->quiet && o->channels > 1)
 		fprintf(stderr, "sluiced node %u: %u channels, an engine each\n", o->node, o->channels);
 	atomic_store(&dp_running_engine, &engines[0]);

@@ -6,24 +6,33 @@
  * only when enough are free and mounted (they are shared with everything else
  * on the host), a file prefix of our own so two dataplanes on one host never
  * share /var/run/dpdk/<prefix>, and an lcore map that pins only the engine.
+ * With hugepages and cfg.zero_copy the memory is laid out so that memif's
+ * zero-copy clients can share it (and kept usable after the driver closes
+ * its files: mem_fds).
  */
 #include "eal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_memory.h>
 
 #define SL_EAL_MAIN_LCORE 0u
 #define SL_EAL_ENGINE_LCORE 1u
 #define SL_EAL_DEFAULT_MEM_MB 512u
+/* Descriptor numbers kept free below EAL's in the zero-copy layout (see hold_low_fds). */
+#define SL_EAL_FD_GAP 512u
 
 /* EAL may keep pointers into argv after rte_eal_init returns, so it lives until stop. */
 static char **eal_argv;
@@ -31,6 +40,39 @@ static int eal_argc;
 
 /* EAL allows one rte_eal_init per process, failed or not, and no restart after cleanup. */
 static enum { EAL_UNUSED, EAL_RUNNING, EAL_SPENT } eal_state;
+
+/*
+ * The file of each hugepage memseg list as EAL numbers it (fd) and our own
+ * duplicate of it (keep), in the zero-copy layout.  22.11's memif closes
+ * EAL's fd once a zero-copy client has connected (memif_connect, "close
+ * memseg file"), so the next zero-copy client would send the server a stale
+ * or reused descriptor; sl_eal_restore_mem_fds() puts the file back.
+ */
+static struct mem_fd {
+	int fd, keep;
+} mem_fds[RTE_MAX_MEMSEG_LISTS];
+static unsigned n_mem_fds;
+static bool zero_copy_layout;
+
+/*
+ * Fill the lowest free descriptor numbers with placeholders, up to
+ * SL_EAL_FD_GAP and a quarter of the limit, so that EAL's files get numbers
+ * above a block the placeholders free again afterwards.  A number memif
+ * closes is then never the lowest free one: the descriptors the process opens
+ * meanwhile (sockets, eventfds of other links) take the free block below it,
+ * and sl_eal_restore_mem_fds() finds it still free.  Returns how many are held.
+ */
+static unsigned hold_low_fds(int *fds)
+{
+	struct rlimit lim;
+	unsigned n = 0, max = SL_EAL_FD_GAP;
+
+	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur / 4 < max)
+		max = (unsigned)(lim.rlim_cur / 4);
+	while (n < max && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		n++;
+	return n;
+}
 
 void sl_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -210,6 +252,23 @@ static void join_argv(char *buf, size_t len)
 		off += snprintf(buf + off, len - off, "%s%s", i ? " " : "", eal_argv[i]);
 }
 
+/* rte_memseg_walk callback: keep each list's file once (all its segments share it). */
+static int keep_mem_fd(const struct rte_memseg_list *msl, const struct rte_memseg *ms, void *arg)
+{
+	int fd = rte_memseg_get_fd_thread_unsafe(ms);
+
+	(void)msl;
+	(void)arg;
+	for (unsigned i = 0; i < n_mem_fds; i++)
+		if (mem_fds[i].fd == fd)
+			return 0;
+	if (fd < 0 || n_mem_fds == RTE_DIM(mem_fds))
+		return -1;
+	mem_fds[n_mem_fds].fd = fd;
+	mem_fds[n_mem_fds].keep = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	return mem_fds[n_mem_fds++].keep < 0 ? -1 : 0;
+}
+
 int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err, size_t errlen)
 {
 	unsigned mem_mb = cfg->mem_mb ? cfg->mem_mb : SL_EAL_DEFAULT_MEM_MB;
@@ -247,7 +306,20 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 	/* The prefix keeps runtime files (and, with hugepages, the shared config) apart. */
 	rc |= push_arg(strdup("--file-prefix"));
 	rc |= push_arg(strdup(cfg->prefix));
-	if (huge) {
+	if (huge && cfg->zero_copy) {
+		/*
+		 * memif zero-copy shares each memseg list as one file (it insists on
+		 * --single-file-segments, which EAL refuses with --huge-unlink);
+		 * --in-memory keeps those files off the filesystem instead, so that
+		 * still nothing is left behind.  The memory sized for us up front,
+		 * and kept: EAL has no need to grow or shrink a list through the
+		 * file memif closes (see mem_fds).
+		 */
+		rc |= push_arg(strdup("--in-memory"));
+		rc |= push_arg(strdup("--single-file-segments"));
+		rc |= push_arg(strdup("-m"));
+		rc |= asprintf(&eal_argv[eal_argc++], "%u", mem_mb) < 0 ? -1 : 0;
+	} else if (huge) {
 		/* Unlink hugepage files once mapped: nothing is left behind if we crash. */
 		rc |= push_arg(strdup("--huge-unlink"));
 	} else {
@@ -276,9 +348,15 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 
 	/* rte_eal_init permutes its argv: hand it a copy of the pointer array. */
 	char *argv_copy[eal_argc + 1];
+	int held[SL_EAL_FD_GAP];
+	unsigned nheld = huge && cfg->zero_copy ? hold_low_fds(held) : 0;
+
 	memcpy(argv_copy, eal_argv, sizeof(*eal_argv) * eal_argc);
 	argv_copy[eal_argc] = NULL;
-	if (rte_eal_init(eal_argc, argv_copy) < 0) {
+	rc = rte_eal_init(eal_argc, argv_copy);
+	while (nheld > 0)
+		close(held[--nheld]);
+	if (rc < 0) {
 		int e = rte_errno;
 		char args[1024];
 
@@ -291,6 +369,44 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 	}
 	eal_state = EAL_RUNNING;
 	*engine_lcore = SL_EAL_ENGINE_LCORE;
+	zero_copy_layout = huge && cfg->zero_copy;
+	if (zero_copy_layout && rte_memseg_walk(keep_mem_fd, NULL) != 0) {
+		sl_set_err(err, errlen, "sl_eal_start: cannot duplicate the hugepage files' descriptors (%u "
+			   "kept, out of descriptors?); run without zero-copy (--no-zero-copy)", n_mem_fds);
+		sl_eal_stop();
+		return -1;
+	}
+	return 0;
+}
+
+bool sl_eal_zero_copy(void)
+{
+	return eal_state == EAL_RUNNING && zero_copy_layout;
+}
+
+int sl_eal_restore_mem_fds(char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < n_mem_fds; i++) {
+		struct stat have, want;
+		int fd = mem_fds[i].fd;
+
+		if (fstat(mem_fds[i].keep, &want) != 0)
+			continue; /* cannot happen: keep is ours */
+		if (fstat(fd, &have) == 0) {
+			if (have.st_dev == want.st_dev && have.st_ino == want.st_ino)
+				continue;
+		} else if (errno == EBADF) {
+			/* the lowest free number from fd on, atomically: fd itself if still free */
+			int got = fcntl(mem_fds[i].keep, F_DUPFD_CLOEXEC, fd);
+			if (got == fd)
+				continue;
+			if (got >= 0)
+				close(got);
+		}
+		sl_set_err(err, errlen, "hugepage file descriptor %d was closed by memif and is now taken by "
+			   "another file: no more zero-copy links in this process", fd);
+		return -1;
+	}
 	return 0;
 }
 
@@ -301,6 +417,8 @@ void sl_eal_stop(void)
 	if (eal_state != EAL_RUNNING)
 		return;
 	eal_state = EAL_SPENT;
+	for (; n_mem_fds > 0; n_mem_fds--)
+		close(mem_fds[n_mem_fds - 1].keep);
 	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
 	/* EAL leaves its (by now empty) per-prefix directory; with a pid in the prefix they pile up. */

@@ -24,6 +24,7 @@ struct sl_eal_cfg {
 	unsigned engines;         /* engine lcores, 1 to SL_EAL_MAX_ENGINES (0: 1) */
 	unsigned mem_mb;          /* memory for --no-huge runs (0: 512) */
 	bool huge;                /* use hugepages if reserved and free, else --no-huge */
+	bool zero_copy;           /* with hugepages, lay memory out for memif zero-copy */
 	const char *log_level;    /* e.g. "*:error"; NULL: "*:error" */
 	const char *const *vdevs; /* NULL-terminated list of --vdev strings (may be NULL) */
 };
@@ -37,6 +38,18 @@ struct sl_eal_cfg {
  * Returns 0, or -1 with a message in err.
  */
 int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err, size_t errlen);
+
+/* Whether EAL runs with hugepages in the zero-copy layout (cfg.zero_copy was honoured). */
+bool sl_eal_zero_copy(void);
+
+/*
+ * Before a memif zero-copy client starts: make sure EAL's hugepage files are
+ * open under the numbers EAL (and memif, which reads them from EAL) uses;
+ * 22.11's memif closes them when a zero-copy client connects.  0, or -1 with
+ * a message in err when a number was taken by another file meanwhile (then
+ * start no further zero-copy client).  Control path only.
+ */
+int sl_eal_restore_mem_fds(char *err, size_t errlen);
 
 /* Release EAL's resources and its runtime directory.  Ports must be closed first. */
 void sl_eal_stop(void);

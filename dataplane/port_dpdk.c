@@ -12,6 +12,13 @@
  * so the memif buffer size (bsize=) must cover max_frame as well as the mbuf.
  * We set bsize to the mbuf's data room (less headroom), which also puts both
  * ends of the driver's copy loop on its single-copy fast path.
+ *
+ * A memif client opened with zero-copy=yes hands the driver its own mbufs:
+ * its rx pool fills the server-to-client ring and its tx mbufs go on the
+ * other ring as they are, so this end copies nothing (the server still
+ * copies both ways).  The driver takes the flag only where EAL's memory
+ * allows it (eal.c's zero-copy layout); we believe it once the driver has
+ * lent its ring our rx buffers (sl_dpdk_port_zero_copy).
  */
 #include "eal.h"
 #include "port_dpdk.h"
@@ -54,6 +61,8 @@ struct sl_dpdk_port {
 	uint16_t port_id;            /* ethdev port */
 	bool started;                /* rte_eth_dev_start succeeded */
 	bool memif_client;           /* start may fail until the server listens */
+	bool zero_copy_asked;        /* memif client with zero-copy=yes */
+	bool zero_copy;              /* ... and the driver lends its ring our buffers */
 	bool socket_file;            /* memif socket is a file, not an abstract name */
 	char name[RTE_DEV_NAME_MAX_LEN]; /* vdev name, e.g. "net_memif0" */
 	char socket[108];            /* memif socket path, for retries and messages */
@@ -237,6 +246,24 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/*
+ * A zero-copy client's receive call fills the ring with buffers from our rx
+ * pool (a copying one takes none and keeps none): one empty receive tells
+ * whether the driver really runs zero-copy.  Before the engine runs only.
+ */
+static void check_zero_copy(struct sl_dpdk_port *dp)
+{
+	if (!dp->zero_copy_asked || dp->zero_copy)
+		return;
+	rte_eth_rx_burst(dp->port_id, 0, NULL, 0);
+	dp->zero_copy = rte_mempool_in_use_count(dp->rx_pool) > 0;
+}
+
+bool sl_dpdk_port_zero_copy(const struct sl_port *port)
+{
+	return dp_of(port)->zero_copy;
+}
+
 bool sl_dpdk_port_link_up(struct sl_port *port)
 {
 	struct sl_dpdk_port *dp = dp_of(port);
@@ -255,8 +282,10 @@ int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, s
 	int start_rc = dp->started ? 0 : -ENOENT;
 
 	for (;;) {
-		if (sl_dpdk_port_link_up(port))
+		if (sl_dpdk_port_link_up(port)) {
+			check_zero_copy(dp);
 			return 0;
+		}
 		now = now_ms();
 		if (now >= deadline)
 			break;
@@ -321,9 +350,11 @@ static int memif_args(struct sl_dpdk_port *dp, const char *args, uint32_t room, 
 	const char *role = rte_kvargs_get(kv, "role");
 	const char *sock = rte_kvargs_get(kv, "socket");
 	const char *abstract = rte_kvargs_get(kv, "socket-abstract");
+	const char *zc = rte_kvargs_get(kv, "zero-copy");
 
 	dp->memif_client = role != NULL && (strcmp(role, "client") == 0 || strcmp(role, "slave") == 0);
 	dp->socket_file = abstract != NULL && strcmp(abstract, "no") == 0;
+	dp->zero_copy_asked = dp->memif_client && zc != NULL && strcmp(zc, "yes") == 0;
 	/* memif's default socket name when none is given. */
 	snprintf(dp->socket, sizeof(dp->socket), "%s", sock != NULL ? sock : "/run/memif.sock");
 	if (!dp->memif_client && dp->socket_file &&
