@@ -445,20 +445,21 @@ static int open_link(const struct opts *o, unsigned ch, unsigned i, bool zc, str
  */
 static int open_links(const struct opts *o, struct sl_port **ports, char *err, size_t len)
 {
-	bool zc = o->zero_copy && sl_eal_zero_copy();
+	const bool zc_wanted = o->zero_copy && sl_eal_zero_copy();
+	bool zc = zc_wanted;
+	char why[256];
 
 	for (unsigned k = 0; k < o->channels * o->nlinks; k++) {
 		unsigned ch = k / o->nlinks, i = k % o->nlinks;
-		if (!(zc && mesh_link(o, i) && memif_client(o, o->links[i].node, ch)) &&
+		if (!(zc_wanted && mesh_link(o, i) && memif_client(o, o->links[i].node, ch)) &&
 		    open_link(o, ch, i, false, ports, err, len) != 0)
 			return -1;
 	}
-	for (unsigned k = 0; zc && k < o->channels * o->nlinks; k++) {
+	for (unsigned k = 0; zc_wanted && k < o->channels * o->nlinks; k++) {
 		unsigned ch = k / o->nlinks, i = k % o->nlinks;
-		char why[256];
 		if (!mesh_link(o, i) || !memif_client(o, o->links[i].node, ch))
 			continue;
-		if (sl_eal_restore_mem_fds(why, sizeof(why)) != 0) {
+		if (zc && sl_eal_restore_mem_fds(why, sizeof(why)) != 0) {
 			if (!o->quiet)
 				fprintf(stderr, "sluiced node %d: %s\n", o->node, why);
 			zc = false;
@@ -468,8 +469,7 @@ static int open_links(const struct opts *o, struct sl_port **ports, char *err, s
 			return -1;
 	}
 	/* for EAL itself, and for a client that reconnects later */
-	char why[256];
-	if (sl_eal_zero_copy() && sl_eal_restore_mem_fds(why, sizeof(why)) != 0 && !o->quiet)
+	if (zc && sl_eal_restore_mem_fds(why, sizeof(why)) != 0 && !o->quiet)
 		fprintf(stderr, "sluiced node %d: %s\n", o->node, why);
 	for (unsigned i = 0; i < o->channels * o->nlinks; i++)
 		if (sl_dpdk_port_wait_up(ports[i], LINK_UP_MS, err, len) != 0)
@@ -776,7 +776,8 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	size_t mem_mb = EAL_REST_MB + (nports * sl_dpdk_port_pool_bytes(o->frame, PORT_DESC, PORT_DESC) >> 20);
 	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu, .engines = o->channels,
 				 .mem_mb = (unsigned)(mem_mb > EAL_MIN_MB ? mem_mb : EAL_MIN_MB),
-				 .huge = !o->no_huge, .zero_copy = o->zero_copy && o->nodes > 0, .log_level = "*:error",
+				 .huge = !o->no_huge, .zero_copy = o->zero_copy && o->nodes > 0, .links = nports,
+				 .log_level = "*:error",
 				 .vdevs = no_vdevs };
 	struct dp_server_cfg sc = { .socket_path = o->socket_path, .allow_any_user = o->allow_any_user,
 				    .stop = stop, .trace = &trace };

@@ -25,6 +25,7 @@ struct sl_eal_cfg {
 	unsigned mem_mb;          /* memory for --no-huge runs (0: 512) */
 	bool huge;                /* use hugepages if reserved and free, else --no-huge */
 	bool zero_copy;           /* with hugepages, lay memory out for memif zero-copy */
+	unsigned links;           /* ports the dataplane will open (sizes the zero-copy fd gap) */
 	const char *log_level;    /* e.g. "*:error"; NULL: "*:error" */
 	const char *const *vdevs; /* NULL-terminated list of --vdev strings (may be NULL) */
 };
