@@ -312,10 +312,12 @@ int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, s
 	if (dp->socket[0] != '\0')
 		sl_set_err(err, errlen,
 			"%s: no memif peer on socket %s after %u ms (%s): start the other end "
-			"with the same socket path and bsize/max_frame, or check its log",
+			"with the same socket path and bsize/max_frame, or check its log%s",
 			dp->name, dp->socket, timeout_ms,
 			dp->started ? "link down" :
-			start_rc == -ENOENT ? "socket file absent" : "connect refused");
+			start_rc == -ENOENT ? "socket file absent" : "connect refused",
+			dp->zero_copy_asked ? "; this end is a zero-copy client: where the logs show \"mmap "
+					      "failed\" or \"sendmsg fail\", try --no-zero-copy (SLUICE_ZERO_COPY=0)" : "");
 	else
 		sl_set_err(err, errlen, "%s: link still down after %u ms%s%s", dp->name, timeout_ms,
 			dp->started ? "" : "; start failed: ",
