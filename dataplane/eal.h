@@ -22,7 +22,7 @@ struct sl_eal_cfg {
 	const char *prefix;       /* distinct file prefix per instance, e.g. "sluice-n0-<pid>" */
 	int engine_cpu;           /* CPU for the first engine lcore (the next ones follow), -1 = any */
 	unsigned engines;         /* engine lcores, 1 to SL_EAL_MAX_ENGINES (0: 1) */
-	unsigned mem_mb;          /* memory for --no-huge runs (0: 512) */
+	unsigned mem_mb;          /* memory for --no-huge runs and the zero-copy layout (0: 512) */
 	bool huge;                /* use hugepages if reserved and free, else --no-huge */
 	bool zero_copy;           /* with hugepages, lay memory out for memif zero-copy */
 	unsigned links;           /* ports the dataplane will open (sizes the zero-copy fd gap) */
