@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(gcc meson ninja-build pkg-config libdpdk-dev libnuma-dev libcmocka-dev
-	openmpi-bin libopenmpi-dev iproute2 nftables ethtool python3)
+	openmpi-bin libopenmpi-dev iproute2 nftables ethtool python3 tshark)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
