@@ -145,6 +145,7 @@ struct sluice_ctx {
 	uint64_t next_tag;            /* per-context increasing request tag */
 	int64_t next_hup_check;       /* when to next poll the socket for a dead dataplane */
 	unsigned ncomms;              /* communicators alive */
+	unsigned inflight;            /* requests of all its comms posted and not yet completed */
 	struct sl_vmeta *vmeta;       /* SL_VMETA_SLOTS all-to-allv arguments, registered; on first use */
 	uint64_t vmeta_busy;          /* bit per slot in use */
 	_Atomic uint64_t naps, spins; /* wait turns that slept, and that spun first (none with cfg.yield) */

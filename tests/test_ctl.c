@@ -998,6 +998,51 @@ static void split_over_channels(void **state)
 	assert_int_equal(other.res, SLUICE_OK);
 }
 
+/* An embedded engine's hooks, faked: every pass finds work (so a wait
+ * never hands the engine back for idling), and hand-backs are counted. */
+static _Atomic int releases;
+
+static int32_t drive_busy(int64_t now_ns)
+{
+	(void)now_ns;
+	return 1;
+}
+
+static void count_release(void)
+{
+	releases++;
+}
+
+/* A wait hands the engine back only when no other call is in flight: the
+ * next wait (a grouped send's, then its recv's) would only park it again. */
+static void wait_keeps_engine_while_calls_fly(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *a, *b;
+	float *buf;
+
+	(void)state;
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	ctx->drive = drive_busy;
+	ctx->release = count_release;
+	releases = 0;
+	fake.mode = FAKE_HOLD;
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &a), SLUICE_OK);
+	wait_held(1);
+	release_held(0); /* a is done, b stays in flight */
+	assert_int_equal(sluice_allreduce(comm, buf + 8, buf + 8, 8, SLUICE_FLOAT32, SLUICE_SUM, &b), SLUICE_OK);
+	wait_held(1);
+	assert_int_equal(sluice_wait(a), SLUICE_OK);
+	assert_int_equal(releases, 0);
+	release_held(0);
+	assert_int_equal(sluice_wait(b), SLUICE_OK);
+	assert_int_equal(releases, 1); /* the last call's wait hands it back */
+	ctx->drive = NULL;
+	ctx->release = NULL;
+	close_all(ctx, comm, buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1021,6 +1066,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(wait_sees_dataplane_exit, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(comm_init_two_ranks, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(split_over_channels, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(wait_keeps_engine_while_calls_fly, fake_setup, fake_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
