@@ -209,7 +209,7 @@ static struct {
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	void (*stop)(void);
 	int32_t (*drive)(int64_t now_ns); /* one engine pass from the caller's thread; -1: engine busy */
-	void (*release)(void);  /* the caller stops driving: the engine's thread takes over */
+	void (*release)(bool more); /* the caller stops driving (more: it has other calls in flight) */
 } embedded = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The dataplane library is never dlclose'd: DPDK is not made to be unloaded. */
@@ -231,7 +231,7 @@ static sluice_result_t embedded_load(const struct sl_config *cfg, embedded_start
 	*start = (embedded_start_fn)dlsym(lib, "sl_dp_embedded_start");
 	embedded.stop = (void (*)(void))dlsym(lib, "sl_dp_embedded_stop");
 	embedded.drive = (int32_t (*)(int64_t))dlsym(lib, "sl_dp_embedded_drive");
-	embedded.release = (void (*)(void))dlsym(lib, "sl_dp_embedded_release");
+	embedded.release = (void (*)(bool))dlsym(lib, "sl_dp_embedded_release");
 	if (!*start || !embedded.stop || !embedded.drive || !embedded.release)
 		return sl_fail(SLUICE_ERR_UNAVAILABLE,
 			       "%s does not export the sl_dp_embedded_ entry points sluice needs: it is not a "

@@ -566,7 +566,7 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 			/* Nothing to do for a while: the engine's thread waits for the
 			 * wire, asleep (dataplane/idle.c), and so does this one. */
 			if (idle_since && now - idle_since > DRIVE_IDLE_NS && !ctx->cfg.busy_poll) {
-				ctx->release();
+				ctx->release(false);
 				driving = false;
 			}
 		}
@@ -583,15 +583,11 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 		req_abandon(req);
 	else
 		res = req_take(req);
-	/* Embedded, with other calls still in flight this thread keeps the
-	 * engine: it most likely waits for them next (a grouped send's wait,
-	 * then its recv's).  Handing it back woke the engine's thread onto the
-	 * core the ranks share, for this wait to park it again: 3 ranks on 2
-	 * cores, an 8-byte grouped send/recv took 40 us instead of 6.  The
-	 * thread's park runs out DRIVEN_HOLDOFF_NS (1 ms) after the last drive,
-	 * so calls left unwaited still progress, late by at most that. */
-	if (ctx->release && ctx->inflight == 0)
-		ctx->release();
+	/* Embedded: the engine's thread takes over, told whether this thread
+	 * has other calls in flight, which it most likely waits for next (a
+	 * grouped send's wait, then its recv's): sl_dp_embedded_release. */
+	if (ctx->release)
+		ctx->release(ctx->inflight > 0);
 	pthread_mutex_unlock(&ctx->lock);
 	return res;
 }

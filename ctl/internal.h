@@ -132,7 +132,8 @@ struct sluice_ctx {
 	bool embedded;                /* holds a reference on the embedded engine */
 	int32_t (*drive)(int64_t now_ns); /* embedded: one engine pass here (waits spin on it), at the
 					   * caller's sl_now_ns(); -1: busy */
-	void (*release)(void);        /* embedded: a wait stops driving, the engine's thread takes over */
+	void (*release)(bool more);   /* embedded: a wait stops driving, the engine's thread takes over
+				       * (more: the context has other calls in flight) */
 	uint32_t client_id;           /* from HELLO */
 	struct sl_client_page *page;  /* the client page, mapped shared */
 	unsigned nch;                 /* the dataplane's channels (HELLO's answer) */

@@ -999,8 +999,9 @@ static void split_over_channels(void **state)
 }
 
 /* An embedded engine's hooks, faked: every pass finds work (so a wait
- * never hands the engine back for idling), and hand-backs are counted. */
-static _Atomic int releases;
+ * never hands the engine back for idling), and hand-backs are counted, with
+ * how many said that other calls were in flight. */
+static _Atomic int releases, releases_with_more;
 
 static int32_t drive_busy(int64_t now_ns)
 {
@@ -1008,14 +1009,16 @@ static int32_t drive_busy(int64_t now_ns)
 	return 1;
 }
 
-static void count_release(void)
+static void count_release(bool more)
 {
 	releases++;
+	releases_with_more += more;
 }
 
-/* A wait hands the engine back only when no other call is in flight: the
- * next wait (a grouped send's, then its recv's) would only park it again. */
-static void wait_keeps_engine_while_calls_fly(void **state)
+/* A wait hands the engine back saying whether other calls are in flight
+ * (the next wait, a grouped send's then its recv's, would only park the
+ * woken thread again where ranks share cores: sl_dp_embedded_release). */
+static void wait_says_whether_calls_fly(void **state)
 {
 	sluice_ctx_t *ctx;
 	sluice_comm_t *comm;
@@ -1026,7 +1029,7 @@ static void wait_keeps_engine_while_calls_fly(void **state)
 	open_all(&ctx, &comm, (void **)&buf, 4096);
 	ctx->drive = drive_busy;
 	ctx->release = count_release;
-	releases = 0;
+	releases = releases_with_more = 0;
 	fake.mode = FAKE_HOLD;
 	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &a), SLUICE_OK);
 	wait_held(1);
@@ -1034,10 +1037,12 @@ static void wait_keeps_engine_while_calls_fly(void **state)
 	assert_int_equal(sluice_allreduce(comm, buf + 8, buf + 8, 8, SLUICE_FLOAT32, SLUICE_SUM, &b), SLUICE_OK);
 	wait_held(1);
 	assert_int_equal(sluice_wait(a), SLUICE_OK);
-	assert_int_equal(releases, 0);
+	assert_int_equal(releases, 1);
+	assert_int_equal(releases_with_more, 1); /* b is in flight */
 	release_held(0);
 	assert_int_equal(sluice_wait(b), SLUICE_OK);
-	assert_int_equal(releases, 1); /* the last call's wait hands it back */
+	assert_int_equal(releases, 2);
+	assert_int_equal(releases_with_more, 1); /* the last call's wait: nothing more */
 	ctx->drive = NULL;
 	ctx->release = NULL;
 	close_all(ctx, comm, buf);
@@ -1066,7 +1071,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(wait_sees_dataplane_exit, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(comm_init_two_ranks, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(split_over_channels, fake_setup, fake_teardown),
-		cmocka_unit_test_setup_teardown(wait_keeps_engine_while_calls_fly, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(wait_says_whether_calls_fly, fake_setup, fake_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
