@@ -58,11 +58,12 @@ static unsigned n_mem_fds;
 static bool zero_copy_layout;
 
 /*
- * Fill the lowest free descriptor numbers with placeholders (what links will
- * open, up to half the limit), so that EAL's files get numbers above a block
- * the placeholders free again after EAL is up.  A number memif closes is then
- * not the lowest free one: what the process opens meanwhile (other links'
- * sockets, eventfds, memfds) takes the block below it, and
+ * Hold the lowest free descriptor numbers open on /dev/null (as many as the
+ * links will use, up to half the limit) while EAL starts, so that EAL's files
+ * get numbers above that block, which the caller closes once EAL is up.  A
+ * number memif closes is then not the lowest free one: what the process
+ * opens meanwhile (other links' sockets, eventfds, memfds) takes the block
+ * below it, and
  * sl_eal_restore_mem_fds() finds it still free (without the block 9 of 20
  * runs of 3 nodes x 4 channels found it taken, with it none).  Sets *fds to
  * a malloc'd array; returns how many are held.
