@@ -32,6 +32,7 @@
 #include "eal.h"
 #include "fault_port.h"
 #include "port_dpdk.h"
+#include "port_shm.h"
 #include "reduce.h"
 #include "trace_tap.h"
 
@@ -43,6 +44,9 @@
 #define DEFAULT_FRAME (DEFAULT_PAYLOAD + SL_FRAME_OVERHEAD + SL_CRC_LEN)
 #define LINK_UP_MS 30000
 #define PORT_DESC 1024      /* rx and tx descriptors per link */
+/* Buffers per direction of a shm link: the senders' windows (64 packets
+ * per peer) several times over, and 8.5 MB of 16 KiB frames. */
+#define SHM_BUFS 512
 /* EAL memory without hugepages: the links' pools and this much for the rest
  * (at least EAL_MIN_MB in all), so that a mesh of many links still fits. */
 #define EAL_REST_MB 256
@@ -97,6 +101,7 @@ struct opts {
 	bool no_crc;
 	bool gate_host;   /* host collectives through the GPU path's asynchronous reducer, on the CPU */
 	bool no_huge;
+	bool mesh_memif;  /* the mesh's links are net_memif ports, not our own shared-memory ones */
 	bool zero_copy;   /* memif mesh links whose client we are run zero-copy where EAL allows it */
 	bool allow_any_user;
 	bool quiet;
@@ -110,8 +115,13 @@ static void usage(FILE *f)
 		"usage: sluiced --node N [options]\n"
 		"  --node N              this dataplane's node id (0..255)\n"
 		"  --nodes M --memif-dir DIR\n"
-		"                        join nodes 0..M-1 in a full mesh of net_memif links whose\n"
-		"                        sockets live in DIR (every node of the mesh uses the same DIR)\n"
+		"                        join nodes 0..M-1 (dataplanes on this host) in a full mesh of\n"
+		"                        links named after DIR, where their sockets and wake words live\n"
+		"                        (every node of the mesh uses the same DIR)\n"
+		"  --mesh shm|memif      the mesh's links: shm, sluice's own over shared memory (one copy\n"
+		"                        per byte: frames are built in the peer's view and read where they\n"
+		"                        lie), or DPDK's net_memif (four copies, fewer with zero-copy)\n"
+		"                        (env SLUICE_MESH, default shm)\n"
 		"  --link NODE:DEVARGS   reach NODE through a DPDK vdev, e.g.\n"
 		"                        3:net_af_packet0,iface=veth3 (repeatable); NODE,NODE,...:DEVARGS\n"
 		"                        for several nodes on one segment (a bridge); a node named by\n"
@@ -119,7 +129,7 @@ static void usage(FILE *f)
 		"  --socket PATH         attach socket (env SLUICE_SOCKET, default %s)\n"
 		"  --engine-cpu C        pin the engine to CPU C, channel c's to the c-th CPU after it\n"
 		"                        (default: any)\n"
-		"  --channels K          run K engines (1..%u), each on its own core with its own memif\n"
+		"  --channels K          run K engines (1..%u), each on its own core with its own mesh\n"
 		"                        links (needs --nodes/--memif-dir); large collectives are split\n"
 		"                        across them (default 1)\n"
 		"  --gpu-blocks B        blocks (SMs) of each channel's persistent reduction kernel on a GPU\n"
@@ -238,6 +248,16 @@ static int parse_simd(const char *s, const char *what)
 	return 0;
 }
 
+static int parse_mesh(const char *s, const char *what, bool *memif)
+{
+	if (strcmp(s, "shm") != 0 && strcmp(s, "memif") != 0) {
+		fprintf(stderr, "sluiced: %s wants shm or memif, not '%s'\n", what, s);
+		return -1;
+	}
+	*memif = strcmp(s, "memif") == 0;
+	return 0;
+}
+
 static int parse_link(struct opts *o, const char *arg)
 {
 	unsigned long node;
@@ -295,7 +315,7 @@ static void memif_devargs(const struct opts *o, int j, unsigned ch, bool zc, cha
 }
 
 /* Every other node of the mesh, channel 0's links (the others' follow from them). */
-static int add_memif_mesh(struct opts *o)
+static int add_mesh(struct opts *o)
 {
 	for (int j = 0; j < o->nodes; j++) {
 		if (j == o->node)
@@ -306,7 +326,10 @@ static int add_memif_mesh(struct opts *o)
 			return -1;
 		}
 		o->links[o->nlinks].node = (uint16_t)j;
-		memif_devargs(o, j, 0, false, o->links[o->nlinks].devargs, sizeof(o->links[0].devargs));
+		if (o->mesh_memif)
+			memif_devargs(o, j, 0, false, o->links[o->nlinks].devargs, sizeof(o->links[0].devargs));
+		else
+			snprintf(o->links[o->nlinks].devargs, sizeof(o->links[0].devargs), "shm to node %d", j);
 		o->nlinks++;
 	}
 	return 0;
@@ -329,6 +352,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "channels", required_argument, NULL, 'K' }, { "gpu-blocks", required_argument, NULL, 'B' },
 		{ "busy-poll", no_argument, NULL, 'Y' },       { "help", no_argument, NULL, 'h' },
 		{ "yield-idle", no_argument, NULL, 'y' },      { "no-zero-copy", no_argument, NULL, 'Z' },
+		{ "mesh", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -352,6 +376,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			   "it spins, then sleeps until woken", &o->yield_idle) ||
 	    parse_flag_env("SLUICE_ZERO_COPY", "memif clients zero-copy where hugepages allow",
 			   "memif copies on both ends", &o->zero_copy))
+		return -1;
+	if ((env = getenv("SLUICE_MESH")) && *env && parse_mesh(env, "SLUICE_MESH", &o->mesh_memif))
 		return -1;
 	if ((env = getenv("SLUICE_SIMD")) && parse_simd(env, "SLUICE_SIMD"))
 		return -1;
@@ -390,6 +416,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'Y': o->busy_poll = true; break;
 		case 'y': o->yield_idle = true; break;
 		case 'Z': o->zero_copy = false; break;
+		case 'M': if (parse_mesh(optarg, "--mesh", &o->mesh_memif)) return -1; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -404,7 +431,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		return -1;
 	}
 	if (o->channels > 1 && o->nodes == 0) {
-		fprintf(stderr, "sluiced: --channels above 1 needs a memif mesh (--nodes and --memif-dir): a "
+		fprintf(stderr, "sluiced: --channels above 1 needs a mesh (--nodes and --memif-dir): a "
 			"--link device belongs to one engine\n");
 		return -1;
 	}
@@ -412,7 +439,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "sluiced: --frame must be at least %u\n", SL_FRAME_OVERHEAD + 16);
 		return -1;
 	}
-	return o->nodes > 0 ? add_memif_mesh(o) : 0;
+	return o->nodes > 0 ? add_mesh(o) : 0;
 }
 
 /* Whether link i is one of the memif mesh's (they follow the --link ones). */
@@ -427,6 +454,11 @@ static int open_link(const struct opts *o, unsigned ch, unsigned i, bool zc, str
 {
 	char devargs[sizeof(o->links[0].devargs)];
 
+	if (mesh_link(o, i) && !o->mesh_memif) {
+		ports[ch * o->nlinks + i] = sl_shm_port_open(o->memif_dir, (unsigned)o->node, o->links[i].node, ch,
+							     o->frame, SHM_BUFS, err, len);
+		return ports[ch * o->nlinks + i] ? 0 : -1;
+	}
 	if (mesh_link(o, i))
 		memif_devargs(o, o->links[i].node, ch, zc, devargs, sizeof(devargs));
 	else
@@ -445,7 +477,7 @@ static int open_link(const struct opts *o, unsigned ch, unsigned i, bool zc, str
  */
 static int open_links(const struct opts *o, struct sl_port **ports, char *err, size_t len)
 {
-	const bool zc_wanted = o->zero_copy && sl_eal_zero_copy();
+	const bool zc_wanted = o->mesh_memif && o->zero_copy && sl_eal_zero_copy();
 	bool zc = zc_wanted;
 	char why[256];
 
@@ -472,13 +504,25 @@ static int open_links(const struct opts *o, struct sl_port **ports, char *err, s
 	if (zc && sl_eal_restore_mem_fds(why, sizeof(why)) != 0 && !o->quiet)
 		fprintf(stderr, "sluiced node %d: %s\n", o->node, why);
 	for (unsigned i = 0; i < o->channels * o->nlinks; i++)
-		if (sl_dpdk_port_wait_up(ports[i], LINK_UP_MS, err, len) != 0)
+		if ((sl_shm_port_is(ports[i]) ? sl_shm_port_wait_up : sl_dpdk_port_wait_up)(ports[i], LINK_UP_MS, err,
+											   len) != 0)
 			return -1;
 	return 0;
 }
 
+/* Give back the shm links' files (a peer that never came leaves ours
+ * named); DPDK's ports are left to the process's exit (see run's end). */
+static void close_shm_links(struct sl_port **ports, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (ports[i] && sl_shm_port_is(ports[i])) {
+			ports[i]->ops->close(ports[i]);
+			ports[i] = NULL;
+		}
+}
+
 /*
- * Prime the memif mesh: every process takes a page fault on first use of
+ * Prime a memif mesh (a shm one's pages are taken when it is mapped): every process takes a page fault on first use of
  * each page of memif's shared ring buffers, which made the first few hundred
  * collectives of a run several times slower.  Before any engine runs, each
  * end sends MEMIF_RING full-size frames on every link and receives as many,
@@ -635,6 +679,11 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)t->held_resent, (unsigned long long)t->window_probes);
 }
 
+static bool zero_copy_link(const struct sl_port *p)
+{
+	return !sl_shm_port_is(p) && sl_dpdk_port_zero_copy(p);
+}
+
 /* Each link's own frame counts and what the transport still holds for it,
  * then each flow's sender state: a link the port keeps refusing, or a flow
  * stuck with packets in flight, shows here when a run hangs. */
@@ -647,11 +696,12 @@ static void print_links(const struct dp_engine *e, const struct opts *o, struct 
 	for (unsigned i = 0; i < o->nlinks; i++) {
 		const struct sl_port_counters *c = &base[i]->stats;
 		fprintf(stderr, "sluiced %s: link %u (to node %u%s): tx %llu refused %llu, rx %llu "
-			"chained %llu, staged %u\n", name, i, o->links[i].node,
-			sl_dpdk_port_zero_copy(base[i]) ? ", zero-copy" : "",
+			"chained %llu, staged %u, bad descriptors %llu\n", name, i, o->links[i].node,
+			sl_shm_port_is(base[i]) ? ", shm" : zero_copy_link(base[i]) ? ", zero-copy" : "",
 			(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_full,
 			(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_chained,
-			sl_tp_port_staged(e->tp, (uint16_t)i));
+			sl_tp_port_staged(e->tp, (uint16_t)i),
+			(unsigned long long)(sl_shm_port_is(base[i]) ? sl_shm_port_bad(base[i]) : 0));
 	}
 	for (uint16_t n = 0; n < SL_MAX_NODES; n++) {
 		if (n == e->node || sl_tp_flow_info(e->tp, n, &fi) != 0)
@@ -687,7 +737,7 @@ static unsigned zero_copy_links(struct sl_port *const *base, unsigned n)
 	unsigned zc = 0;
 
 	for (unsigned i = 0; i < n; i++)
-		zc += sl_dpdk_port_zero_copy(base[i]);
+		zc += zero_copy_link(base[i]);
 	return zc;
 }
 
@@ -770,13 +820,16 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	const struct sl_clock clock = { dp_now_ns, NULL };
 	const char *const no_vdevs[] = { NULL };
 	const unsigned nports = o->channels * o->nlinks;
+	/* the ports DPDK runs: all but a shm mesh's */
+	const unsigned dpdk_ports = o->mesh_memif ? nports : o->channels * (o->nlinks - (unsigned)(o->nodes > 0 ? o->nodes - 1 : 0));
 	char prefix[64];
 	unsigned lcore, ready_engines = 0;
 	uint32_t frame = o->frame;
-	size_t mem_mb = EAL_REST_MB + (nports * sl_dpdk_port_pool_bytes(o->frame, PORT_DESC, PORT_DESC) >> 20);
+	size_t mem_mb = EAL_REST_MB + (dpdk_ports * sl_dpdk_port_pool_bytes(o->frame, PORT_DESC, PORT_DESC) >> 20);
 	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu, .engines = o->channels,
 				 .mem_mb = (unsigned)(mem_mb > EAL_MIN_MB ? mem_mb : EAL_MIN_MB),
-				 .huge = !o->no_huge, .zero_copy = o->zero_copy && o->nodes > 0, .links = nports,
+				 .huge = !o->no_huge, .zero_copy = o->zero_copy && o->nodes > 0 && o->mesh_memif,
+				 .links = dpdk_ports,
 				 .log_level = "*:error",
 				 .vdevs = no_vdevs };
 	struct dp_server_cfg sc = { .socket_path = o->socket_path, .allow_any_user = o->allow_any_user,
@@ -790,9 +843,11 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	for (unsigned ch = 0; ch < o->channels; ch++)
 		if (!(wakes[ch] = dp_wake_open(o->nodes > 0 ? o->memif_dir : NULL, (unsigned)o->node, ch, true, err, len)))
 			goto out;
-	if (open_links(o, ports, err, len) != 0)
+	if (open_links(o, ports, err, len) != 0) {
+		close_shm_links(ports, nports);
 		goto out;
-	if (o->nodes > 0)
+	}
+	if (o->nodes > 0 && o->mesh_memif)
 		prime_links(ports, nports);
 	for (unsigned i = 0; i < nports; i++) { /* count the engines' frames, not the primers */
 		base[i] = ports[i];
@@ -826,8 +881,9 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		}
 	}
 	if (!o->quiet)
-		fprintf(stderr, "sluiced node %u: %u link(s) up%s, %u of %u zero-copy, payload %u B, %s reductions, "
-			"serving %s\n", o->node, o->nlinks, o->channels > 1 ? " per channel" : "", zero_copy_links(base, nports),
+		fprintf(stderr, "sluiced node %u: %u link(s) up%s%s, %u of %u zero-copy, payload %u B, %s reductions, "
+			"serving %s\n", o->node, o->nlinks, o->channels > 1 ? " per channel" : "",
+			o->nodes > 0 && !o->mesh_memif ? " (mesh over shm)" : "", zero_copy_links(base, nports),
 			nports, engines[0].payload, sl_simd_name(sl_simd_active()), o->socket_path);
 	if (!o->quiet && o->channels > 1)
 		fprintf(stderr, "sluiced node %u: %u channels, an engine each\n", o->node, o->channels);

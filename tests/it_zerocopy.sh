@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # it_zerocopy.sh: with hugepages, the client end of every memif mesh link
+# (sluice-run --net memif; the default mesh is sluice's own shm links)
 # runs net_memif's zero-copy mode (its own buffers are the ring's), and the
 # roles alternate so that every dataplane is the client of half its links.
 # Every collective must still give exact results, as daemons with several
@@ -45,7 +46,7 @@ fail=0
 expect_zc() {
 	local lines=$1 starts=$2 links=$3 out rc got zc
 	shift 3
-	out=$("$run" "$@" -v --timeout 20 -- "$colls" 2>&1)
+	out=$("$run" --net memif "$@" -v --timeout 20 -- "$colls" 2>&1)
 	rc=$?
 	got=$(grep -cE "$lines" <<<"$out")
 	zc=$(grep -cE "link [0-9]+ \(to node [0-9]+, zero-copy\)" <<<"$out")

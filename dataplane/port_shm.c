@@ -1,0 +1,379 @@
+/*
+ * port_shm.c: the shared-memory port (port_shm.h has the layout both ends
+ * share and why it cannot overflow).  This end keeps its buffers' states
+ * and free list in private memory, so that nothing the peer writes can make
+ * it post a buffer twice.
+ */
+#include "port_shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHM_PAGE 4096
+#define SHM_MAX_BUFS 65536u
+#define SHM_RX_TAG (1u << 31) /* a handle's mark: a received frame, not one of our buffers */
+
+/* A mapped direction: ours (we post into it) or the peer's (we read it). */
+struct shm_dir {
+	struct shm_head *head;
+	size_t bytes;
+	struct shm_desc *tx;
+	uint32_t *ret;
+	uint8_t *bufs;
+};
+
+enum { BUF_FREE, BUF_HELD, BUF_POSTED };
+
+struct shm_port {
+	struct sl_port port;
+	struct shm_dir own, peer;  /* peer.head NULL until wait_up mapped it */
+	uint32_t nbufs, stride;
+	uint32_t posted;           /* own.head->posted, as we last wrote it */
+	uint32_t taken_back;       /* own ret slots read */
+	uint32_t read;             /* peer tx slots read */
+	uint32_t handed;           /* peer.head->handed, as we last wrote it */
+	uint32_t nfree;
+	uint32_t *free_bufs;       /* a stack of our free buffer indexes */
+	uint8_t *state;            /* BUF_* of each of our buffers */
+	uint64_t rx_bad, ret_bad;
+	char own_name[128], peer_name[128];
+};
+
+static const struct sl_port_ops shm_ops;
+
+static struct shm_port *shm_of(const struct sl_port *port)
+{
+	return port->priv;
+}
+
+static size_t align_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+size_t sl_shm_bufs_offset(uint32_t nbufs)
+{
+	return align_up(sizeof(struct shm_head) + nbufs * (sizeof(struct shm_desc) + sizeof(uint32_t)), SHM_PAGE);
+}
+
+static size_t dir_bytes(uint32_t stride, uint32_t nbufs)
+{
+	return sl_shm_bufs_offset(nbufs) + (size_t)stride * nbufs;
+}
+
+size_t sl_shm_port_bytes(uint32_t max_frame, uint32_t nbufs)
+{
+	return 2 * dir_bytes((uint32_t)align_up(max_frame, SHM_LINE), nbufs);
+}
+
+static void dir_layout(struct shm_dir *d, void *base, size_t bytes, uint32_t nbufs)
+{
+	d->head = base;
+	d->bytes = bytes;
+	d->tx = (struct shm_desc *)((uint8_t *)base + sizeof(struct shm_head));
+	d->ret = (uint32_t *)(d->tx + nbufs);
+	d->bufs = (uint8_t *)base + sl_shm_bufs_offset(nbufs);
+}
+
+int sl_shm_port_file(char *buf, size_t len, const char *dir, unsigned from, unsigned to, unsigned channel)
+{
+	struct stat st;
+
+	if (stat(dir, &st) != 0)
+		return -1;
+	snprintf(buf, len, "/dev/shm/sluice-%u-%llu-%llu-%u-%u-%u", (unsigned)getuid(), (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino, from, to, channel);
+	return 0;
+}
+
+static bool pid_alive(int32_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* ---- the data path ---- */
+
+/* Take back the buffers the peer handed back.  A slot naming a buffer that
+ * is not in flight is a peer's bug: counted, skipped. */
+static void take_back(struct shm_port *s)
+{
+	uint32_t handed = atomic_load_explicit(&s->own.head->handed, memory_order_acquire);
+
+	for (uint32_t k = 0; s->taken_back != handed && k < s->nbufs; k++) {
+		uint32_t idx = s->own.ret[s->taken_back++ & (s->nbufs - 1)];
+		if (idx >= s->nbufs || s->state[idx] != BUF_POSTED) {
+			s->ret_bad++;
+			continue;
+		}
+		s->state[idx] = BUF_FREE;
+		s->free_bufs[s->nfree++] = idx;
+	}
+}
+
+static uint16_t shm_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct shm_port *s = shm_of(port);
+	uint16_t k;
+
+	if (s->nfree < n)
+		take_back(s);
+	for (k = 0; k < n && s->nfree; k++) {
+		uint32_t idx = s->free_bufs[--s->nfree];
+		s->state[idx] = BUF_HELD;
+		pkts[k] = (struct sl_pkt){ .data = s->own.bufs + (size_t)idx * s->stride, .cap = port->max_frame,
+					   .handle = (void *)(uintptr_t)idx };
+	}
+	return k;
+}
+
+static uint16_t shm_tx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct shm_port *s = shm_of(port);
+
+	for (uint16_t i = 0; i < n; i++) {
+		uint32_t idx = (uint32_t)(uintptr_t)pkts[i].handle;
+		s->own.tx[s->posted++ & (s->nbufs - 1)] = (struct shm_desc){ idx, pkts[i].len };
+		s->state[idx] = BUF_POSTED;
+		port->stats.tx_bytes += pkts[i].len;
+	}
+	port->stats.tx_pkts += n;
+	atomic_store_explicit(&s->own.head->posted, s->posted, memory_order_release);
+	return n;
+}
+
+static void hand_back(struct shm_port *s, uint32_t idx)
+{
+	s->peer.ret[s->handed++ & (s->nbufs - 1)] = idx;
+}
+
+static uint16_t shm_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct shm_port *s = shm_of(port);
+	uint32_t posted = atomic_load_explicit(&s->peer.head->posted, memory_order_acquire);
+	uint32_t handed = s->handed;
+	uint16_t k = 0;
+
+	while (k < n && s->read != posted) {
+		struct shm_desc d = s->peer.tx[s->read++ & (s->nbufs - 1)];
+		if (d.idx >= s->nbufs) { /* nothing to hand back */
+			s->rx_bad++;
+			continue;
+		}
+		if (d.len > port->max_frame) {
+			s->rx_bad++;
+			hand_back(s, d.idx);
+			continue;
+		}
+		pkts[k++] = (struct sl_pkt){ .data = s->peer.bufs + (size_t)d.idx * s->stride, .len = d.len,
+					     .cap = d.len, .handle = (void *)(uintptr_t)(d.idx | SHM_RX_TAG) };
+		port->stats.rx_bytes += d.len;
+	}
+	port->stats.rx_pkts += k;
+	if (s->handed != handed)
+		atomic_store_explicit(&s->peer.head->handed, s->handed, memory_order_release);
+	return k;
+}
+
+static void shm_free(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	struct shm_port *s = shm_of(port);
+	uint32_t handed = s->handed;
+
+	for (uint16_t i = 0; i < n; i++) {
+		uint32_t h = (uint32_t)(uintptr_t)pkts[i].handle;
+		if (h & SHM_RX_TAG) {
+			hand_back(s, h & ~SHM_RX_TAG);
+		} else {
+			s->state[h] = BUF_FREE;
+			s->free_bufs[s->nfree++] = h;
+		}
+	}
+	if (s->handed != handed)
+		atomic_store_explicit(&s->peer.head->handed, s->handed, memory_order_release);
+}
+
+/* ---- set-up ---- */
+
+static void shm_close(struct sl_port *port)
+{
+	struct shm_port *s = shm_of(port);
+
+	/* a peer that mapped our file took its name away (map_peer) */
+	if (!atomic_load(&s->own.head->attached))
+		unlink(s->own_name);
+	munmap(s->own.head, s->own.bytes);
+	if (s->peer.head)
+		munmap(s->peer.head, s->peer.bytes);
+	free(s->free_bufs);
+	free(s->state);
+	free(s);
+}
+
+static const struct sl_port_ops shm_ops = {
+	.name = "shm", .rx_burst = shm_rx_burst, .tx_burst = shm_tx_burst, .alloc = shm_alloc,
+	.free = shm_free, .close = shm_close,
+};
+
+/* Make our direction's file, mapped and filled in, its pages allocated
+ * up front so that no frame pays a page fault on either side. */
+static int make_own(struct shm_port *s, uint32_t frame, char *err, size_t errlen)
+{
+	size_t bytes = dir_bytes(s->stride, s->nbufs);
+	void *base;
+	int fd, e;
+
+	unlink(s->own_name); /* a previous run's, left by a crash */
+	fd = open(s->own_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", s->own_name, strerror(errno));
+		return -1;
+	}
+	if ((e = posix_fallocate(fd, 0, (off_t)bytes)) != 0) {
+		snprintf(err, errlen, "cannot allocate %zu bytes for %s: %s (is /dev/shm full?)", bytes,
+			 s->own_name, strerror(e));
+		close(fd);
+		unlink(s->own_name);
+		return -1;
+	}
+	base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	close(fd);
+	if (base == MAP_FAILED) {
+		snprintf(err, errlen, "cannot map %s: %s", s->own_name, strerror(errno));
+		unlink(s->own_name);
+		return -1;
+	}
+	dir_layout(&s->own, base, bytes, s->nbufs);
+	*s->own.head = (struct shm_head){ .version = SHM_VERSION, .frame = frame, .stride = s->stride,
+					  .nbufs = s->nbufs, .owner = (int32_t)getpid() };
+	atomic_store_explicit((_Atomic uint64_t *)&s->own.head->magic, SHM_MAGIC, memory_order_release);
+	return 0;
+}
+
+struct sl_port *sl_shm_port_open(const char *dir, unsigned node, unsigned peer, unsigned channel,
+				 uint32_t max_frame, uint32_t nbufs, char *err, size_t errlen)
+{
+	struct shm_port *s;
+
+	if (nbufs == 0 || nbufs > SHM_MAX_BUFS || (nbufs & (nbufs - 1)) || max_frame == 0) {
+		snprintf(err, errlen, "shm link to node %u: %u buffers of %u B: want a power of two up to %u, "
+			 "and frames of at least 1 B", peer, nbufs, max_frame, SHM_MAX_BUFS);
+		return NULL;
+	}
+	if (!(s = calloc(1, sizeof(*s))) || !(s->free_bufs = malloc(nbufs * sizeof(uint32_t))) ||
+	    !(s->state = calloc(nbufs, 1))) {
+		snprintf(err, errlen, "shm link to node %u: out of memory", peer);
+		if (s)
+			free(s->free_bufs);
+		free(s);
+		return NULL;
+	}
+	s->nbufs = nbufs;
+	s->stride = (uint32_t)align_up(max_frame, SHM_LINE);
+	if (sl_shm_port_file(s->own_name, sizeof(s->own_name), dir, node, peer, channel) != 0) {
+		snprintf(err, errlen, "shm link to node %u: the mesh directory %s: %s", peer, dir, strerror(errno));
+		goto fail;
+	}
+	sl_shm_port_file(s->peer_name, sizeof(s->peer_name), dir, peer, node, channel);
+	if (make_own(s, max_frame, err, errlen) != 0) {
+fail:
+		free(s->state);
+		free(s->free_bufs);
+		free(s);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < nbufs; i++)
+		s->free_bufs[i] = nbufs - 1 - i; /* buffer 0 first */
+	s->nfree = nbufs;
+	s->port = (struct sl_port){ .ops = &shm_ops, .priv = s, .max_frame = max_frame };
+	return &s->port;
+}
+
+/* Map the peer's file: 0 done, 1 not there (yet), -1 with a message when
+ * it is there but cannot be ours (other geometry, unreadable). */
+static int map_peer(struct shm_port *s, char *err, size_t errlen)
+{
+	const struct shm_head *h;
+	struct stat st;
+	size_t bytes = dir_bytes(s->stride, s->nbufs);
+	void *base;
+	int fd = open(s->peer_name, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 1;
+		snprintf(err, errlen, "cannot open %s: %s", s->peer_name, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(*h)) { /* not filled in yet */
+		close(fd);
+		return 1;
+	}
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	close(fd);
+	if (base == MAP_FAILED) {
+		snprintf(err, errlen, "cannot map %s: %s", s->peer_name, strerror(errno));
+		return -1;
+	}
+	h = base;
+	/* a crashed run's file, or one still being filled in: wait for the right one */
+	if (atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire) != SHM_MAGIC ||
+	    !pid_alive(h->owner)) {
+		munmap(base, (size_t)st.st_size);
+		return 1;
+	}
+	if (h->version != SHM_VERSION || h->frame != s->port.max_frame || h->stride != s->stride ||
+	    h->nbufs != s->nbufs || (size_t)st.st_size != bytes) {
+		snprintf(err, errlen, "%s (pid %d) carries frames of %u B in %u buffers (version %u), this end %u B "
+			 "in %u (version %u): start every dataplane of the mesh with the same --frame and build",
+			 s->peer_name, h->owner, h->frame, h->nbufs, h->version, s->port.max_frame, s->nbufs,
+			 SHM_VERSION);
+		munmap(base, (size_t)st.st_size);
+		return -1;
+	}
+	dir_layout(&s->peer, base, bytes, s->nbufs);
+	/* both ends have it now: nothing is left behind if either dies */
+	atomic_store(&s->peer.head->attached, (int32_t)getpid());
+	unlink(s->peer_name);
+	return 0;
+}
+
+int sl_shm_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, size_t errlen)
+{
+	struct shm_port *s = shm_of(port);
+	struct timespec t0, t;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!s->peer.head && (r = map_peer(s, err, errlen)) != 0) {
+		if (r < 0)
+			return -1;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > (long)timeout_ms) {
+			snprintf(err, errlen, "the peer's end of the shm link, %s, did not appear in %u ms: is the "
+				 "peer's dataplane running, with the same mesh directory?", s->peer_name, timeout_ms);
+			return -1;
+		}
+		usleep(1000);
+	}
+	return 0;
+}
+
+bool sl_shm_port_is(const struct sl_port *port)
+{
+	return port->ops == &shm_ops;
+}
+
+uint64_t sl_shm_port_bad(const struct sl_port *port)
+{
+	return shm_of(port)->rx_bad + shm_of(port)->ret_bad;
+}

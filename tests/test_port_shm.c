@@ -1,0 +1,244 @@
+/*
+ * test_port_shm.c: the shared-memory port (dataplane/port_shm.h).
+ *
+ * - Frames cross between two processes, byte for byte and in order, many
+ *   times more than there are buffers (so every buffer is handed back and
+ *   posted again), with the receiver started first.
+ * - A peer's forged descriptors (a buffer index or a length out of range, a
+ *   buffer handed back that is not in flight) are counted and dropped; none
+ *   reaches the receiver, none frees a buffer twice.
+ * - A missing peer, a peer of another geometry and a dead peer's file give
+ *   a clear error or a wait, never a mapping of the wrong file.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "port_shm.h"
+
+#define FRAME 9000u
+#define NBUFS 64u
+#define N_FRAMES 20000u
+#define WAIT_MS 10000u
+
+static char dir[64] = "/tmp/test_port_shm.XXXXXX"; /* the mesh's directory: names the files */
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return rmdir(dir);
+}
+
+static uint32_t frame_len(uint32_t seq)
+{
+	return 64 + (seq * 2654435761u) % (FRAME - 64 + 1);
+}
+
+static uint8_t pattern(uint32_t seq, uint32_t i)
+{
+	return (uint8_t)(seq * 31 + i * 7);
+}
+
+static void fill(uint8_t *p, uint32_t seq, uint32_t len)
+{
+	memcpy(p, &seq, sizeof(seq));
+	for (uint32_t i = sizeof(seq); i < len; i++)
+		p[i] = pattern(seq, i);
+}
+
+/* The child: receive N_FRAMES and check each; exit 0 when all were right. */
+static int receive_all(void)
+{
+	char err[256];
+	struct sl_port *p = sl_shm_port_open(dir, 1, 0, 0, FRAME, NBUFS, err, sizeof(err));
+	uint32_t next = 0;
+	struct sl_pkt pk[32];
+
+	if (!p || sl_shm_port_wait_up(p, WAIT_MS, err, sizeof(err)) != 0) {
+		fprintf(stderr, "receiver: %s\n", err);
+		return 2;
+	}
+	for (time_t t0 = time(NULL); next < N_FRAMES && time(NULL) - t0 < 20;) {
+		uint16_t n = p->ops->rx_burst(p, pk, 32);
+		for (uint16_t k = 0; k < n; k++, next++) {
+			uint32_t seq;
+			memcpy(&seq, pk[k].data, sizeof(seq));
+			if (seq != next || pk[k].len != frame_len(seq)) {
+				fprintf(stderr, "receiver: frame %u came as %u of %u B\n", next, seq, pk[k].len);
+				return 3;
+			}
+			for (uint32_t i = sizeof(seq); i < pk[k].len; i++)
+				if (pk[k].data[i] != pattern(seq, i)) {
+					fprintf(stderr, "receiver: frame %u byte %u is wrong\n", seq, i);
+					return 4;
+				}
+		}
+		p->ops->free(p, pk, n);
+	}
+	p->ops->close(p);
+	return next == N_FRAMES ? 0 : 5;
+}
+
+static void frames_cross_between_processes(void **state)
+{
+	(void)state;
+	char err[256];
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0)
+		_exit(receive_all());
+	usleep(20000); /* the receiver waits for our file first */
+	struct sl_port *p = sl_shm_port_open(dir, 0, 1, 0, FRAME, NBUFS, err, sizeof(err));
+	assert_non_null(p);
+	assert_int_equal(sl_shm_port_wait_up(p, WAIT_MS, err, sizeof(err)), 0);
+	uint32_t seq = 0;
+	for (time_t t0 = time(NULL); seq < N_FRAMES && time(NULL) - t0 < 20;) {
+		struct sl_pkt pk[16];
+		uint16_t n = p->ops->alloc(p, pk, 16);
+		for (uint16_t k = 0; k < n; k++) {
+			assert_true(pk[k].cap >= FRAME);
+			pk[k].len = frame_len(seq + k);
+			fill(pk[k].data, seq + k, pk[k].len);
+		}
+		assert_int_equal(p->ops->tx_burst(p, pk, n), n);
+		seq += n;
+	}
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(p->stats.tx_pkts, N_FRAMES);
+	assert_int_equal(sl_shm_port_bad(p), 0);
+	p->ops->close(p);
+}
+
+/* Map the file a's end made before b takes its name away, as a hostile
+ * peer could write it. */
+static struct shm_head *map_file(unsigned from, unsigned to, size_t *bytes)
+{
+	char name[128];
+	struct stat st;
+
+	assert_int_equal(sl_shm_port_file(name, sizeof(name), dir, from, to, 0), 0);
+	int fd = open(name, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	*bytes = (size_t)st.st_size;
+	void *m = mmap(NULL, *bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	assert_true(m != MAP_FAILED);
+	return m;
+}
+
+static void forged_descriptors_are_dropped(void **state)
+{
+	(void)state;
+	char err[256];
+	size_t bytes;
+	struct sl_port *a = sl_shm_port_open(dir, 2, 3, 0, FRAME, NBUFS, err, sizeof(err));
+	struct sl_port *b = sl_shm_port_open(dir, 3, 2, 0, FRAME, NBUFS, err, sizeof(err));
+	assert_non_null(a);
+	assert_non_null(b);
+	struct shm_head *ah = map_file(2, 3, &bytes);
+	struct shm_desc *tx = (struct shm_desc *)(ah + 1);
+	uint32_t *ret = (uint32_t *)(tx + NBUFS);
+	assert_int_equal(sl_shm_port_wait_up(a, WAIT_MS, err, sizeof(err)), 0);
+	assert_int_equal(sl_shm_port_wait_up(b, WAIT_MS, err, sizeof(err)), 0);
+
+	/* a sends one good frame; a forger adds an index and a length out of range */
+	struct sl_pkt pk[NBUFS];
+	assert_int_equal(a->ops->alloc(a, pk, 1), 1);
+	pk[0].len = 100;
+	fill(pk[0].data, 7, 100);
+	assert_int_equal(a->ops->tx_burst(a, pk, 1), 1);
+	uint32_t posted = atomic_load(&ah->posted);
+	tx[posted % NBUFS] = (struct shm_desc){ NBUFS + 5, 100 };
+	tx[(posted + 1) % NBUFS] = (struct shm_desc){ 9, FRAME + 1 };
+	atomic_store(&ah->posted, posted + 2);
+	uint16_t n = b->ops->rx_burst(b, pk, NBUFS);
+	assert_int_equal(n, 1);
+	assert_int_equal(pk[0].len, 100);
+	assert_int_equal(sl_shm_port_bad(b), 2);
+	b->ops->free(b, pk, n);
+
+	/* a forger hands back buffer 9 (not in flight) and 9999 (none such):
+	 * a takes back only its one good buffer, so it still has NBUFS, not more */
+	uint32_t handed = atomic_load(&ah->handed);
+	ret[handed % NBUFS] = 9999;
+	ret[(handed + 1) % NBUFS] = 9;
+	atomic_store(&ah->handed, handed + 2);
+	assert_int_equal(a->ops->alloc(a, pk, NBUFS), NBUFS);
+	assert_int_equal(a->ops->alloc(a, pk + 1, 1), 0);
+	assert_true(sl_shm_port_bad(a) >= 2);
+	for (uint32_t i = 0; i < NBUFS; i++)
+		for (uint32_t k = 0; k < i; k++)
+			assert_ptr_not_equal(pk[i].data, pk[k].data);
+	a->ops->free(a, pk, NBUFS);
+	munmap(ah, bytes);
+	a->ops->close(a);
+	b->ops->close(b);
+}
+
+static void missing_or_wrong_peer_is_an_error(void **state)
+{
+	(void)state;
+	char err[256] = "";
+	struct sl_port *a = sl_shm_port_open(dir, 4, 5, 0, FRAME, NBUFS, err, sizeof(err));
+	assert_non_null(a);
+	assert_int_equal(sl_shm_port_wait_up(a, 50, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "did not appear"));
+
+	/* the peer carries other frames: refused, with both geometries named */
+	struct sl_port *b = sl_shm_port_open(dir, 5, 4, 0, FRAME / 2, NBUFS, err, sizeof(err));
+	assert_non_null(b);
+	assert_int_equal(sl_shm_port_wait_up(b, 50, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "same --frame"));
+	b->ops->close(b);
+	a->ops->close(a);
+
+	/* a dead sender's file is not mapped: the wait runs out instead */
+	size_t bytes;
+	a = sl_shm_port_open(dir, 6, 7, 0, FRAME, NBUFS, err, sizeof(err));
+	b = sl_shm_port_open(dir, 7, 6, 0, FRAME, NBUFS, err, sizeof(err));
+	struct shm_head *ah = map_file(6, 7, &bytes);
+	pid_t dead = fork();
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	ah->owner = dead;
+	assert_int_equal(sl_shm_port_wait_up(b, 50, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "did not appear"));
+	ah->owner = (int32_t)getpid();
+	assert_int_equal(sl_shm_port_wait_up(b, 50, err, sizeof(err)), 0);
+	munmap(ah, bytes);
+	b->ops->close(b);
+	a->ops->close(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(frames_cross_between_processes),
+		cmocka_unit_test(forged_descriptors_are_dropped),
+		cmocka_unit_test(missing_or_wrong_peer_is_an_error),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
