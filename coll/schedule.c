@@ -360,6 +360,43 @@ static int (*const builders[SL_ALGO_COUNT])(struct sl_sched *) = {
 	[SL_ALGO_RHD] = sl_build_rhd, [SL_ALGO_TREE] = sl_build_tree, [SL_ALGO_PAIRWISE] = sl_build_pairwise,
 };
 
+/*
+ * Whether a and b build the same schedule: every field of the plan, since
+ * the builders read them all.  All-to-allv's counts are arrays of the
+ * caller's, gone with its call: never the same.  Reusing a schedule for a
+ * plan that differs runs the wrong call, so a field added to the plan must
+ * be compared here; the assertion counts the plan's bytes to say so.
+ */
+static bool same_plan(const struct sl_sched_plan *a, const struct sl_sched_plan *b)
+{
+	return a->coll == b->coll && a->coll != SL_COLL_ALLTOALLV && a->algo == b->algo &&
+	       a->nranks == b->nranks && a->rank == b->rank && a->root == b->root && a->count == b->count &&
+	       a->esize == b->esize && a->payload == b->payload && a->chunk_bytes == b->chunk_bytes &&
+	       a->stride == b->stride && a->send_bytes == b->send_bytes && a->recv_bytes == b->recv_bytes &&
+	       a->in_place == b->in_place && a->gated == b->gated;
+}
+_Static_assert(sizeof(void *) != 8 || sizeof(struct sl_sched_plan) == 112,
+	       "struct sl_sched_plan changed: compare the new field in same_plan");
+
+/* Back to the state the build left.  The transfers, their links and the
+ * sorted receptions are the plan's; arrivals, completions, checks and the
+ * send queue are the run's.  Sends queued during a run go after
+ * ready_built, so the first ones are still there. */
+static void rewind_run(struct sl_sched *s)
+{
+	memset(s->arrived, 0, (s->chunks_built + 1ull) * sizeof(*s->arrived));
+	memset(s->applied, 0, s->chunks_built + 1ull);
+	s->chunks_left = s->chunks_built;
+	s->lazy = s->lazy_built;
+	s->ready_head = 0;
+	s->ready_tail = s->ready_built;
+}
+
+bool sl_sched_holds(const struct sl_sched *s, const struct sl_sched_plan *p)
+{
+	return s->built && same_plan(&s->p, p);
+}
+
 int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)
 {
 	*s = (struct sl_sched){ 0 };
@@ -370,6 +407,12 @@ int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 {
 	int rc;
 
+	if (sl_sched_holds(s, p)) {
+		s->p = *p;
+		rewind_run(s);
+		s->reused = true;
+		return 0;
+	}
 	*s = (struct sl_sched){ .p = *p, .x = s->x, .cap = s->cap, .tab = s->tab, .tab_bytes = s->tab_bytes };
 	if (sl_sched_plan_check(p)) {
 		errno = EINVAL;
@@ -399,8 +442,13 @@ int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 		int err = errno;
 		sl_sched_fini(s);
 		errno = err;
+		return rc;
 	}
-	return rc;
+	s->built = true;
+	s->ready_built = s->ready_tail;
+	s->lazy_built = s->lazy;
+	s->chunks_built = s->chunks_left;
+	return 0;
 }
 
 void sl_sched_fini(struct sl_sched *s)

@@ -171,6 +171,13 @@ struct sl_sched {
 	uint32_t ready_head, ready_tail, ready_cap;
 	void *tab;                /* holds arrived, ready, recvs and applied */
 	uint64_t tab_bytes;       /* its size */
+	/* What the build left, for sl_sched_reinit to start the same plan's
+	 * next run from without building it again. */
+	bool built;               /* x, recvs and the tables hold p's schedule */
+	bool reused;              /* the last reinit took that path */
+	uint32_t ready_built;     /* ready[0, ready_built): the sends that wait on nothing */
+	uint32_t lazy_built;      /* lazy checks */
+	uint32_t chunks_built;    /* reception chunks */
 };
 
 /* Check a plan; NULL or a sentence saying what is wrong with it. */
@@ -179,10 +186,15 @@ const char *sl_sched_plan_check(const struct sl_sched_plan *p);
  * once.  0, or -1 with errno EINVAL (bad plan, unsupported algorithm, or a
  * builder's transfer outside its buffers) or ENOMEM. */
 int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p);
-/* The same on a schedule that init or reinit built, or fini finished:
- * reuses its memory (no allocation when it is big enough); the result is
- * as if built new. */
+/* The same on a schedule that init or reinit built, or fini finished
+ * (or a zeroed one): reuses its memory (no allocation when it is big
+ * enough); the result is as if built new.  When s holds the schedule of an
+ * equal plan (every field; never all-to-allv, whose counts are the
+ * caller's), only the run's state is reset: a loop that repeats one call
+ * builds its schedule once (s->reused says which path was taken). */
 int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p);
+/* Whether s holds p's schedule: sl_sched_reinit(s, p) would only reset it. */
+bool sl_sched_holds(const struct sl_sched *s, const struct sl_sched_plan *p);
 void sl_sched_fini(struct sl_sched *s);
 
 /* Pop the next chunk ready to send; false when none is. */

@@ -189,18 +189,26 @@ void dp_coll_free_all(struct dp_engine *e)
  * A collective for the next call: a finished one, reset, with its
  * schedule's tables, its message table and its lingering copy kept for
  * reuse.  Allocating and freeing them (five blocks) on every call was about
- * a tenth of a small call's samples.
+ * a tenth of a small call's samples.  One whose schedule is the plan's
+ * (a loop repeating a call) is preferred, so that sl_sched_reinit need not
+ * build it again; the walk stops after DP_COLL_MATCH_WALK, which covers a
+ * loop of a few calls of different shapes (gradient buckets).
  */
-static struct dp_coll *coll_get(struct dp_engine *e)
+static struct dp_coll *coll_get(struct dp_engine *e, const struct sl_sched_plan *plan)
 {
-	struct dp_coll *k = e->coll_free;
+	struct dp_coll **at = &e->coll_free, **pick = &e->coll_free, *k;
 
-	if (!k) {
+	for (uint32_t i = 0; *at && i < DP_COLL_MATCH_WALK; i++, at = &(*at)->next)
+		if (sl_sched_holds(&(*at)->sched, plan)) {
+			pick = at;
+			break;
+		}
+	if (!(k = *pick)) {
 		if ((k = dp_pool_get(&e->pool, sizeof(*k))))
 			memset(k, 0, sizeof(*k));
 		return k;
 	}
-	e->coll_free = k->next;
+	*pick = k->next;
 	e->coll_free_bytes -= coll_mem(k);
 	*k = (struct dp_coll){ .sched = k->sched, .msgs = k->msgs, .msgs_cap = k->msgs_cap,
 			       .linger_copy = k->linger_copy, .linger_cap = k->linger_cap };
@@ -1240,7 +1248,9 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 				struct dp_client *c, struct sl_vmeta *vmeta, const uint64_t bytes[2], const char **why,
 				char *buf)
 {
-	struct dp_coll *k = coll_get(e);
+	struct dp_coll *k;
+	struct dp_gdev *gdev;
+	uint8_t *send, *recv;
 	int gpu;
 	struct sl_sched_plan plan = {
 		.coll = (enum sl_coll)cmd->opcode, .algo = (enum sl_algo)cmd->algo,
@@ -1250,32 +1260,33 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 		.recv_bytes = bytes[1],
 	};
 
-	*why = "the dataplane is out of memory for collectives";
-	if (!k) {
-		free(vmeta);
-		return NULL;
-	}
-	k->comm = comm;
-	k->cmd = *cmd;
-	k->vmeta = vmeta;
-	if ((*why = buffers_gpu(c, cmd, bytes, &gpu, buf)) || dp_gdev_for(e, gpu, &k->gdev, buf) != 0) {
+	if ((*why = buffers_gpu(c, cmd, bytes, &gpu, buf)) || dp_gdev_for(e, gpu, &gdev, buf) != 0) {
 		errno = *why ? EFAULT : ENODEV;
 		*why = buf;
 		free(vmeta);
-		coll_put(e, k);
 		return NULL;
 	}
-	*why = "the dataplane is out of memory for collectives";
-	plan.gated = k->gdev != NULL;
+	plan.gated = gdev != NULL;
 	if (vmeta) {
 		plan.send_count = vmeta->send_count;
 		plan.send_displ = vmeta->send_displ;
 		plan.recv_count = vmeta->recv_count;
 		plan.recv_displ = vmeta->recv_displ;
 	}
-	k->buf[SL_BUF_SEND] = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
-	k->buf[SL_BUF_RECV] = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
-	plan.in_place = overlap(k->buf[SL_BUF_SEND], bytes[0], k->buf[SL_BUF_RECV], bytes[1]);
+	send = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
+	recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
+	plan.in_place = overlap(send, bytes[0], recv, bytes[1]);
+	*why = "the dataplane is out of memory for collectives";
+	if (!(k = coll_get(e, &plan))) {
+		free(vmeta);
+		return NULL;
+	}
+	k->comm = comm;
+	k->cmd = *cmd;
+	k->vmeta = vmeta;
+	k->gdev = gdev;
+	k->buf[SL_BUF_SEND] = send;
+	k->buf[SL_BUF_RECV] = recv;
 	k->posted_ns = k->last_progress_ns = sl_tp_poll_ns(e->tp); /* the pass's clock: a read costs 50-100 ns here */
 	if (sl_sched_reinit(&k->sched, &plan) != 0) {
 		if (errno != ENOMEM)

@@ -40,6 +40,7 @@
 #define DP_DONE_CALLS 1024
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 #define DP_COLL_KEEP_BYTES (256u << 10) /* finished collectives' memory the engine keeps for reuse */
+#define DP_COLL_MATCH_WALK 8 /* kept collectives a post looks through for its own schedule */
 #define DP_GPU_KEEP_BYTES (64ull << 20) /* the largest device scratch a reducer keeps for the next collective */
 /* A call whose send and recv buffers hold at most this many bytes may be
  * reported done before its sends are acknowledged (coll_run.c: lingering),

@@ -74,6 +74,8 @@ struct cluster {
 	struct rank r[MAX_RANKS];
 	struct packet *pool;
 	size_t npool, cap;
+	bool keep;                 /* teardown keeps the schedules, for the next case to reuse */
+	bool reused;               /* every rank of the case that ended reused its schedule */
 };
 
 static struct cluster cl;
@@ -328,8 +330,9 @@ static void setup_rank(uint32_t rk, bool in_place, bool rough)
 		r->send += cl.first * p.esize;
 		r->recv += cl.first * p.esize;
 	}
-	if (sl_sched_init(&r->s, &p) != 0)
-		fail_msg("%s by %s, n=%u rank %u count %llu: sl_sched_init failed", sl_coll_name(p.coll),
+	/* r->s is zeroed, or kept from the last case (cl.keep) */
+	if (sl_sched_reinit(&r->s, &p) != 0)
+		fail_msg("%s by %s, n=%u rank %u count %llu: sl_sched_reinit failed", sl_coll_name(p.coll),
 			 sl_algo_name(p.algo), p.nranks, rk, (unsigned long long)p.count);
 	r->scratch = malloc(r->s.bytes[SL_BUF_SCRATCH] + 1);
 	r->snap = r->s.snapshot_send ? malloc(r->s.bytes[SL_BUF_SEND] + 1) : NULL;
@@ -347,13 +350,19 @@ static void setup_rank(uint32_t rk, bool in_place, bool rough)
 
 static void teardown(void)
 {
+	cl.reused = true;
 	for (uint32_t k = 0; k < cl.plan.nranks; k++) {
-		sl_sched_fini(&cl.r[k].s);
+		struct sl_sched kept = cl.r[k].s;
+		cl.reused = cl.reused && kept.reused;
+		if (!cl.keep)
+			sl_sched_fini(&kept);
 		free(cl.r[k].mem);
 		free(cl.r[k].scratch);
 		free(cl.r[k].snap);
 		free(cl.r[k].before);
 		memset(&cl.r[k], 0, sizeof(cl.r[k]));
+		if (cl.keep)
+			cl.r[k].s = kept;
 	}
 	free(cl.pool);
 	cl.pool = NULL;
@@ -722,6 +731,169 @@ static void test_reinit_resets(void **state)
 	sl_sched_fini(&used);
 }
 
+/*
+ * A loop repeating a call reuses its schedules (sl_sched_reinit only resets
+ * them), and a call that differs in anything the schedule is built from
+ * never does: every collective and algorithm on 1-4 ranks, counts 0, 1 and
+ * 13, in place and not, run on the schedules the case before it left: the
+ * same call again, then with another root, count, datatype size,
+ * placement, chunk or algorithm, then the first call again.  A stale
+ * schedule sends from the wrong root, too few elements or to the wrong
+ * places, and the results or the run say so.
+ */
+static void test_reuse_every_collective(void **state)
+{
+	static const uint64_t counts[] = { 0, 1, 13 };
+	static const enum sl_dtype other_size[] = { [SL_FLOAT32] = SL_FLOAT64, [SL_FLOAT64] = SL_INT8,
+						    [SL_INT8] = SL_FLOAT32 };
+	(void)state;
+
+	cl.keep = true;
+	for (uint32_t n = 1; n <= 4; n++)
+		for (size_t c = 0; c < sizeof(all_colls) / sizeof(all_colls[0]); c++)
+			for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++) {
+				if (!serves(all_colls[c], a, n))
+					continue;
+				for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+					struct sl_sched_plan p = { .coll = all_colls[c], .algo = a, .nranks = n,
+								   .count = counts[ci], .root = (uint32_t)(ci % n),
+								   .payload = 16, .chunk_bytes = 16 };
+					enum sl_dtype t = ci == 1 ? SL_FLOAT64 : ci == 2 ? SL_INT8 : SL_FLOAT32;
+					bool ip = (n + ci) % 2;
+					uint64_t seed = n * 1000 + c * 100 + (uint64_t)a * 10 + ci;
+					struct sl_sched_plan v;
+
+					run_case(&p, t, SL_SUM, ip, seed);
+					run_case(&p, t, SL_SUM, ip, seed + 1);
+					if (!cl.reused)
+						fail_msg("%s by %s, n=%u count %llu: the same call again built its "
+							 "schedule again", sl_coll_name(p.coll), sl_algo_name(a), n,
+							 (unsigned long long)p.count);
+					v = p;
+					v.root = (p.root + 1) % n;
+					run_case(&v, t, SL_SUM, ip, seed + 2);
+					v = p;
+					v.count = p.count + 1;
+					run_case(&v, t, SL_SUM, ip, seed + 3);
+					run_case(&p, other_size[t], SL_SUM, ip, seed + 4);
+					run_case(&p, t, SL_SUM, !ip, seed + 5);
+					v = p;
+					v.chunk_bytes = 32;
+					run_case(&v, t, SL_SUM, ip, seed + 6);
+					for (enum sl_algo b = SL_ALGO_RING; b < SL_ALGO_COUNT; b++) {
+						v = p;
+						v.algo = b;
+						if (b != a && serves(v.coll, b, n))
+							run_case(&v, t, SL_SUM, ip, seed + 7);
+					}
+					run_case(&p, t, SL_SUM, ip, seed + 8);
+				}
+			}
+	cl.keep = false;
+	for (uint32_t k = 0; k < MAX_RANKS; k++)
+		sl_sched_fini(&cl.r[k].s);
+}
+
+/* Fills in a plan's buffer sizes, as the engine does from the call. */
+static void plan_bytes(struct sl_sched_plan *p)
+{
+	assert_true(sl_cmd_bytes(p->coll, p->count, p->esize, p->nranks, p->rank, p->root, p->stride,
+				 &p->send_bytes, &p->recv_bytes));
+}
+
+/* Part of a run: the first reception's packets, the lazy checks, every
+ * ready send. */
+static void run_some(struct sl_sched *s)
+{
+	struct sl_action a;
+	struct sl_send snd;
+
+	if (s->nrecv) {
+		const struct sl_xfer *x = &s->x[s->recvs[0]];
+		for (uint64_t off = 0; off < x->len; off += s->p.payload)
+			sl_sched_on_packet(s, x->peer, x->step, off,
+					   x->len - off < s->p.payload ? x->len - off : s->p.payload, &a);
+	}
+	sl_sched_release_lazy(s);
+	while (sl_sched_next_send(s, &snd))
+		;
+}
+
+/* One field of the plan at a time: reinit on a used schedule rebuilds it
+ * (the result is the one built new), the same plan only resets it (the
+ * same again).  A 3-rank direct broadcast's rank 1 (a lazy check) and a
+ * ring all-reduce's; all-to-allv, whose counts are the caller's, never
+ * reuses. */
+static void test_reuse_needs_same_plan(void **state)
+{
+	static const char *const fields[] = { "root", "count", "element size", "payload", "chunk", "algorithm",
+					      "rank", "ranks", "stride", "placement", "gating", "collective",
+					      "send bytes" };
+	static const uint64_t ones[3] = { 1, 1, 1 }, displ[3] = { 0, 1, 2 };
+	struct sl_sched_plan bases[2] = {
+		{ .coll = SL_COLL_BROADCAST, .algo = SL_ALGO_DIRECT, .nranks = 3, .rank = 1, .count = 24,
+		  .esize = 4, .payload = 16, .chunk_bytes = 32 },
+		{ .coll = SL_COLL_ALLREDUCE, .algo = SL_ALGO_RING, .nranks = 3, .rank = 1, .count = 24,
+		  .esize = 4, .payload = 16, .chunk_bytes = 32 },
+	};
+	struct sl_sched used = { 0 }, fresh;
+	(void)state;
+
+	for (size_t b = 0; b < 2; b++) {
+		struct sl_sched_plan base = bases[b];
+		plan_bytes(&base);
+		for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+			struct sl_sched_plan v = base;
+			switch (f) {
+			case 0: v.root = 2; break;
+			case 1: v.count++; break;
+			case 2: v.esize = 8; break;
+			case 3: v.payload = 32; break;
+			case 4: v.chunk_bytes = 16; break;
+			case 5: v.algo = base.algo == SL_ALGO_DIRECT ? SL_ALGO_RING : SL_ALGO_DIRECT; break;
+			case 6: v.rank = 2; break;
+			case 7: v.nranks = 4; break;
+			case 8: v.stride = 2 * v.count * v.esize; break;
+			case 9: v.in_place = true; break;
+			case 10: v.gated = true; break;
+			case 11: v.coll = base.coll == SL_COLL_BROADCAST ? SL_COLL_REDUCE : SL_COLL_REDUCE_SCATTER; break;
+			}
+			if (f != 12)
+				plan_bytes(&v);
+			else
+				v.send_bytes += 16;
+			/* the base, used, then the variant on it */
+			assert_int_equal(sl_sched_reinit(&used, &base), 0);
+			run_some(&used);
+			assert_int_equal(sl_sched_reinit(&used, &v), 0);
+			if (used.reused)
+				fail_msg("%s by %s: a call with another %s reused the last call's schedule",
+					 sl_coll_name(base.coll), sl_algo_name(base.algo), fields[f]);
+			assert_int_equal(sl_sched_init(&fresh, &v), 0);
+			assert_same_sched(&used, &fresh);
+			sl_sched_fini(&fresh);
+			/* the variant used, then itself again: reset to the one built new */
+			run_some(&used);
+			assert_int_equal(sl_sched_reinit(&used, &v), 0);
+			if (!used.reused)
+				fail_msg("%s by %s: the same call (%s changed before) built its schedule again",
+					 sl_coll_name(v.coll), sl_algo_name(v.algo), fields[f]);
+			assert_int_equal(sl_sched_init(&fresh, &v), 0);
+			assert_same_sched(&used, &fresh);
+			sl_sched_fini(&fresh);
+		}
+	}
+	/* all-to-allv: the same counts again still build anew */
+	struct sl_sched_plan vp = { .coll = SL_COLL_ALLTOALLV, .algo = SL_ALGO_DIRECT, .nranks = 3, .rank = 1,
+				    .esize = 4, .payload = 16, .chunk_bytes = 16, .send_bytes = 12,
+				    .recv_bytes = 12, .send_count = ones, .send_displ = displ,
+				    .recv_count = ones, .recv_displ = displ };
+	assert_int_equal(sl_sched_reinit(&used, &vp), 0);
+	assert_int_equal(sl_sched_reinit(&used, &vp), 0);
+	assert_false(used.reused);
+	sl_sched_fini(&used);
+}
+
 /* A 3-rank direct broadcast from rank 0: the only call check is a lazy one
  * from a receiver to its sender, held until released; the two receivers,
  * which exchange no data, send each other none (each waited for the
@@ -924,6 +1096,8 @@ int main(void)
 		cmocka_unit_test(test_alltoallv),
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_reinit_resets),
+		cmocka_unit_test(test_reuse_needs_same_plan),
+		cmocka_unit_test(test_reuse_every_collective),
 		cmocka_unit_test(test_every_type_and_op),
 		cmocka_unit_test(test_strided_slices),
 		cmocka_unit_test(test_deterministic),
