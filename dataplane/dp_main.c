@@ -522,9 +522,10 @@ static void close_shm_links(struct sl_port **ports, unsigned n)
 }
 
 /*
- * Prime a memif mesh (a shm one's pages are taken when it is mapped): every process takes a page fault on first use of
- * each page of memif's shared ring buffers, which made the first few hundred
- * collectives of a run several times slower.  Before any engine runs, each
+ * Prime a memif mesh (a shm mesh's pages are taken when it is mapped):
+ * every process takes a page fault on first use of each page of memif's
+ * shared ring buffers, which made the first few hundred collectives of a
+ * run several times slower.  Before any engine runs, each
  * end sends MEMIF_RING full-size frames on every link and receives as many,
  * all links at once (one at a time could wait in a circle).  Best effort: a
  * peer that does not prime just costs the timeout.
@@ -824,7 +825,8 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	const char *const no_vdevs[] = { NULL };
 	const unsigned nports = o->channels * o->nlinks;
 	/* the ports DPDK runs: all but a shm mesh's */
-	const unsigned dpdk_ports = o->mesh_memif ? nports : o->channels * (o->nlinks - (unsigned)(o->nodes > 0 ? o->nodes - 1 : 0));
+	const unsigned dpdk_ports =
+		o->mesh_memif ? nports : o->channels * (o->nlinks - (unsigned)(o->nodes > 0 ? o->nodes - 1 : 0));
 	char prefix[64];
 	unsigned lcore, ready_engines = 0;
 	uint32_t frame = o->frame;

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,8 +48,6 @@ struct shm_port {
 	char own_name[128], peer_name[128];
 };
 
-static const struct sl_port_ops shm_ops;
-
 static struct shm_port *shm_of(const struct sl_port *port)
 {
 	return port->priv;
@@ -69,11 +66,6 @@ size_t sl_shm_bufs_offset(uint32_t nbufs)
 static size_t dir_bytes(uint32_t stride, uint32_t nbufs)
 {
 	return sl_shm_bufs_offset(nbufs) + (size_t)stride * nbufs;
-}
-
-size_t sl_shm_port_bytes(uint32_t max_frame, uint32_t nbufs)
-{
-	return 2 * dir_bytes((uint32_t)align_up(max_frame, SHM_LINE), nbufs);
 }
 
 static void dir_layout(struct shm_dir *d, void *base, size_t bytes, uint32_t nbufs)
@@ -360,7 +352,7 @@ int sl_shm_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, si
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > (long)timeout_ms) {
 			snprintf(err, errlen, "the peer's end of the shm link, %s, did not appear in %u ms: is the "
-				 "peer's dataplane running, with the same mesh directory?", s->peer_name, timeout_ms);
+				 "peer's dataplane running, with the same mesh directory and --mesh shm?", s->peer_name, timeout_ms);
 			return -1;
 		}
 		usleep(1000);

@@ -93,7 +93,4 @@ bool sl_shm_port_is(const struct sl_port *port);
  * length) and handed-back buffers (index, or a buffer not in flight). */
 uint64_t sl_shm_port_bad(const struct sl_port *port);
 
-/* Bytes of shared memory one end maps for a link (its file and the peer's). */
-size_t sl_shm_port_bytes(uint32_t max_frame, uint32_t nbufs);
-
 #endif
