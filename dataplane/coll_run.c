@@ -118,14 +118,27 @@ static void free_packets(struct dp_engine *e, struct dp_stashed *s)
 	}
 }
 
-/* comm takes early packets again (drained, failed or gone): reopen the
+/* comm takes early packets again (failed, gone or starved): reopen the
  * windows its stash held (DP_STASH_HOLD). */
 static void stash_release(struct dp_engine *e, struct dp_comm *comm)
 {
 	if (!comm->stash_held)
 		return;
-	comm->stash_held = false;
+	comm->stash_held = 0;
+	memset(comm->held_from, 0, sizeof(comm->held_from));
 	sl_tp_resume(e->tp);
+}
+
+/* Early packets from one sender at which its window is held, and reopens. */
+static uint32_t stash_share(const struct dp_comm *comm, uint32_t of)
+{
+	return comm->nranks > 2 ? of / (comm->nranks - 1) : of;
+}
+
+static void stash_hold(struct dp_comm *comm, int src)
+{
+	comm->stash_held += !comm->held_from[src];
+	comm->held_from[src] = true;
 }
 
 /*
@@ -885,15 +898,15 @@ static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_
 	return true;
 }
 
-static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr *h, const uint8_t *payload,
-		  enum sl_deliver_result *res)
+static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h,
+		  const uint8_t *payload, enum sl_deliver_result *res)
 {
 	struct dp_stashed *s;
 	struct dp_stash_bucket *b;
 
 	if ((!comm->stash && !(comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash)))) ||
 	    comm->nstash >= DP_STASH_MAX || !(s = copy_packet(e, h, payload))) {
-		comm->stash_held = true;
+		stash_hold(comm, src);
 		*res = SL_DELIVER_RETRY;
 		return;
 	}
@@ -905,8 +918,9 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr
 	b->tail = s;
 	comm->nstash++;
 	e->count.stashed++;
-	comm->stash_held |= comm->nstash >= DP_STASH_HOLD;
-	*res = comm->stash_held ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
+	if (++comm->nstash_from[src] >= stash_share(comm, DP_STASH_HOLD))
+		stash_hold(comm, src);
+	*res = comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
 
 static void replay_stash(struct dp_engine *e, struct dp_coll *k)
@@ -925,14 +939,20 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		}
 		*p = s->next;
 		comm->nstash--;
+		comm->nstash_from[src]--;
 		apply(e, k, src, &s->hdr, s->payload);
 		packet_put(e, s);
 	}
 	if (b)
 		b->tail = kept;
 	/* after this call's own early packets left: the rest of the call may be what is held */
-	if (comm->nstash <= DP_STASH_RESUME)
-		stash_release(e, comm);
+	for (uint32_t r = 0; comm->stash_held && r < comm->nranks; r++) {
+		if (comm->held_from[r] && comm->nstash_from[r] <= stash_share(comm, DP_STASH_RESUME)) {
+			comm->held_from[r] = false;
+			comm->stash_held--;
+			sl_tp_resume_node(e->tp, comm->node[r]);
+		}
+	}
 }
 
 /* A held stash can starve a posted call: a peer that posted calls A and B
@@ -1018,7 +1038,7 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 	if (k)
 		apply(e, k, src, h, payload);
 	else if (packet_is_early(comm, h, src))
-		stash(e, comm, h, payload, &res);
+		stash(e, comm, src, h, payload, &res);
 	else if (!late_packet(e, comm, h, src) && !stray_check(h))
 		e->count.rx_bad_coll++;
 	return res;

@@ -24,10 +24,11 @@
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
 #define DP_STASH_MAX 4096 /* early packets kept per communicator */
-/* From DP_STASH_HOLD early packets on, a communicator holds their senders'
- * windows (SL_DELIVER_HOLD) until it is down to DP_STASH_RESUME: what they
- * still have out (a window each, the receive budget shared) fits in the
- * rest, so the stash is not refused into (SL_DELIVER_RETRY) in the end. */
+/* A communicator holds a sender's window (SL_DELIVER_HOLD) from its share
+ * of DP_STASH_HOLD early packets on (each of nranks - 1 senders the same)
+ * until it is down to its share of DP_STASH_RESUME: what they still have
+ * out (a window each, the receive budget shared) fits in the rest, so the
+ * stash is not refused into (SL_DELIVER_RETRY) in the end. */
 #define DP_STASH_HOLD (DP_STASH_MAX - 2 * SL_MAX_WINDOW)
 #define DP_STASH_RESUME (DP_STASH_MAX / 2)
 /* A quarter of DP_STASH_MAX: a root whose peer ACKs its early packets runs
@@ -142,7 +143,12 @@ struct dp_comm {
 		struct dp_stashed *head, *tail;
 	} *stash;
 	uint32_t nstash;
-	bool stash_held;          /* its senders' windows are held (DP_STASH_HOLD) */
+	/* Each sender is held on its own early packets (DP_STASH_HOLD shared
+	 * out among the senders): a rank far ahead must not fill the stash
+	 * and so hold the one whose packet the posted call waits for. */
+	uint16_t nstash_from[SL_MAX_RANKS];
+	bool held_from[SL_MAX_RANKS];
+	uint32_t stash_held;      /* senders whose windows it holds */
 	/* The calls of rooted collectives that ended here, by sequence number
 	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so
 	 * that a packet that comes after its call ended is still compared with

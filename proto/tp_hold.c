@@ -39,17 +39,25 @@ void tp_hold_ack(const struct tp_flow *f, struct sl_ack *ack, uint16_t *flags)
 	*flags |= SL_F_HOLD;
 }
 
+static void resume_flow(struct sl_tp *tp, struct tp_flow *f)
+{
+	if (!f || !f->rcv_holding)
+		return;
+	f->rcv_holding = false;
+	if (!f->ack_due)
+		f->rcv_echo_path = SL_ECHO_NONE; /* no DATA to echo: no RTT sample from it */
+	tp_ack_due(tp, f);
+}
+
 void sl_tp_resume(struct sl_tp *tp)
 {
-	for (uint16_t i = 0; i < tp->n_routed; i++) {
-		struct tp_flow *f = tp->flows[tp->routed[i]];
-		if (!f->rcv_holding)
-			continue;
-		f->rcv_holding = false;
-		if (!f->ack_due)
-			f->rcv_echo_path = SL_ECHO_NONE; /* no DATA to echo: no RTT sample from it */
-		tp_ack_due(tp, f);
-	}
+	for (uint16_t i = 0; i < tp->n_routed; i++)
+		resume_flow(tp, tp->flows[tp->routed[i]]);
+}
+
+void sl_tp_resume_node(struct sl_tp *tp, uint16_t node)
+{
+	resume_flow(tp, node < SL_MAX_NODES ? tp->flows[node] : NULL);
 }
 
 static void hold_slot(struct tp_flow *f, struct tp_slot *s)

@@ -153,6 +153,8 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m);
  * closed (the ACKs that say so go out in the next poll).  Cheap when none is
  * closed; a lost reopening is found by the sender's window probe. */
 void sl_tp_resume(struct sl_tp *tp);
+/* The same for node's window only (no-op when it is not held or unknown). */
+void sl_tp_resume_node(struct sl_tp *tp, uint16_t node);
 /* Forget m: unqueue it, and send its in-flight packets' PSNs empty if they
  * must be retransmitted.  No callback for m afterwards. */
 void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m);

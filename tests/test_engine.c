@@ -1018,6 +1018,74 @@ static void test_held_stash_starves_no_posted_call(void **state)
 	teardown_cluster();
 }
 
+/* A reduce of one int32 to rank 0 (one packet from each leaf); rank r adds r + 1. */
+static void post_small_reduce(unsigned r, uint64_t k)
+{
+	((int32_t *)nodes[r].send)[0] = (int32_t)r + 1;
+	post_cmd(&nodes[r], k, SL_OP_REDUCE, 1, 0, SL_ALGO_ID_DIRECT);
+}
+
+static void collect_small_reduce(unsigned r, uint64_t k)
+{
+	struct sl_cpl cpl;
+	unsigned p = 0;
+
+	for (; p < 1000000 && !sl_spsc_dequeue(&nodes[r].complete, &cpl); p++)
+		poll_all();
+	if (p == 1000000)
+		fail_msg("rank %u: reduce %llu never completed", r, (unsigned long long)k);
+	assert_int_equal(cpl.status, SLUICE_OK);
+	assert_int_equal(cpl.req, k);
+	if (r == 0 && ((int32_t *)nodes[0].recv)[0] != 6)
+		fail_msg("reduce %llu: %d, want 6", (unsigned long long)k, ((int32_t *)nodes[0].recv)[0]);
+}
+
+/* Leaf 1 runs as far ahead of the root as its early packets are let, leaf 2
+ * only 8 calls: the root holds leaf 1's window, not leaf 2's.  A stash that
+ * held every sender once full held leaf 2 too, and the root then waited for
+ * leaf 2's next packet, held behind early packets of leaf 1 it had not
+ * reached, until the starvation check reopened all, 2 ms later (issue 3). */
+static void test_a_leaf_ahead_holds_only_itself(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	const struct sl_tp_stats *root;
+	struct sl_cpl cpl;
+	uint64_t k = 0;
+	unsigned p = 0;
+	(void)state;
+
+	setup_cluster(3, &none, 10ull * 1000000000);
+	root = sl_tp_get_stats(nodes[0].e.tp);
+	for (; k < DP_STASH_MAX + DP_LINGER_MAX; k++) {
+		post_small_reduce(1, k);
+		for (p = 0; p < 20000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+			poll_all();
+		if (p == 20000)
+			break; /* held: leaf 1 waits for the root */
+		assert_int_equal(cpl.status, SLUICE_OK);
+	}
+	assert_true(k < DP_STASH_MAX + DP_LINGER_MAX);
+	assert_int_equal(root->holds, 1);
+	for (uint64_t j = 0; j < 8; j++)
+		post_small_reduce(2, j);
+	for (uint64_t j = 0; j < 8; j++)
+		collect_small_reduce(2, j);
+	for (p = 0; p < 1000; p++)
+		poll_all();
+	if (root->holds != 1)
+		fail_msg("the root held %llu windows: leaf 2's too, 8 calls ahead",
+			 (unsigned long long)root->holds);
+	for (uint64_t j = 0; j < 16; j++) {
+		if (j >= 8)
+			post_small_reduce(2, j);
+		post_small_reduce(0, j);
+		collect_small_reduce(0, j);
+		if (j >= 8)
+			collect_small_reduce(2, j);
+	}
+	teardown_cluster();
+}
+
 /* The peer holding the root's window dies: the root's waiting call ends
  * with a timeout that says which rank stopped answering. */
 static void test_peer_dies_holding_the_window(void **state)
@@ -1518,6 +1586,7 @@ int main(void)
 		cmocka_unit_test(test_one_call_overruns_the_stash),
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
+		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_early_packets_need_no_second_copy),
 		cmocka_unit_test(test_dead_peer),
