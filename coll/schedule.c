@@ -408,7 +408,6 @@ int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 	int rc;
 
 	if (sl_sched_holds(s, p)) {
-		s->p = *p;
 		rewind_run(s);
 		s->reused = true;
 		return 0;

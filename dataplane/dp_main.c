@@ -589,18 +589,17 @@ static int wake_peers(const struct opts *o, struct sl_port **ports, char *err, s
 	return 0;
 }
 
-/* Every link gets the CRC32C trailer (DPDK's vdevs have no FCS) unless
- * --no-crc, but a shm link only with --fault: no wire lies between its
- * ends (as between two ranks over NCCL's or Open MPI's shared memory), and
- * its check would read every byte once more.  With --fault, the fault
- * injector goes on every link's sends, innermost,
+/* A link carries the CRC32C trailer where its port asks for one (DPDK's
+ * vdevs: no FCS; shm: none), on every link with --fault (whose corruptions
+ * it must catch), on none with --no-crc.  With --fault, the fault injector
+ * goes on every link's sends, innermost,
  * so that whatever wraps the ports later sees the frames before the faults.
  * faulty[i] is the injector of link i, NULL without faults. */
-static int prepare_links(const struct opts *o, struct sl_port *const *base, struct sl_port **ports,
-			 struct sl_port **faulty, const struct sl_clock *clock, char *err, size_t len)
+static int prepare_links(const struct opts *o, struct sl_port **ports, struct sl_port **faulty,
+			 const struct sl_clock *clock, char *err, size_t len)
 {
 	for (unsigned i = 0; i < o->channels * o->nlinks; i++) {
-		ports[i]->crc = !o->no_crc && (!sl_shm_port_is(base[i]) || sl_fault_active(&o->fault));
+		ports[i]->crc = !o->no_crc && (ports[i]->crc || sl_fault_active(&o->fault));
 		faulty[i] = NULL;
 		if (!sl_fault_active(&o->fault))
 			continue;
@@ -861,7 +860,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	if (o->nodes > 0 && wake_peers(o, ports, err, len) != 0)
 		goto out;
 	/* CRC32C and fault injection (--no-crc, --fault): the innermost wrap */
-	if (prepare_links(o, base, ports, faulty, &clock, err, len) != 0)
+	if (prepare_links(o, ports, faulty, &clock, err, len) != 0)
 		goto out;
 	/* sluice-trace's taps (trace_tap.h), outermost: they record what the
 	 * transport sends and sees.  One trace ring has one producer: channel 0's engine. */

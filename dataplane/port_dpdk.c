@@ -580,6 +580,7 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 	dp->port.ops = &dpdk_ops;
 	dp->port.priv = dp;
 	dp->port.max_frame = max_frame;
+	dp->port.crc = true; /* the vdevs run here (memif, af_packet, af_xdp) have no FCS */
 	return &dp->port;
 
 fail:

@@ -286,7 +286,9 @@ fail:
 	for (uint32_t i = 0; i < nbufs; i++)
 		s->free_bufs[i] = nbufs - 1 - i; /* buffer 0 first */
 	s->nfree = nbufs;
-	s->port = (struct sl_port){ .ops = &shm_ops, .priv = s, .max_frame = max_frame };
+	/* no CRC trailer: no wire between the ends (as between ranks over NCCL's or
+	 * Open MPI's shared memory), and its check would read every byte again */
+	s->port = (struct sl_port){ .ops = &shm_ops, .priv = s, .max_frame = max_frame, .crc = false };
 	return &s->port;
 }
 

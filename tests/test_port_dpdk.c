@@ -319,6 +319,10 @@ static void *side_main(void *arg)
 		fprintf(stderr, "%s: %s\n", s->role, err);
 		goto out;
 	}
+	if (!s->port->crc) { /* memif has no FCS: the transport must add its CRC trailer */
+		fprintf(stderr, "%s: the port does not ask for a CRC trailer\n", s->role);
+		goto out;
+	}
 	s->rc = run_on_engine(server ? run_receiver : run_sender, s, lcore);
 	/* The sender closes last: its peer closes first once it saw FIN and stopped. */
 	if (!server) {

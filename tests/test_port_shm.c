@@ -108,6 +108,7 @@ static void frames_cross_between_processes(void **state)
 	usleep(20000); /* the receiver waits for our file first */
 	struct sl_port *p = sl_shm_port_open(dir, 0, 1, 0, FRAME, NBUFS, err, sizeof(err));
 	assert_non_null(p);
+	assert_false(p->crc); /* memory between two processes: no trailer unless faults are injected */
 	assert_int_equal(sl_shm_port_wait_up(p, WAIT_MS, err, sizeof(err)), 0);
 	uint32_t seq = 0;
 	for (time_t t0 = time(NULL); seq < N_FRAMES && time(NULL) - t0 < 20;) {
