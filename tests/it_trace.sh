@@ -4,8 +4,9 @@
 # tshark, with the repository's Lua dissector, reads the capture and every
 # count is checked against what the dataplanes counted themselves: DATA
 # sent, retransmissions (and that each retransmitted PSN was first sent
-# plainly), ACKs with a SACK body.  Finally `sluice-trace analyze` must read
-# it.  usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS] | top | filter
+# plainly), ACKs with a SACK body, and which frames carry the CRC32C
+# trailer (over shm links, only a dataplane injecting faults sends it).
+# Finally `sluice-trace analyze` must read it.  usage: it_trace.sh hand [FAULT_SPEC] | run [RANKS] | top | filter
 #   hand: two sluiced started here; with a spec, node 0 (rank 0) drops on its
 #         sends (sluiced --fault) and analyze must blame rank 0's link
 #   run:  sluice-run --trace with RANKS dataplanes (default 3)
@@ -47,7 +48,7 @@ by_hand() {
 	for i in 0 1; do
 		extra=()
 		[ $i = 0 ] && [ -n "$fault" ] && extra=(--fault "$fault")
-		"$B/dataplane/sluiced" --node $i --nodes 2 --memif-dir "$d" --timeout 20 --engine-cpu $i \
+		"$B/dataplane/sluiced" --node $i --nodes 2 --mesh shm --memif-dir "$d" --timeout 20 --engine-cpu $i \
 			--socket "$d/n$i.sock" "${extra[@]}" >"$d/dp$i.log" 2>&1 &
 		pids+=($!)
 	done
@@ -91,7 +92,7 @@ check_top() {
 
 # The launcher does it all: sluice-run --trace.
 launcher() {
-	"$B/dataplane/sluice-run" -n "$nodes" --daemons -v --timeout 20 --trace "$d/cap.pcapng" -- \
+	"$B/dataplane/sluice-run" -n "$nodes" --net shm --daemons -v --timeout 20 --trace "$d/cap.pcapng" -- \
 		"$B/tests/it_allreduce" >"$d/run.log" 2>&1 || fail "sluice-run --trace failed"
 	grep '^sluice-trace:' "$d/run.log" >"$d/trace.log"
 	for ((i = 0; i < nodes; i++)); do grep "sluiced node $i:" "$d/run.log" >"$d/dp$i.log"; done
@@ -123,10 +124,16 @@ written=$(sed -n 's/^sluice-trace: \([0-9]*\) packets written.*/\1/p' "$d/trace.
 read_back=$(tshark -r "$d/cap.pcapng" -T fields -e frame.number 2>/dev/null | wc -l) # one line per packet, whatever its summary
 [ "$written" = "$read_back" ] || fail "sluice-trace wrote $written packets, tshark read $read_back"
 
-# One line per packet: capturing interface, type, source node, PSN, retx flag, SACKed PSN count.
+# One line per packet: capturing interface, type, source node, PSN, retx flag, CRC flag, SACKed PSN count.
 tshark -X lua_script:"$LUA" -r "$d/cap.pcapng" -T fields -E separator=' ' -e frame.interface_name \
-	-e sluice.type -e sluice.src_node -e sluice.psn -e sluice.flags.retx -e sluice.ack.sacked \
+	-e sluice.type -e sluice.src_node -e sluice.psn -e sluice.flags.retx -e sluice.flags.crc -e sluice.ack.sacked \
 	>"$d/fields.txt" 2>"$d/tshark.log" || fail "tshark with the dissector failed"
+# The mesh here is shm: its frames carry no CRC32C trailer, except those of
+# a dataplane injecting faults (node 0 with a spec), which all must: the
+# trailer is what catches its corruptions.
+crc_bad=$(awk -v f="${fault:+0}" '{ crc = $6 == "True" || $6 == 1; if (crc != ($3 == f)) n++ } END { print n + 0 }' \
+	"$d/fields.txt")
+[ "$crc_bad" = 0 ] || fail "$crc_bad frames had a CRC trailer where they should not, or none where they should (fault: ${fault:-none})"
 for ((i = 0; i < nodes; i++)); do
 	# counters line: "... data tx N rx N, retransmits rto N sack N, ..."
 	line=$(grep 'collectives posted' "$d/dp$i.log") || fail "dataplane $i printed no counters"
@@ -142,7 +149,7 @@ for ((i = 0; i < nodes; i++)); do
 	[ "$orphans" = 0 ] || fail "node $i: $orphans retransmitted PSNs were never sent before"
 	echo "node $i: $got_tx DATA sent, $got_retx retransmitted: matches the dataplane's counters"
 done
-acks=$(awk '$2 == 2 && $6 != ""' "$d/fields.txt" | wc -l)
+acks=$(awk '$2 == 2 && $7 != ""' "$d/fields.txt" | wc -l)
 [ "$acks" -gt 0 ] || fail "no ACK with a decoded SACK body"
 
 "$TRACE" analyze "$d/cap.pcapng" >"$d/analyze.log" 2>&1 || fail "sluice-trace analyze failed"
