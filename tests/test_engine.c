@@ -638,6 +638,44 @@ static void test_eager_senders_linger(void **state)
 	teardown_cluster();
 }
 
+/* The per-peer allowance counts the peers a call sends to, not the ranks:
+ * of three, a send of 64 KiB to one peer lingers; of 96 KiB it waits for
+ * its ACKs (a 128 KiB send that lingered copied all of it every call). */
+static void test_eager_sends_count_their_peers(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	const struct { uint64_t count; bool lingers; } calls[] = {
+		{ DP_EAGER_MAX / sizeof(int32_t), true },
+		{ 3 * DP_EAGER_MAX / 2 / sizeof(int32_t), false },
+	};
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(3, &none, 5ull * 1000000000);
+	for (unsigned c = 0; c < 2; c++) {
+		post_cmd(&nodes[0], c + 1, SL_OP_SEND, calls[c].count, 1, SL_ALGO_ID_DIRECT);
+		post_cmd(&nodes[1], c + 1, SL_OP_RECV, calls[c].count, 0, SL_ALGO_ID_DIRECT);
+		for (unsigned p = 0; p < 64; p++) /* every packet out; no ACK comes unpolled */
+			dp_engine_poll(&nodes[0].e);
+		bool done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
+		if (done != calls[c].lingers)
+			fail_msg("a send of %llu bytes to one peer of 3 %s", (unsigned long long)(calls[c].count * 4),
+				 done ? "lingered: it copied more than DP_EAGER_MAX for its one peer" :
+					"waited for its ACKs, within DP_EAGER_MAX");
+		assert_int_equal(nodes[0].e.comms[0].nlinger, calls[c].lingers);
+		for (unsigned p = 0; p < 1000000 && (nodes[0].e.running || nodes[1].e.running); p++)
+			poll_all();
+		assert_int_equal(nodes[0].e.running, 0);
+		assert_int_equal(nodes[1].e.running, 0);
+		if (!done)
+			assert_true(sl_spsc_dequeue(&nodes[0].complete, &cpl));
+		assert_int_equal(cpl.status, SLUICE_OK);
+		assert_true(sl_spsc_dequeue(&nodes[1].complete, &cpl));
+		assert_int_equal(cpl.status, SLUICE_OK);
+	}
+	teardown_cluster();
+}
+
 /* Every collective, both algorithms, through whole engines over lossy, reordering links. */
 static void test_every_collective_under_faults(void **state)
 {
@@ -1577,6 +1615,7 @@ int main(void)
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
 		cmocka_unit_test(test_eager_senders_linger),
+		cmocka_unit_test(test_eager_sends_count_their_peers),
 		cmocka_unit_test(test_mismatch_after_the_call_ended),
 		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_root_runs_ahead),
