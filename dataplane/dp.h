@@ -88,8 +88,10 @@ struct dp_client {
 /* An early packet: it arrived before its rank posted the collective. */
 struct dp_stashed {
 	struct sl_hdr hdr;
-	uint8_t *payload;
+	uint8_t *payload;       /* in the frame when in_frame, else right after this */
 	struct dp_stashed *next;
+	bool in_frame;
+	struct sl_tp_frame frame;
 };
 
 struct dp_coll;
@@ -234,6 +236,7 @@ struct dp_counters {
 	uint64_t rx_bad_coll;        /* packets outside their collective's schedule */
 	uint64_t rx_mismatch;        /* packets whose call differs from ours */
 	uint64_t stashed;            /* packets that arrived before their collective */
+	uint64_t held_in_place;      /* early or deferred packets kept in their frames, not copied */
 };
 
 /* Control operations, from the server thread to the engine. */

@@ -286,9 +286,12 @@ fail:
 	for (uint32_t i = 0; i < nbufs; i++)
 		s->free_bufs[i] = nbufs - 1 - i; /* buffer 0 first */
 	s->nfree = nbufs;
-	/* no CRC trailer: no wire between the ends (as between ranks over NCCL's or
-	 * Open MPI's shared memory), and its check would read every byte again */
-	s->port = (struct sl_port){ .ops = &shm_ops, .priv = s, .max_frame = max_frame, .crc = false };
+	/* No CRC trailer: no wire between the ends (as between ranks over NCCL's or
+	 * Open MPI's shared memory), and its check would read every byte again.
+	 * The receiver may hold a quarter of the buffers (early packets, kept
+	 * where they lie): the rest carries what the sender has in flight. */
+	s->port = (struct sl_port){ .ops = &shm_ops, .priv = s, .max_frame = max_frame, .crc = false,
+				    .rx_keep = nbufs / 4 };
 	return &s->port;
 }
 

@@ -229,7 +229,8 @@ int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, 
 		/* distinct streams per direction, each fixed by the seed */
 		sl_fault_init(&l->fault, &spec, (uint64_t)(i + 1));
 		mp->port[i] = (struct sl_port){ .ops = &mp_ops, .priv = mp, .max_frame = max_frame,
-						.mac = { 0x02, 0x4d, 0x50, 0, 0, (uint8_t)(i + 1) } };
+						.mac = { 0x02, 0x4d, 0x50, 0, 0, (uint8_t)(i + 1) },
+						.rx_keep = MP_USER_BUFS / 4 };
 	}
 	*a = &mp->port[0];
 	*b = &mp->port[1];

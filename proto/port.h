@@ -46,6 +46,9 @@ struct sl_port {
 	uint8_t mac[6];          /* source MAC for frames sent here */
 	bool crc;                /* the link has no FCS (memif, veth): the transport adds a
 				    CRC32C trailer to every frame it sends here */
+	uint32_t rx_keep;        /* received frames a receiver may hold past its poll
+				    (sl_tp_keep_frame), in any order, without starving the
+				    sender of buffers; 0: none */
 	struct sl_port_counters stats;
 };
 

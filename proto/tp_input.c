@@ -230,11 +230,36 @@ uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx)
 {
 	struct sl_port *port = tp->ports[port_idx];
 	struct sl_pkt pkts[TP_RX_BURST];
-	uint16_t n = port->ops->rx_burst(port, pkts, TP_RX_BURST);
+	uint16_t n = port->ops->rx_burst(port, pkts, TP_RX_BURST), nfree = 0;
 
-	for (uint16_t i = 0; i < n; i++)
+	tp->rx_port = port_idx;
+	for (uint16_t i = 0; i < n; i++) {
+		tp->rx_pkt = &pkts[i];
+		tp->rx_kept = false;
 		rx_frame(tp, &pkts[i], port_idx);
-	if (n)
-		port->ops->free(port, pkts, n);
+		if (!tp->rx_kept) /* the kept ones leave the batch */
+			pkts[nfree++] = pkts[i];
+	}
+	tp->rx_pkt = NULL;
+	if (nfree)
+		port->ops->free(port, pkts, nfree);
 	return n;
+}
+
+bool sl_tp_keep_frame(struct sl_tp *tp, struct sl_tp_frame *f)
+{
+	if (!tp->rx_pkt || tp->rx_kept || tp->kept[tp->rx_port] >= tp->ports[tp->rx_port]->rx_keep)
+		return false;
+	tp->rx_kept = true;
+	tp->kept[tp->rx_port]++;
+	*f = (struct sl_tp_frame){ .pkt = *tp->rx_pkt, .port = tp->rx_port };
+	return true;
+}
+
+void sl_tp_free_frame(struct sl_tp *tp, struct sl_tp_frame *f)
+{
+	struct sl_port *port = tp->ports[f->port];
+
+	port->ops->free(port, &f->pkt, 1);
+	tp->kept[f->port]--;
 }

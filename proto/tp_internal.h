@@ -147,7 +147,11 @@ struct sl_tp {
 
 	struct sl_port *ports[SL_MAX_PORTS];
 	struct tp_txq txq[SL_MAX_PORTS];
+	uint32_t kept[SL_MAX_PORTS];          /* received frames held by the deliver callback */
 	uint16_t n_ports;
+	const struct sl_pkt *rx_pkt;          /* the frame being delivered, NULL outside */
+	uint16_t rx_port;
+	bool rx_kept;                         /* ... which the callback kept */
 
 	struct tp_flow *flows[SL_MAX_NODES]; /* by node; NULL: no route */
 	uint16_t routed[SL_MAX_NODES];        /* nodes with a flow, in route order */

@@ -159,6 +159,19 @@ void sl_tp_resume_node(struct sl_tp *tp, uint16_t node);
  * must be retransmitted.  No callback for m afterwards. */
 void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m);
 
+/* A received frame that the deliver callback kept where it lies. */
+struct sl_tp_frame {
+	struct sl_pkt pkt;
+	uint16_t port;
+};
+/* From the deliver callback only: keep the frame being delivered (its
+ * payload stays valid) instead of the transport's freeing it after the
+ * callback, if its port lets a receiver hold frames and fewer than
+ * port->rx_keep of them are held now.  True: *f names it, and the caller
+ * gives it back with sl_tp_free_frame (before sl_tp_destroy). */
+bool sl_tp_keep_frame(struct sl_tp *tp, struct sl_tp_frame *f);
+void sl_tp_free_frame(struct sl_tp *tp, struct sl_tp_frame *f);
+
 /* One pass: receive on every port, send ACKs, send queued data, run timers.
  * Returns packets moved, 0 when there was nothing to do (for idle back-off). */
 uint32_t sl_tp_poll(struct sl_tp *tp);
