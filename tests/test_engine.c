@@ -638,6 +638,54 @@ static void test_eager_senders_linger(void **state)
 	teardown_cluster();
 }
 
+/* Early packets wait in their frames where the port lets a receiver hold
+ * some (memport: MP_USER_BUFS / 4, 128), and are copied past that: node 1
+ * gets two sends of 96 and 64 packets before it posts either.  Each recv
+ * then finds its bytes intact, though the sender kept sending meanwhile
+ * (a frame handed back early would have been rebuilt), and every frame
+ * goes back to its port. */
+static void test_early_packets_wait_in_their_frames(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	const uint64_t counts[2] = { 96 * 1024 / sizeof(int32_t), 64 * 1024 / sizeof(int32_t) };
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 5ull * 1000000000);
+	uint32_t held0 = sl_memport_held(ports[1][0]), keep = ports[1][0]->rx_keep;
+	assert_true(keep > 0 && keep < 160);
+	for (uint64_t i = 0; i < counts[0]; i++)
+		((int32_t *)nodes[0].send)[i] = in_val(0, i);
+	for (unsigned c = 0; c < 2; c++)
+		post_cmd(&nodes[0], c + 1, SL_OP_SEND, counts[c], 1, SL_ALGO_ID_DIRECT);
+	for (unsigned p = 0; p < 1000000 && nodes[1].e.count.stashed < 160; p++)
+		poll_all();
+	assert_int_equal(nodes[1].e.count.stashed, 160);
+	if (nodes[1].e.count.held_in_place != keep)
+		fail_msg("node 1 kept %llu early packets in their frames, want %u (the port's rx_keep), the rest copied",
+			 (unsigned long long)nodes[1].e.count.held_in_place, keep);
+	for (unsigned c = 0; c < 2; c++) {
+		memset(nodes[1].recv, 0xee, buf_bytes);
+		post_cmd(&nodes[1], c + 1, SL_OP_RECV, counts[c], 0, SL_ALGO_ID_DIRECT);
+		for (unsigned p = 0; p < 1000000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+			poll_all();
+		assert_int_equal(cpl.status, SLUICE_OK);
+		for (uint64_t i = 0; i < counts[c]; i++)
+			if (((int32_t *)nodes[1].recv)[i] != in_val(0, i))
+				fail_msg("recv %u: element %llu is %d, want %d: an early packet's frame was reused "
+					 "before it was applied", c + 1, (unsigned long long)i,
+					 ((int32_t *)nodes[1].recv)[i], in_val(0, i));
+	}
+	for (unsigned c = 0; c < 2; c++)
+		assert_true(sl_spsc_dequeue(&nodes[0].complete, &cpl));
+	for (unsigned p = 0; p < 1000 && (nodes[0].e.running || nodes[1].e.running); p++)
+		poll_all();
+	if (sl_memport_held(ports[1][0]) != held0)
+		fail_msg("node 1 holds %u frames after both recvs, %u before: early packets' frames were not given back",
+			 sl_memport_held(ports[1][0]), held0);
+	teardown_cluster();
+}
+
 /* The per-peer allowance counts the peers a call sends to, not the ranks:
  * of three, a send of 64 KiB to one peer lingers; of 96 KiB it waits for
  * its ACKs (a 128 KiB send that lingered copied all of it every call). */
@@ -1616,6 +1664,7 @@ int main(void)
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
 		cmocka_unit_test(test_eager_senders_linger),
 		cmocka_unit_test(test_eager_sends_count_their_peers),
+		cmocka_unit_test(test_early_packets_wait_in_their_frames),
 		cmocka_unit_test(test_mismatch_after_the_call_ended),
 		cmocka_unit_test(test_strided_descriptors),
 		cmocka_unit_test(test_root_runs_ahead),
