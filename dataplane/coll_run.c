@@ -669,11 +669,18 @@ static struct dp_coll *coll_for_packet(struct dp_comm *comm, const struct sl_hdr
 }
 
 /* Not posted yet here, but it will be: keep it. */
-static bool packet_is_early(const struct dp_comm *comm, const struct sl_hdr *h, int src)
+/* How many calls past this rank's posts h's call is: 0 for the next one,
+ * negative for one posted already. */
+static int32_t calls_ahead(const struct dp_comm *comm, const struct sl_hdr *h, int src)
 {
 	uint32_t next = packet_is_p2p(h) ? comm->p2p_recv_seq[src] : comm->next_seq;
 
-	return (int32_t)(h->seq - next) >= 0;
+	return (int32_t)(h->seq - next);
+}
+
+static bool packet_is_early(const struct dp_comm *comm, const struct sl_hdr *h, int src)
+{
+	return calls_ahead(comm, h, src) >= 0;
 }
 
 /* "allreduce(count=1000, float32, sum) by ring" and the like. */
@@ -800,14 +807,15 @@ static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32
 	return res;
 }
 
-/* A packet kept for later: in its frame, where the port lets a receiver
- * hold some (the shm mesh's: early packets were a third copy of their
- * bytes, a quarter to a half of a 3-rank send/recv's or all-to-all's,
+/* A packet kept for later: in its frame when in_place and the port lets a
+ * receiver hold some (the shm mesh's: early packets were a third copy of
+ * their bytes, a quarter to a half of a 3-rank send/recv's or all-to-all's,
  * which Open MPI's rendezvous never sends early), else copied. */
-static struct dp_stashed *keep_packet(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
+static struct dp_stashed *keep_packet(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload,
+				      bool in_place)
 {
 	struct sl_tp_frame f;
-	bool in_frame = sl_tp_keep_frame(e->tp, &f);
+	bool in_frame = in_place && sl_tp_keep_frame(e->tp, &f);
 	struct dp_stashed *s = packet_get(e, in_frame ? 0 : h->len);
 
 	if (!s) {
@@ -854,7 +862,7 @@ static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
 
 static void defer(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, const uint8_t *payload)
 {
-	struct dp_stashed *s = keep_packet(e, h, payload);
+	struct dp_stashed *s = keep_packet(e, h, payload, !is_rooted(k->cmd.opcode)); /* as stash's */
 
 	if (!s) {
 		comm_fail(e, k->comm, SLUICE_ERR_NO_MEMORY, k->seq, true,
@@ -935,14 +943,21 @@ static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_
 	return true;
 }
 
+/* An early packet waits in its frame only for the next call, which this
+ * rank is about to post (a peer that posted first), and not for a rooted
+ * one, whose root runs calls ahead and would hold the frames as long: the
+ * middle rank of a 3-rank broadcast gets nearly every packet early, and
+ * with them kept its 256 KiB - 1 MiB calls measured 0.8x in place, in
+ * rounds that noisy (perf/ALGORITHMS.md). */
 static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h,
 		  const uint8_t *payload, enum sl_deliver_result *res)
 {
+	bool in_place = calls_ahead(comm, h, src) == 0 && !is_rooted(h->kind & ((1u << KIND_ALGO_SHIFT) - 1));
 	struct dp_stashed *s;
 	struct dp_stash_bucket *b;
 
 	if ((!comm->stash && !(comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash)))) ||
-	    comm->nstash >= DP_STASH_MAX || !(s = keep_packet(e, h, payload))) {
+	    comm->nstash >= DP_STASH_MAX || !(s = keep_packet(e, h, payload, in_place))) {
 		stash_hold(comm, src);
 		*res = SL_DELIVER_RETRY;
 		return;

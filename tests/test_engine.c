@@ -639,49 +639,69 @@ static void test_eager_senders_linger(void **state)
 }
 
 /* Early packets wait in their frames where the port lets a receiver hold
- * some (memport: MP_USER_BUFS / 4, 128), and are copied past that: node 1
- * gets two sends of 96 and 64 packets before it posts either.  Each recv
- * then finds its bytes intact, though the sender kept sending meanwhile
- * (a frame handed back early would have been rebuilt), and every frame
- * goes back to its port. */
+ * some (memport: MP_USER_BUFS / 4, 128), for the next call only and not for
+ * a rooted one; the rest are copied.  Node 1 gets sends of 96 and 64
+ * packets before it posts either (the first's wait in their frames), then
+ * one of 160 (128 do), then a scatter's (copied).  Each recv finds its
+ * bytes intact, though the sender kept sending meanwhile (a frame handed
+ * back early would have been rebuilt), and every frame goes back. */
 static void test_early_packets_wait_in_their_frames(void **state)
 {
 	struct sl_memport_faults none = { 0 };
-	const uint64_t counts[2] = { 96 * 1024 / sizeof(int32_t), 64 * 1024 / sizeof(int32_t) };
+	const uint64_t kib = 1024 / sizeof(int32_t); /* a packet's elements */
+	const struct { unsigned sends; uint64_t count[2]; uint64_t held; } rounds[] = {
+		{ 2, { 96 * kib, 64 * kib }, 96 },
+		{ 1, { 160 * kib }, 96 + 128 },
+	};
 	struct sl_cpl cpl;
+	unsigned tag = 1;
 	(void)state;
 
 	setup_cluster(2, &none, 5ull * 1000000000);
-	uint32_t held0 = sl_memport_held(ports[1][0]), keep = ports[1][0]->rx_keep;
-	assert_true(keep > 0 && keep < 160);
-	for (uint64_t i = 0; i < counts[0]; i++)
+	uint32_t held0 = sl_memport_held(ports[1][0]);
+	assert_int_equal(ports[1][0]->rx_keep, 128);
+	for (uint64_t i = 0; i < 2 * 160 * kib; i++)
 		((int32_t *)nodes[0].send)[i] = in_val(0, i);
-	for (unsigned c = 0; c < 2; c++)
-		post_cmd(&nodes[0], c + 1, SL_OP_SEND, counts[c], 1, SL_ALGO_ID_DIRECT);
-	for (unsigned p = 0; p < 1000000 && nodes[1].e.count.stashed < 160; p++)
-		poll_all();
-	assert_int_equal(nodes[1].e.count.stashed, 160);
-	if (nodes[1].e.count.held_in_place != keep)
-		fail_msg("node 1 kept %llu early packets in their frames, want %u (the port's rx_keep), the rest copied",
-			 (unsigned long long)nodes[1].e.count.held_in_place, keep);
-	for (unsigned c = 0; c < 2; c++) {
-		memset(nodes[1].recv, 0xee, buf_bytes);
-		post_cmd(&nodes[1], c + 1, SL_OP_RECV, counts[c], 0, SL_ALGO_ID_DIRECT);
-		for (unsigned p = 0; p < 1000000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+	for (unsigned r = 0; r < 3; r++) {
+		bool scatter = r == 2;
+		unsigned sends = scatter ? 1 : rounds[r].sends;
+		for (unsigned c = 0; c < sends; c++)
+			post_cmd(&nodes[0], tag + c, scatter ? SL_OP_SCATTER : SL_OP_SEND,
+				 scatter ? 64 * kib : rounds[r].count[c], scatter ? 0 : 1, SL_ALGO_ID_DIRECT);
+		uint64_t early = nodes[1].e.count.stashed + (scatter ? 64 : 0);
+		for (unsigned c = 0; !scatter && c < sends; c++)
+			early += rounds[r].count[c] / kib;
+		for (unsigned p = 0; p < 1000000 && nodes[1].e.count.stashed < early; p++)
 			poll_all();
-		assert_int_equal(cpl.status, SLUICE_OK);
-		for (uint64_t i = 0; i < counts[c]; i++)
-			if (((int32_t *)nodes[1].recv)[i] != in_val(0, i))
-				fail_msg("recv %u: element %llu is %d, want %d: an early packet's frame was reused "
-					 "before it was applied", c + 1, (unsigned long long)i,
-					 ((int32_t *)nodes[1].recv)[i], in_val(0, i));
+		assert_int_equal(nodes[1].e.count.stashed, early);
+		uint64_t want = rounds[scatter ? 1 : r].held;
+		if (nodes[1].e.count.held_in_place != want)
+			fail_msg("round %u: node 1 kept %llu early packets in their frames in all, want %llu "
+				 "(the next call's, up to the port's rx_keep; no rooted call's)", r,
+				 (unsigned long long)nodes[1].e.count.held_in_place, (unsigned long long)want);
+		for (unsigned c = 0; c < sends; c++) {
+			uint64_t count = scatter ? 64 * kib : rounds[r].count[c];
+			memset(nodes[1].recv, 0xee, buf_bytes);
+			post_cmd(&nodes[1], tag + c, scatter ? SL_OP_SCATTER : SL_OP_RECV, count, 0, SL_ALGO_ID_DIRECT);
+			for (unsigned p = 0; p < 1000000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+				poll_all();
+			assert_int_equal(cpl.status, SLUICE_OK);
+			for (uint64_t i = 0; i < count; i++) {
+				int32_t want_v = in_val(0, (scatter ? count : 0) + i);
+				if (((int32_t *)nodes[1].recv)[i] != want_v)
+					fail_msg("round %u call %u: element %llu is %d, want %d: an early packet's "
+						 "frame was reused before it was applied", r, c, (unsigned long long)i,
+						 ((int32_t *)nodes[1].recv)[i], want_v);
+			}
+		}
+		for (unsigned c = 0; c < sends; c++)
+			assert_true(sl_spsc_dequeue(&nodes[0].complete, &cpl));
+		tag += sends;
 	}
-	for (unsigned c = 0; c < 2; c++)
-		assert_true(sl_spsc_dequeue(&nodes[0].complete, &cpl));
 	for (unsigned p = 0; p < 1000 && (nodes[0].e.running || nodes[1].e.running); p++)
 		poll_all();
 	if (sl_memport_held(ports[1][0]) != held0)
-		fail_msg("node 1 holds %u frames after both recvs, %u before: early packets' frames were not given back",
+		fail_msg("node 1 holds %u frames after every call, %u before: early packets' frames were not given back",
 			 sl_memport_held(ports[1][0]), held0);
 	teardown_cluster();
 }
