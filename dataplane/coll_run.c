@@ -385,7 +385,7 @@ static uint32_t data_peers(const struct sl_sched *s)
  * 3 ranks on 2 cores, the root of a 64-128 KiB scatter waited for a
  * descheduled peer's every call, 40-100 us, where Open MPI's took 5-10.
  * Per peer it sends to, not per rank: a send of 128 KiB to one peer of
- * three that lingered copied all of it for every call, 1.3x the time of
+ * three that lingered copied all of it for every call, 1.4x the time of
  * one that waits for its ACKs (perf/ALGORITHMS.md). */
 static bool eager(const struct dp_coll *k, uint64_t *copy)
 {
@@ -668,7 +668,6 @@ static struct dp_coll *coll_for_packet(struct dp_comm *comm, const struct sl_hdr
 	return NULL;
 }
 
-/* Not posted yet here, but it will be: keep it. */
 /* How many calls past this rank's posts h's call is: 0 for the next one,
  * negative for one posted already. */
 static int32_t calls_ahead(const struct dp_comm *comm, const struct sl_hdr *h, int src)
@@ -678,6 +677,7 @@ static int32_t calls_ahead(const struct dp_comm *comm, const struct sl_hdr *h, i
 	return (int32_t)(h->seq - next);
 }
 
+/* Not posted yet here, but it will be: keep it. */
 static bool packet_is_early(const struct dp_comm *comm, const struct sl_hdr *h, int src)
 {
 	return calls_ahead(comm, h, src) >= 0;
