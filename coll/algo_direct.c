@@ -98,6 +98,23 @@ static int add_sends(struct sl_sched *s, int32_t before_self)
 	return 0;
 }
 
+/* Whether, in place, the input's only reader is the own contribution and it
+ * comes first in the reduction order (a reduce's root 0): nothing overwrites
+ * the input before it is read, and in NCCL's layouts (sluice.h) the own
+ * block already lies where it lands, so the engine needs no copy of the
+ * input and the own transfer moves nothing. */
+static bool input_read_first(const struct sl_sched *s)
+{
+	const struct sl_sched_plan *p = &s->p;
+	struct edge e;
+
+	for (uint32_t i = 0; i < p->nranks; i++) {
+		if (i != p->rank && (edge(s, p->rank, i, &e) || (i < p->rank && edge(s, i, p->rank, &e))))
+			return false;
+	}
+	return true;
+}
+
 int sl_build_direct(struct sl_sched *s)
 {
 	const struct sl_sched_plan *p = &s->p;
@@ -106,7 +123,7 @@ int sl_build_direct(struct sl_sched *s)
 	/* In place, the receptions overwrite inputs that sends and the own
 	 * contribution still read: the engine runs on a copy of them. */
 	s->snapshot_send = p->in_place && (sl_coll_reduces(p->coll) || p->coll == SL_COLL_ALLTOALL ||
-					   p->coll == SL_COLL_ALLTOALLV);
+					   p->coll == SL_COLL_ALLTOALLV) && !input_read_first(s);
 	if (add_recvs(s, &before_self) < 0)
 		return -1;
 	return add_sends(s, before_self);

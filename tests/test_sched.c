@@ -459,6 +459,39 @@ static void test_every_collective(void **state)
 			}
 }
 
+/* In place, a direct schedule runs on a copy of its input only where a
+ * reception overwrites input that is still to be read: a reduce's root 0
+ * takes its own contribution first, where it lies, and needs none (the copy
+ * made an in-place 1 MiB reduce at 2 ranks 1.2-1.3x slower: issue 3).  Each
+ * case also runs, its results checked. */
+static void test_in_place_copies_only_what_it_must(void **state)
+{
+	static const struct { enum sl_coll c; uint32_t n, root; bool copy; } cases[] = {
+		{ SL_COLL_REDUCE, 2, 0, false }, { SL_COLL_REDUCE, 3, 0, false }, { SL_COLL_REDUCE, 2, 1, true },
+		{ SL_COLL_REDUCE, 3, 2, true },  { SL_COLL_ALLREDUCE, 2, 0, true }, { SL_COLL_ALLREDUCE, 1, 0, false },
+		{ SL_COLL_REDUCE_SCATTER, 2, 0, true }, { SL_COLL_ALLTOALL, 2, 0, true },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sl_sched_plan p = { .coll = cases[i].c, .algo = SL_ALGO_DIRECT, .nranks = cases[i].n,
+					   .root = cases[i].root, .count = 13, .payload = 16, .chunk_bytes = 32 };
+		cl.plan = p;
+		cl.plan.esize = 4;
+		cl.dtype = SL_FLOAT32;
+		cl.op = SL_SUM;
+		for (uint32_t k = 0; k < p.nranks; k++)
+			setup_rank(k, true, false);
+		bool copies = cl.r[p.root].s.snapshot_send;
+		if (copies != cases[i].copy)
+			fail_msg("%s, n=%u, rank %u in place: %s its input", sl_coll_name(p.coll), p.nranks, p.root,
+				 copies ? "copies" : "does not copy");
+		run(i);
+		check_results(true, i);
+		teardown();
+	}
+}
+
 /* Every (datatype, op) through the reducing collectives on 3 ranks. */
 static void test_every_type_and_op(void **state)
 {
@@ -1095,6 +1128,7 @@ int main(void)
 		cmocka_unit_test(test_send_recv),
 		cmocka_unit_test(test_alltoallv),
 		cmocka_unit_test(test_every_collective),
+		cmocka_unit_test(test_in_place_copies_only_what_it_must),
 		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_reuse_needs_same_plan),
 		cmocka_unit_test(test_reuse_every_collective),
