@@ -120,10 +120,13 @@ static void free_packets(struct dp_engine *e, struct dp_stashed *s)
 	}
 }
 
+static void late_release(struct dp_engine *e, const struct dp_comm *comm);
+
 /* comm takes early packets again (failed, gone or starved): reopen the
- * windows its stash held (DP_STASH_HOLD). */
+ * windows its stash held (DP_STASH_HOLD, and late_refused's). */
 static void stash_release(struct dp_engine *e, struct dp_comm *comm)
 {
+	late_release(e, comm);
 	if (!comm->stash_held)
 		return;
 	comm->stash_held = 0;
@@ -943,6 +946,55 @@ static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_
 	return true;
 }
 
+/* Whether a posted call that includes node still waits for data. */
+static bool waits_on(const struct dp_engine *e, uint16_t node)
+{
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+		const struct dp_comm *comm = &e->comms[i];
+		if (!comm->live || rank_of_node(comm, node) < 0)
+			continue;
+		for (const struct dp_coll *k = comm->colls; k; k = k->next)
+			if (!sl_sched_recv_done(&k->sched))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * A sender more than a call ahead: its early packets past a transfer's first
+ * DP_EAGER_MAX bytes are refused, and it is held until a call is posted
+ * here.  Taken into the stash, they let a sender run calls ahead of a rank
+ * that had stalled (2 ranks on 2 cores: descheduled), which then copied
+ * every packet twice, into the stash and out of it, and so never caught up
+ * (a 1 MiB broadcast's root 26 calls ahead, taking 2x as long a call).  The
+ * next call's packets are still taken: refusing them too, a 3-rank
+ * broadcast of 128-512 KiB, whose ranks are descheduled in turn, took up to
+ * 2x as long.  Not while a posted call waits: what it waits for may be
+ * queued behind them.
+ */
+static bool late_refused(struct dp_engine *e, const struct dp_comm *comm, int src, const struct sl_hdr *h)
+{
+	uint16_t node = comm->node[src];
+
+	if (h->offset < DP_EAGER_MAX || calls_ahead(comm, h, src) == 0 || node >= SL_MAX_NODES ||
+	    waits_on(e, node))
+		return false;
+	e->late_held[node] = true;
+	return true;
+}
+
+/* Let comm's senders that late_refused held go on. */
+static void late_release(struct dp_engine *e, const struct dp_comm *comm)
+{
+	for (uint32_t r = 0; r < comm->nranks; r++) {
+		uint16_t node = comm->node[r];
+		if (r != comm->rank && node < SL_MAX_NODES && e->late_held[node]) {
+			e->late_held[node] = false;
+			sl_tp_resume_node(e->tp, node);
+		}
+	}
+}
+
 /* An early packet waits in its frame only for the next call, which this
  * rank is about to post (a peer that posted first), and not for a rooted
  * one, whose root runs calls ahead and would hold the frames as long: the
@@ -956,6 +1008,10 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	struct dp_stashed *s;
 	struct dp_stash_bucket *b;
 
+	if (late_refused(e, comm, src, h)) {
+		*res = SL_DELIVER_RETRY;
+		return;
+	}
 	if ((!comm->stash && !(comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash)))) ||
 	    comm->nstash >= DP_STASH_MAX || !(s = keep_packet(e, h, payload, in_place))) {
 		stash_hold(comm, src);
@@ -1435,6 +1491,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	 * 2-rank reduce whose leaf ran ahead of the root. */
 	issue_sends(e, k);
 	replay_stash(e, k);
+	late_release(e, comm); /* what it refused may be this call's */
 }
 
 /* ---- progress ---- */
@@ -1635,6 +1692,7 @@ static bool close_ready(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
 	if (!comm->closing_sent) {
 		comm->closing_sent = true;
 		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
+		late_release(e, comm); /* the peers' closing words may be held */
 	}
 	if (comm->failed != SLUICE_OK || now - comm->close_since_ns >= e->timeout_ns)
 		return true;

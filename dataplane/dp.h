@@ -338,6 +338,7 @@ struct dp_engine {
 	uint32_t gpu_blocks;       /* blocks of each GPU reducer's kernel; 0 = gpu_dma's default */
 	uint64_t next_timer_ns;
 	struct dp_idle idle;
+	bool late_held[SL_MAX_NODES]; /* senders held on early packets past eager (coll_run.c late_refused) */
 };
 
 /* engine.c */

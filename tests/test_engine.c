@@ -1030,21 +1030,37 @@ static void test_root_overruns_the_stash(void **state)
 	teardown_cluster();
 }
 
+/* A point-to-point call of one int32 between nodes from and to, at byte
+ * off of their buffers (sends its value). */
+static void post_p2p(unsigned from, unsigned to, bool recv, uint64_t off)
+{
+	struct sl_cmd cmd = { .req = 1000, .opcode = recv ? SL_OP_RECV : SL_OP_SEND, .count = 1,
+			      .dtype = SLUICE_INT32, .redop = SLUICE_SUM, .root = recv ? from : to,
+			      .send_region = 0, .recv_region = 1, .send_off = off, .recv_off = off,
+			      .algo = SL_ALGO_ID_DIRECT };
+	assert_true(sl_spsc_enqueue(&nodes[recv ? to : from].submit, &cmd));
+}
+
 /* One call's own early packets reach DP_STASH_HOLD before its peer posts
  * it: the post that drains them must reopen the window, or the call waits
  * on the rest forever (a 2-rank 256 MiB all-reduce on GPU buffers did, the
- * slower rank's stash filled by its peer's next call). */
+ * slower rank's stash filled by its peer's next call).  The peer's posted
+ * recv from the root keeps them from being refused past the eager part
+ * (late_refused: a posted call waits). */
 static void test_one_call_overruns_the_stash(void **state)
 {
 	struct sl_memport_faults none = { 0 };
 	struct sl_cpl cpl;
 	unsigned p = 0, packets = DP_STASH_HOLD + 200;
+	const uint64_t p2p_off = 7u << 20;
 	(void)state;
 
 	setup_cluster(2, &none, 10ull * 1000000000);
 	ra_count = packets * 1024 / 4;
 	for (unsigned j = 0; j < ra_count; j++)
 		((int32_t *)nodes[0].send)[j] = (int32_t)j;
+	post_p2p(0, 1, true, p2p_off);
+	poll_all();
 	post_bcast(&nodes[0], 0);
 	for (; p < 100000 && nodes[1].e.comms[0].nstash < DP_STASH_HOLD; p++)
 		poll_all();
@@ -1065,6 +1081,84 @@ static void test_one_call_overruns_the_stash(void **state)
 		if (((int32_t *)nodes[1].recv)[j] != (int32_t)j)
 			fail_msg("element %u: %d, want %u", j, ((int32_t *)nodes[1].recv)[j], j);
 	assert_false(nodes[1].e.comms[0].stash_held);
+	((int32_t *)nodes[0].send)[p2p_off / 4] = 77;
+	post_p2p(0, 1, false, p2p_off);
+	for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+		poll_all();
+	assert_true(p < 100000);
+	assert_int_equal(cpl.req, 1000);
+	assert_int_equal(((int32_t *)nodes[1].recv)[p2p_off / 4], 77);
+	ra_count = RA_COUNT;
+	teardown_cluster();
+}
+
+/* Node i holds a sender's window, for its stash or for late_refused. */
+static bool holding(unsigned i)
+{
+	for (unsigned r = 0; r < SL_MAX_NODES; r++)
+		if (nodes[i].e.late_held[r])
+			return true;
+	return nodes[i].e.comms[0].stash_held;
+}
+
+/*
+ * A root runs two large calls ahead of a peer that posts nothing: the
+ * peer takes the first whole (one call ahead is a descheduled rank's
+ * jitter), the second's eager part (DP_EAGER_MAX, 64 packets here) and
+ * refuses the rest, holding the root, so that call cannot complete before
+ * the peer has posted the one before it (a root let run ahead of a stalled
+ * rank stayed calls ahead, every packet copied into the stash and out
+ * again: issue 3).  The peer's posts reopen the window, the refused packets
+ * come again (held, not lost), and both calls complete with their values.
+ */
+static void test_two_calls_ahead_waits_for_a_post(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	unsigned p, eager = DP_EAGER_MAX / 1024;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	const struct sl_tp_stats *root = sl_tp_get_stats(nodes[0].e.tp);
+	ra_count = 4 * eager * 1024 / 4;
+	for (uint64_t k = 0; k < 2; k++) {
+		for (unsigned j = 0; j < ra_count; j++)
+			((int32_t *)nodes[0].send)[j] = (int32_t)(k * 1000000 + j);
+		post_bcast(&nodes[0], k);
+		for (p = 0; p < 20000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+			poll_all();
+		if (k == 0 && p == 20000)
+			fail_msg("the root's first call, one ahead of its peer, did not complete (%u packets stashed)",
+				 nodes[1].e.comms[0].nstash);
+		if (k == 1 && p < 20000)
+			fail_msg("the root's second call completed two calls ahead of its peer (%u packets stashed)",
+				 nodes[1].e.comms[0].nstash);
+	}
+	if (nodes[1].e.comms[0].nstash != 4 * eager + eager)
+		fail_msg("the peer stashed %u early packets, want the first call's %u and the second's eager %u",
+			 nodes[1].e.comms[0].nstash, 4 * eager, eager);
+	for (uint64_t k = 0; k < 2; k++) {
+		post_bcast(&nodes[1], k);
+		for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+			poll_all();
+		if (p == 100000)
+			fail_msg("call %llu: the peer posted it and it never completed (window left held)",
+				 (unsigned long long)k);
+		assert_int_equal(cpl.status, SLUICE_OK);
+		assert_int_equal(cpl.req, k);
+	}
+	for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+		poll_all();
+	assert_true(p < 100000);
+	assert_int_equal(cpl.req, 1);
+	for (uint64_t k = 0; k < 2; k++)
+		for (unsigned j = 0; j < ra_count; j++)
+			if (((int32_t *)nodes[1].recv)[k * ra_count + j] != (int32_t)(k * 1000000 + j))
+				fail_msg("call %llu element %u: %d", (unsigned long long)k, j,
+					 ((int32_t *)nodes[1].recv)[k * ra_count + j]);
+	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
+	assert_true(root->held_resent > 0);
+	assert_int_equal(root->retx_sack + root->retx_path + root->path_deaths, 0);
 	ra_count = RA_COUNT;
 	teardown_cluster();
 }
@@ -1098,6 +1192,34 @@ static void expect_done(unsigned i, uint64_t tag, uint64_t count, uint64_t off, 
 				 (unsigned long long)j, ((int32_t *)nodes[i].recv)[off + j], want);
 }
 
+/* A peer posts calls A, B and C together, C large; this rank posts A and
+ * waits for it.  C's packets, two calls ahead, come before A's last step,
+ * which waits for this rank's data: refused and held then, they kept A's
+ * last step behind them for good. */
+static void test_two_ahead_do_not_hold_a_waiting_call(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	uint64_t a = 64 * 1024 / 4 * 2, c = 4 * 64 * 1024 / 4 * 2; /* elements: halves of 64 and 256 KiB */
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	post_sum_at(&nodes[0], 0, a, 0, 0);
+	post_sum_at(&nodes[0], 1, a, a, 10);
+	post_sum_at(&nodes[0], 2, c, 2 * a, 20);
+	for (unsigned p = 0; p < 20000; p++)
+		poll_all();
+	post_sum_at(&nodes[1], 0, a, 0, 0);
+	expect_done(1, 0, a, 0, 3);
+	post_sum_at(&nodes[1], 1, a, a, 10);
+	post_sum_at(&nodes[1], 2, c, 2 * a, 20);
+	expect_done(1, 1, a, a, 23);
+	expect_done(1, 2, c, 2 * a, 43);
+	expect_done(0, 0, a, 0, 3);
+	expect_done(0, 1, a, a, 23);
+	expect_done(0, 2, c, 2 * a, 43);
+	teardown_cluster();
+}
+
 /* A peer posts calls A and B together; this rank posts B only once A is
  * done (both legal).  B's early packets hold the window before A's last
  * step, which the peer sends behind them, has come: the held window must
@@ -1112,9 +1234,9 @@ static void test_held_stash_starves_no_posted_call(void **state)
 	setup_cluster(2, &none, 10ull * 1000000000);
 	post_sum_at(&nodes[0], 0, a, 0, 0);
 	post_sum_at(&nodes[0], 1, b, a, 10);
-	for (; p < 100000 && !nodes[1].e.comms[0].stash_held; p++)
+	for (; p < 100000 && !holding(1); p++)
 		poll_all();
-	assert_true(nodes[1].e.comms[0].stash_held);
+	assert_true(holding(1));
 	post_sum_at(&nodes[1], 0, a, 0, 0);
 	expect_done(1, 0, a, 0, 3);
 	post_sum_at(&nodes[1], 1, b, a, 10);
@@ -1692,7 +1814,9 @@ int main(void)
 		cmocka_unit_test(test_root_runs_ahead_under_loss),
 		cmocka_unit_test(test_root_overruns_the_stash),
 		cmocka_unit_test(test_one_call_overruns_the_stash),
+		cmocka_unit_test(test_two_calls_ahead_waits_for_a_post),
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
+		cmocka_unit_test(test_two_ahead_do_not_hold_a_waiting_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
