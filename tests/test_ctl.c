@@ -1048,6 +1048,29 @@ static void wait_says_whether_calls_fly(void **state)
 	close_all(ctx, comm, buf);
 }
 
+/* sl_cmd_bytes refuses sizes past 64 bits and no others: the edges of its
+ * two checks, count * size * nranks and (nranks - 1) * stride + block. */
+static void cmd_bytes_edges(void **state)
+{
+	uint64_t send, recv, half = UINT64_MAX / 2; /* 2^63 - 1 */
+
+	(void)state;
+	assert_true(sl_cmd_bytes(SL_OP_ALLREDUCE, UINT64_MAX / 12, 4, 3, 0, 0, 0, &send, &recv));
+	assert_int_equal(send, UINT64_MAX / 12 * 4);
+	assert_false(sl_cmd_bytes(SL_OP_ALLREDUCE, UINT64_MAX / 12 + 1, 4, 3, 0, 0, 0, &send, &recv));
+	assert_false(sl_cmd_bytes(SL_OP_ALLREDUCE, UINT64_MAX / 4 + 1, 4, 1, 0, 0, 0, &send, &recv));
+	/* a raw descriptor's stride below the block: the product still counts */
+	assert_false(sl_cmd_bytes(SL_OP_ALLGATHER, UINT64_MAX / 12 + 1, 4, 3, 0, 0, 4, &send, &recv));
+	assert_false(sl_cmd_bytes(SL_OP_ALLREDUCE, 1, 0, 3, 0, 0, 0, &send, &recv));
+	assert_false(sl_cmd_bytes(SL_OP_ALLREDUCE, 1, 4, 0, 0, 0, 0, &send, &recv));
+	assert_true(sl_cmd_bytes(SL_OP_ALLGATHER, 1, 1, 3, 0, 0, half, &send, &recv));
+	assert_int_equal(recv, UINT64_MAX);
+	assert_false(sl_cmd_bytes(SL_OP_ALLGATHER, 1, 1, 3, 0, 0, half + 1, &send, &recv)); /* the product */
+	assert_false(sl_cmd_bytes(SL_OP_ALLGATHER, 2, 1, 3, 0, 0, half, &send, &recv));     /* the sum */
+	assert_true(sl_cmd_bytes(SL_OP_ALLGATHER, 2, 1, 1, 0, 0, UINT64_MAX, &send, &recv)); /* one block */
+	assert_int_equal(recv, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1072,6 +1095,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(comm_init_two_ranks, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(split_over_channels, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(wait_says_whether_calls_fly, fake_setup, fake_teardown),
+		cmocka_unit_test(cmd_bytes_edges),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -118,16 +118,17 @@ struct sl_vmeta {
 static inline bool sl_cmd_bytes(uint32_t opcode, uint64_t count, uint64_t esize, uint32_t nranks,
 				uint32_t rank, uint32_t root, uint64_t stride, uint64_t *send, uint64_t *recv)
 {
-	uint64_t b, nb;
+	uint64_t b, nb, all;
 
-	if (esize == 0 || nranks == 0 || count > UINT64_MAX / esize / nranks)
+	/* Overflow checks without division: two divides were most of a small
+	 * call's argument checks. */
+	if (esize == 0 || nranks == 0 || __builtin_mul_overflow(count, esize, &b) ||
+	    __builtin_mul_overflow(b, (uint64_t)nranks, &all))
 		return false;
-	b = count * esize;
 	if (stride == 0)
 		stride = b;
-	if (nranks > 1 && stride > (UINT64_MAX - b) / (nranks - 1))
+	if (__builtin_mul_overflow(stride, (uint64_t)(nranks - 1), &nb) || __builtin_add_overflow(nb, b, &nb))
 		return false;
-	nb = stride * (nranks - 1) + b;
 	switch (opcode) {
 	case SL_OP_ALLREDUCE: *send = b; *recv = b; return true;
 	case SL_OP_ALLGATHER: *send = b; *recv = nb; return true;
