@@ -437,12 +437,16 @@ static bool same_shape(const struct shape *a, const struct shape *b)
 	       a->gbps == b->gbps;
 }
 
-/* This thread's last choice: a run of small calls repeats one shape, and
- * the model's costs were 2.5-3% of such a call's time. */
+/* This thread's last few choices: a run of small calls repeats one shape,
+ * or a few in turn (a grouped send and recv, gradient buckets), and the
+ * model's costs were 2.5-3% of such a call's time. */
+#define PLANS_KEPT 4
 static __thread struct {
-	bool valid;
-	struct shape shape;
-	struct sl_plan plan;
+	unsigned n, next; /* entries filled; the one replaced next */
+	struct {
+		struct shape shape;
+		struct sl_plan plan;
+	} e[PLANS_KEPT];
 } last;
 
 sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_call *call, struct sl_plan *out)
@@ -463,10 +467,11 @@ sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_cal
 		*out = (struct sl_plan){ .algo = call->algo ? call->algo : SL_ALGO_ID_DIRECT, .parts = 1 };
 		return SLUICE_OK;
 	}
-	if (!logged && last.valid && same_shape(&shape, &last.shape)) {
-		*out = last.plan;
-		return SLUICE_OK;
-	}
+	for (unsigned i = 0; !logged && i < last.n; i++)
+		if (same_shape(&shape, &last.e[i].shape)) {
+			*out = last.e[i].plan;
+			return SLUICE_OK;
+		}
 	out->parts = parts_for(comm, call, b);
 	b /= out->parts; /* each channel runs one slice */
 	model_for(comm, &m);
@@ -487,8 +492,9 @@ sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_cal
 		out->chunk_bytes = GPU_CHUNK;
 	if (logged)
 		log_choice(comm, call, b, cost, out, cfg.nalgos > 0);
-	last.valid = true;
-	last.shape = shape;
-	last.plan = *out;
+	last.e[last.next].shape = shape;
+	last.e[last.next].plan = *out;
+	last.next = (last.next + 1) % PLANS_KEPT;
+	last.n += last.n < PLANS_KEPT;
 	return SLUICE_OK;
 }

@@ -216,9 +216,10 @@ static void test_channels(void **state)
 	assert_int_equal(next, call.count);
 }
 
-/* The planner keeps its last choice for a repeated shape: each pair below
+/* The planner keeps its last choices for repeated shapes: each pair below
  * differs in one thing the choice depends on (size, collective, ranks,
- * link figures, GPU memory, channels), asked A, A, B, B, A. */
+ * link figures, GPU memory, channels), asked A, A, B, B, A, B, A (the
+ * last three with both kept). */
 static void test_repeated_shapes(void **state)
 {
 	const struct want pairs[][2] = {
@@ -237,7 +238,7 @@ static void test_repeated_shapes(void **state)
 		{ { 4, 4, false }, { 4, 4, true } }, /* GPU memory: 128 KiB chunks */
 		{ { 4, 4, false }, { 1, 1, false } }, /* channels: slices */
 	};
-	static const unsigned order[] = { 0, 0, 1, 1, 0 };
+	static const unsigned order[] = { 0, 0, 1, 1, 0, 1, 0 };
 	struct want w[N(order)];
 	struct split x[N(order)];
 	(void)state;
