@@ -31,7 +31,7 @@ static bool edge(const struct sl_sched *s, uint32_t i, uint32_t j, struct edge *
 	case SL_COLL_ALLREDUCE: return true;
 	case SL_COLL_ALLGATHER: e->dst = dst; return true;
 	case SL_COLL_REDUCE_SCATTER: e->src = src; return true;
-	case SL_COLL_ALLTOALL: e->src = src; e->dst = dst; return true;
+	case SL_COLL_ALLTOALL: e->src = src; e->dst = dst; return i != j || !sl_sched_own_in_place(p);
 	case SL_COLL_BROADCAST: return i == p->root;
 	case SL_COLL_REDUCE: return j == p->root;
 	case SL_COLL_GATHER: e->dst = dst; return j == p->root;

@@ -18,7 +18,8 @@ int sl_build_pairwise(struct sl_sched *s)
 
 	/* in place, the blocks received overwrite blocks still to be sent */
 	s->snapshot_send = p->in_place;
-	if (sl_sched_local_copy(s, sl_sched_block(s, SL_BUF_SEND, r), sl_sched_block(s, SL_BUF_RECV, r), b) < 0)
+	if (!sl_sched_own_in_place(p) &&
+	    sl_sched_local_copy(s, sl_sched_block(s, SL_BUF_SEND, r), sl_sched_block(s, SL_BUF_RECV, r), b) < 0)
 		return -1;
 	for (uint32_t i = 1; i < n; i++) {
 		uint32_t to = (r + i) % n, from = (r + n - i) % n;

@@ -157,21 +157,28 @@ uint64_t sl_sched_block(const struct sl_sched *s, uint8_t buf, uint64_t blk)
 	return blk * (packed ? b : s->p.stride);
 }
 
-void sl_sched_snapshot(const struct sl_sched *s, uint64_t *n, uint64_t *len, uint64_t *stride)
+bool sl_sched_own_in_place(const struct sl_sched_plan *p)
+{
+	return p->in_place && p->coll == SL_COLL_ALLTOALL;
+}
+
+void sl_sched_snapshot(const struct sl_sched *s, uint64_t *n, uint64_t *len, uint64_t *stride, uint64_t *skip)
 {
 	const struct sl_sched_plan *p = &s->p;
 	bool blocks = p->coll == SL_COLL_REDUCE_SCATTER || p->coll == SL_COLL_ALLTOALL ||
 		      (p->coll == SL_COLL_SCATTER && p->rank == p->root);
+	bool own = sl_sched_own_in_place(p);
 
-	if (p->stride && blocks) {
+	if ((p->stride && blocks) || own) {
 		*n = p->nranks;
 		*len = p->count * p->esize;
-		*stride = p->stride;
+		*stride = p->stride ? p->stride : *len;
 	} else {
 		*n = 1;
 		*len = p->send_bytes;
 		*stride = 0;
 	}
+	*skip = own ? p->rank : *n;
 }
 
 void sl_segment(const struct sl_sched_plan *p, uint32_t parts, uint32_t k, uint64_t *off, uint64_t *len)
@@ -422,8 +429,8 @@ int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 	/* one rank: every algorithm is a local copy, which direct does */
 	rc = p->nranks > 1 ? builders[p->algo](s) : sl_build_direct(s);
 	if (rc == 0 && s->snapshot_send) {
-		uint64_t n, len, stride;
-		sl_sched_snapshot(s, &n, &len, &stride);
+		uint64_t n, len, stride, skip;
+		sl_sched_snapshot(s, &n, &len, &stride, &skip);
 		s->bytes[SL_BUF_SEND] = n * len;
 	}
 	if (rc == 0)

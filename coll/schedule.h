@@ -220,9 +220,14 @@ static inline bool sl_sched_recv_done(const struct sl_sched *s)
 
 /* What the engine copies when snapshot_send is set: *n pieces of *len
  * bytes, *stride apart in the client's send buffer, back to back in the
- * copy (bytes[SL_BUF_SEND] in all).  Strided blocks are packed, so that a
- * channel's slice copies its own elements, not the others' between them. */
-void sl_sched_snapshot(const struct sl_sched *s, uint64_t *n, uint64_t *len, uint64_t *stride);
+ * copy (bytes[SL_BUF_SEND] in all), except piece *skip (*n for none),
+ * which nothing reads.  Strided blocks are packed, so that a channel's
+ * slice copies its own elements, not the others' between them. */
+void sl_sched_snapshot(const struct sl_sched *s, uint64_t *n, uint64_t *len, uint64_t *stride, uint64_t *skip);
+/* In-place all-to-all: in NCCL's layout (send == recv) the own block
+ * already lies where it lands, so builders give it no transfer and the
+ * snapshot leaves it out. */
+bool sl_sched_own_in_place(const struct sl_sched_plan *p);
 
 /* The peer of the first incomplete reception, -1 when none: for messages. */
 int sl_sched_waiting_on(const struct sl_sched *s);

@@ -222,12 +222,16 @@ void dp_async_snapshot(struct dp_coll *k, const uint8_t *input)
 /* Post what the ring has room for; false once posting failed (k failed). */
 static bool snap_post(struct dp_engine *e, struct dp_coll *k, bool *all)
 {
-	uint64_t n, len, stride;
+	uint64_t n, len, stride, skip;
 	uint32_t ticket;
 	char err[256];
 
-	sl_sched_snapshot(&k->sched, &n, &len, &stride);
+	sl_sched_snapshot(&k->sched, &n, &len, &stride, &skip);
 	while (k->snap_piece < n) {
+		if (k->snap_piece == skip) {
+			k->snap_piece++;
+			continue;
+		}
 		uint64_t left = len - k->snap_off;
 		struct sl_gdma_work w = {
 			.dst = k->buf[SL_BUF_SEND] + k->snap_piece * len + k->snap_off,

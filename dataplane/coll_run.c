@@ -1330,7 +1330,7 @@ static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t 
 static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 {
 	const struct sl_sched *s = &k->sched;
-	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0, n, len, stride;
+	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0, n, len, stride, skip;
 	const uint8_t *input = k->buf[SL_BUF_SEND];
 
 	if (k->gdev && dp_async_alloc(k, s->bytes[SL_BUF_SCRATCH], snap, why) != 0)
@@ -1346,9 +1346,10 @@ static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 	if (snap && k->gdev) {
 		dp_async_snapshot(k, input);
 	} else if (snap) {
-		sl_sched_snapshot(s, &n, &len, &stride);
+		sl_sched_snapshot(s, &n, &len, &stride, &skip);
 		for (uint64_t j = 0; j < n; j++)
-			memcpy(k->buf[SL_BUF_SEND] + j * len, input + j * stride, len);
+			if (j != skip)
+				memcpy(k->buf[SL_BUF_SEND] + j * len, input + j * stride, len);
 	}
 	return 0;
 }

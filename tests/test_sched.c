@@ -340,10 +340,12 @@ static void setup_rank(uint32_t rk, bool in_place, bool rough)
 	r->buf[SL_BUF_RECV] = r->recv;
 	r->buf[SL_BUF_SCRATCH] = r->scratch;
 	if (r->snap) { /* as the engine copies it */
-		uint64_t n, len, stride;
-		sl_sched_snapshot(&r->s, &n, &len, &stride);
+		uint64_t n, len, stride, skip;
+		sl_sched_snapshot(&r->s, &n, &len, &stride, &skip);
+		memset(r->snap, 0xa5, r->s.bytes[SL_BUF_SEND]); /* the piece left out, should a transfer read it */
 		for (uint64_t j = 0; j < n; j++)
-			memcpy(r->snap + j * len, r->send + j * stride, len);
+			if (j != skip)
+				memcpy(r->snap + j * len, r->send + j * stride, len);
 		r->buf[SL_BUF_SEND] = r->snap;
 	}
 }
@@ -490,6 +492,45 @@ static void test_in_place_copies_only_what_it_must(void **state)
 		check_results(true, i);
 		teardown();
 	}
+}
+
+/* In-place all-to-all: a rank's own block already lies where it lands, so
+ * it has no transfer and the snapshot leaves it out (setup_rank fills
+ * that piece with 0xa5: a transfer reading it would spoil the results);
+ * every other block is in the snapshot, which the receptions into it need. */
+static void test_in_place_all_to_all_leaves_its_own_block(void **state)
+{
+	(void)state;
+
+	for (uint32_t n = 1; n <= 4; n++)
+		for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++) {
+			if (!serves(SL_COLL_ALLTOALL, a, n))
+				continue;
+			cl.plan = (struct sl_sched_plan){ .coll = SL_COLL_ALLTOALL, .algo = a, .nranks = n,
+							  .count = 13, .esize = 4, .payload = 16, .chunk_bytes = 32 };
+			cl.dtype = SL_FLOAT32;
+			cl.op = SL_SUM;
+			for (uint32_t k = 0; k < n; k++)
+				setup_rank(k, true, false);
+			for (uint32_t k = 0; k < n; k++) {
+				const struct sl_sched *s = &cl.r[k].s;
+				uint64_t pieces, len, stride, skip;
+				sl_sched_snapshot(s, &pieces, &len, &stride, &skip);
+				if (s->snapshot_send != (n > 1) || (n > 1 && (pieces != n || skip != k)))
+					fail_msg("all-to-all by %s, n=%u, rank %u in place: snapshot %s, %llu pieces, "
+						 "piece %llu left out (want %s, %u pieces, piece %u left out)",
+						 sl_algo_name(a), n, k, s->snapshot_send ? "taken" : "not taken",
+						 (unsigned long long)pieces, (unsigned long long)skip,
+						 n > 1 ? "taken" : "not taken", n, k);
+				for (uint32_t i = 0; i < s->nx; i++)
+					if (s->x[i].peer == k && s->x[i].len)
+						fail_msg("all-to-all by %s, n=%u, rank %u in place: copies its own "
+							 "block onto itself (transfer %u)", sl_algo_name(a), n, k, i);
+			}
+			run(n * 10 + a);
+			check_results(true, n * 10 + a);
+			teardown();
+		}
 }
 
 /* Every (datatype, op) through the reducing collectives on 3 ranks. */
@@ -1129,6 +1170,7 @@ int main(void)
 		cmocka_unit_test(test_alltoallv),
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_in_place_copies_only_what_it_must),
+		cmocka_unit_test(test_in_place_all_to_all_leaves_its_own_block),
 		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_reuse_needs_same_plan),
 		cmocka_unit_test(test_reuse_every_collective),
