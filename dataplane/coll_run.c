@@ -1283,6 +1283,11 @@ static const char *read_vmeta(struct dp_client *c, const struct sl_cmd *cmd, uin
 	return NULL;
 }
 
+static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t blen)
+{
+	return alen && blen && a < b + blen && b < a + alen;
+}
+
 /* Check cmd against c's own state; NULL when valid, else why not. */
 static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd,
 			     struct dp_comm **comm, struct sl_vmeta **vmeta, uint64_t bytes[2], char *why)
@@ -1302,13 +1307,18 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 		return "element count (or block stride) overflows the buffer size";
 	}
 	/* the blocks of a strided slice, gaps included, must lie in the regions too */
-	if (!region_range(c, cmd->send_region, cmd->send_off, bytes[0]) ||
-	    !region_range(c, cmd->recv_region, cmd->recv_off, bytes[1])) {
+	const uint8_t *send = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
+	const uint8_t *recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
+	if (!send || !recv) {
 		snprintf(why, SL_ERRMSG_LEN, "buffers (regions %u+%" PRIu64 " for %" PRIu64 " bytes and %u+%"
 			 PRIu64 " for %" PRIu64 " bytes) are not inside memory this client registered",
 			 cmd->send_region, cmd->send_off, bytes[0], cmd->recv_region, cmd->recv_off, bytes[1]);
 		return why;
 	}
+	/* in place, an all-to-all leaves its own block where it lies
+	 * (sl_sched_own_in_place), which only the same buffer for both has */
+	if (cmd->opcode == SL_OP_ALLTOALL && send != recv && overlap(send, bytes[0], recv, bytes[1]))
+		return "an in-place all-to-all must pass one buffer as both send and recv; these overlap only in part";
 	return NULL;
 }
 
@@ -1318,11 +1328,6 @@ static uint64_t chunk_bytes(const struct dp_engine *e, const struct sl_cmd *cmd)
 	uint64_t pkts = cmd->chunk_bytes ? (cmd->chunk_bytes + e->payload - 1) / e->payload : CHUNK_PACKETS;
 
 	return (pkts > 64 ? 64 : pkts) * e->payload;
-}
-
-static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t blen)
-{
-	return alen && blen && a < b + blen && b < a + alen;
 }
 
 /* Scratch and, in place when the schedule asks, a copy of the input to run

@@ -805,6 +805,10 @@ static void test_strided_descriptors(void **state)
 	struct sl_cmd ar = { .opcode = SL_OP_ALLREDUCE, .count = blk, .dtype = SLUICE_INT32, .send_region = 0,
 			     .recv_region = 1, .block_stride = 4 * blk };
 	expect_refused(ar, "no per-rank blocks");
+	/* an in-place all-to-all keeps its own block where it lies: one buffer for both, not a shifted one */
+	struct sl_cmd a2a = { .opcode = SL_OP_ALLTOALL, .count = blk, .dtype = SLUICE_INT32, .send_region = 0,
+			      .recv_region = 0, .recv_off = 4 };
+	expect_refused(a2a, "overlap only in part");
 
 	/* elements [first, first + k) of 1024-element blocks, as libsluice's split() cuts them */
 	for (unsigned r = 0; r < 2; r++) {
