@@ -134,10 +134,18 @@ static void stash_release(struct dp_engine *e, struct dp_comm *comm)
 	sl_tp_resume(e->tp);
 }
 
-/* Early packets from one sender at which its window is held, and reopens. */
-static uint32_t stash_share(const struct dp_comm *comm, uint32_t of)
+/* The stash's table, made at the first early packet, with each sender's
+ * share of DP_STASH_HOLD and DP_STASH_RESUME: divided once here, not for
+ * every early packet.  False when out of memory. */
+static bool stash_open(struct dp_comm *comm)
 {
-	return comm->nranks > 2 ? of / (comm->nranks - 1) : of;
+	uint32_t senders = comm->nranks > 1 ? comm->nranks - 1 : 1;
+
+	if (comm->stash)
+		return true;
+	comm->hold_share = DP_STASH_HOLD / senders;
+	comm->resume_share = DP_STASH_RESUME / senders;
+	return (comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash))) != NULL;
 }
 
 static void stash_hold(struct dp_comm *comm, int src)
@@ -1012,8 +1020,7 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 		*res = SL_DELIVER_RETRY;
 		return;
 	}
-	if ((!comm->stash && !(comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash)))) ||
-	    comm->nstash >= DP_STASH_MAX || !(s = keep_packet(e, h, payload, in_place))) {
+	if (!stash_open(comm) || comm->nstash >= DP_STASH_MAX || !(s = keep_packet(e, h, payload, in_place))) {
 		stash_hold(comm, src);
 		*res = SL_DELIVER_RETRY;
 		return;
@@ -1026,7 +1033,7 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	b->tail = s;
 	comm->nstash++;
 	e->count.stashed++;
-	if (++comm->nstash_from[src] >= stash_share(comm, DP_STASH_HOLD))
+	if (++comm->nstash_from[src] >= comm->hold_share)
 		stash_hold(comm, src);
 	*res = comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
@@ -1055,7 +1062,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		b->tail = kept;
 	/* after this call's own early packets left: the rest of the call may be what is held */
 	for (uint32_t r = 0; comm->stash_held && r < comm->nranks; r++) {
-		if (comm->held_from[r] && comm->nstash_from[r] <= stash_share(comm, DP_STASH_RESUME)) {
+		if (comm->held_from[r] && comm->nstash_from[r] <= comm->resume_share) {
 			comm->held_from[r] = false;
 			comm->stash_held--;
 			sl_tp_resume_node(e->tp, comm->node[r]);

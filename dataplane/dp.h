@@ -150,6 +150,7 @@ struct dp_comm {
 	 * and so hold the one whose packet the posted call waits for. */
 	uint16_t nstash_from[SL_MAX_RANKS];
 	bool held_from[SL_MAX_RANKS];
+	uint32_t hold_share, resume_share; /* a sender's shares, set with the stash (coll_run.c stash_open) */
 	uint32_t stash_held;      /* senders whose windows it holds */
 	/* The calls of rooted collectives that ended here, by sequence number
 	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so

@@ -1298,6 +1298,10 @@ static void test_a_leaf_ahead_holds_only_itself(void **state)
 	}
 	assert_true(k < DP_STASH_MAX + DP_LINGER_MAX);
 	assert_int_equal(root->holds, 1);
+	/* held at its share, one of two senders', plus what its window had out */
+	if (nodes[0].e.comms[0].nstash_from[1] > DP_STASH_HOLD / 2 + SL_MAX_WINDOW)
+		fail_msg("the root stashed %u of leaf 1's packets before holding it, past its share of %u",
+			 nodes[0].e.comms[0].nstash_from[1], DP_STASH_HOLD / 2);
 	for (uint64_t j = 0; j < 8; j++)
 		post_small_reduce(2, j);
 	for (uint64_t j = 0; j < 8; j++)
