@@ -436,6 +436,35 @@ static const enum sl_coll all_colls[] = {
 	SL_COLL_ALLTOALL, SL_COLL_BARRIER, SL_COLL_GATHER, SL_COLL_SCATTER,
 };
 
+/* Every collective of all_colls with every algorithm that serves it, on 1
+ * to max_n ranks: `for (struct served it = { 0 }; next_served(&it, N);)`
+ * visits (it.n, all_colls[it.c], it.a). */
+struct served {
+	uint32_t n;
+	size_t c;
+	enum sl_algo a;
+};
+
+static bool next_served(struct served *it, uint32_t max_n)
+{
+	bool first = it->n == 0;
+
+	if (first)
+		*it = (struct served){ .n = 1, .c = 0, .a = SL_ALGO_RING };
+	for (;; first = false) {
+		if (!first && ++it->a == SL_ALGO_COUNT) {
+			it->a = SL_ALGO_RING;
+			if (++it->c == sizeof(all_colls) / sizeof(all_colls[0])) {
+				it->c = 0;
+				if (++it->n > max_n)
+					return false;
+			}
+		}
+		if (serves(all_colls[it->c], it->a, it->n))
+			return true;
+	}
+}
+
 static void test_every_collective(void **state)
 {
 	static const struct { enum sl_dtype t; enum sl_redop op; } types[] = {
@@ -445,20 +474,14 @@ static void test_every_collective(void **state)
 	static const uint64_t counts[] = { 0, 1, 2, 7, 13, 61 };
 	(void)state;
 
-	for (uint32_t n = 1; n <= MAX_RANKS; n++)
-		for (size_t c = 0; c < sizeof(all_colls) / sizeof(all_colls[0]); c++)
-			for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++) {
-				if (!serves(all_colls[c], a, n))
-					continue;
-				for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
-					struct sl_sched_plan p = { .coll = all_colls[c], .algo = a, .nranks = n,
-								   .count = counts[ci], .payload = 16,
-								   .chunk_bytes = 16 * (1 + ci % 3) };
-					size_t ti = (n + c + ci) % (sizeof(types) / sizeof(types[0]));
-					p.root = (uint32_t)(ci % n);
-					run_case(&p, types[ti].t, types[ti].op, ci % 2, n * 100 + ci);
-				}
-			}
+	for (struct served it = { 0 }; next_served(&it, MAX_RANKS);)
+		for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+			struct sl_sched_plan p = { .coll = all_colls[it.c], .algo = it.a, .nranks = it.n,
+						   .count = counts[ci], .root = (uint32_t)(ci % it.n), .payload = 16,
+						   .chunk_bytes = 16 * (1 + ci % 3) };
+			size_t ti = (it.n + it.c + ci) % (sizeof(types) / sizeof(types[0]));
+			run_case(&p, types[ti].t, types[ti].op, ci % 2, it.n * 100 + ci);
+		}
 }
 
 /* In place, a direct schedule runs on a copy of its input only where a
@@ -823,46 +846,43 @@ static void test_reuse_every_collective(void **state)
 	(void)state;
 
 	cl.keep = true;
-	for (uint32_t n = 1; n <= 4; n++)
-		for (size_t c = 0; c < sizeof(all_colls) / sizeof(all_colls[0]); c++)
-			for (enum sl_algo a = SL_ALGO_RING; a < SL_ALGO_COUNT; a++) {
-				if (!serves(all_colls[c], a, n))
-					continue;
-				for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
-					struct sl_sched_plan p = { .coll = all_colls[c], .algo = a, .nranks = n,
-								   .count = counts[ci], .root = (uint32_t)(ci % n),
-								   .payload = 16, .chunk_bytes = 16 };
-					enum sl_dtype t = ci == 1 ? SL_FLOAT64 : ci == 2 ? SL_INT8 : SL_FLOAT32;
-					bool ip = (n + ci) % 2;
-					uint64_t seed = n * 1000 + c * 100 + (uint64_t)a * 10 + ci;
-					struct sl_sched_plan v;
+	for (struct served it = { 0 }; next_served(&it, 4);)
+		for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+			uint32_t n = it.n;
+			enum sl_algo a = it.a;
+			struct sl_sched_plan p = { .coll = all_colls[it.c], .algo = a, .nranks = n,
+						   .count = counts[ci], .root = (uint32_t)(ci % n),
+						   .payload = 16, .chunk_bytes = 16 };
+			enum sl_dtype t = ci == 1 ? SL_FLOAT64 : ci == 2 ? SL_INT8 : SL_FLOAT32;
+			bool ip = (n + ci) % 2;
+			uint64_t seed = n * 1000 + it.c * 100 + (uint64_t)a * 10 + ci;
+			struct sl_sched_plan v;
 
-					run_case(&p, t, SL_SUM, ip, seed);
-					run_case(&p, t, SL_SUM, ip, seed + 1);
-					if (!cl.reused)
-						fail_msg("%s by %s, n=%u count %llu: the same call again built its "
-							 "schedule again", sl_coll_name(p.coll), sl_algo_name(a), n,
-							 (unsigned long long)p.count);
-					v = p;
-					v.root = (p.root + 1) % n;
-					run_case(&v, t, SL_SUM, ip, seed + 2);
-					v = p;
-					v.count = p.count + 1;
-					run_case(&v, t, SL_SUM, ip, seed + 3);
-					run_case(&p, other_size[t], SL_SUM, ip, seed + 4);
-					run_case(&p, t, SL_SUM, !ip, seed + 5);
-					v = p;
-					v.chunk_bytes = 32;
-					run_case(&v, t, SL_SUM, ip, seed + 6);
-					for (enum sl_algo b = SL_ALGO_RING; b < SL_ALGO_COUNT; b++) {
-						v = p;
-						v.algo = b;
-						if (b != a && serves(v.coll, b, n))
-							run_case(&v, t, SL_SUM, ip, seed + 7);
-					}
-					run_case(&p, t, SL_SUM, ip, seed + 8);
-				}
+			run_case(&p, t, SL_SUM, ip, seed);
+			run_case(&p, t, SL_SUM, ip, seed + 1);
+			if (!cl.reused)
+				fail_msg("%s by %s, n=%u count %llu: the same call again built its "
+					 "schedule again", sl_coll_name(p.coll), sl_algo_name(a), n,
+					 (unsigned long long)p.count);
+			v = p;
+			v.root = (p.root + 1) % n;
+			run_case(&v, t, SL_SUM, ip, seed + 2);
+			v = p;
+			v.count = p.count + 1;
+			run_case(&v, t, SL_SUM, ip, seed + 3);
+			run_case(&p, other_size[t], SL_SUM, ip, seed + 4);
+			run_case(&p, t, SL_SUM, !ip, seed + 5);
+			v = p;
+			v.chunk_bytes = 32;
+			run_case(&v, t, SL_SUM, ip, seed + 6);
+			for (enum sl_algo b = SL_ALGO_RING; b < SL_ALGO_COUNT; b++) {
+				v = p;
+				v.algo = b;
+				if (b != a && serves(v.coll, b, n))
+					run_case(&v, t, SL_SUM, ip, seed + 7);
 			}
+			run_case(&p, t, SL_SUM, ip, seed + 8);
+		}
 	cl.keep = false;
 	for (uint32_t k = 0; k < MAX_RANKS; k++)
 		sl_sched_fini(&cl.r[k].s);
