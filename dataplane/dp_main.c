@@ -565,6 +565,8 @@ static void prime_links(struct sl_port **ports, unsigned nports)
 		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > PRIME_MS)
 			break;
 	}
+	for (unsigned i = 0; i < nports; i++) /* count the engines' frames, not the primers */
+		memset(&ports[i]->stats, 0, sizeof(ports[i]->stats));
 }
 
 /* On a memif mesh every link kicks the engine it sends to awake (wake.h):
@@ -706,7 +708,7 @@ static void print_links(const struct dp_engine *e, const struct opts *o, struct 
 			(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_full,
 			(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_chained,
 			sl_tp_port_staged(e->tp, (uint16_t)i),
-			(unsigned long long)(sl_shm_port_is(base[i]) ? sl_shm_port_bad(base[i]) : 0));
+			(unsigned long long)c->bad_desc);
 	}
 	for (uint16_t n = 0; n < SL_MAX_NODES; n++) {
 		if (n == e->node || sl_tp_flow_info(e->tp, n, &fi) != 0)
@@ -853,12 +855,10 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		close_shm_links(ports, nports);
 		goto out;
 	}
+	for (unsigned i = 0; i < nports; i++)
+		base[i] = ports[i];
 	if (o->nodes > 0 && o->mesh_memif)
 		prime_links(ports, nports);
-	for (unsigned i = 0; i < nports; i++) { /* count the engines' frames, not the primers */
-		base[i] = ports[i];
-		memset(&base[i]->stats, 0, sizeof(base[i]->stats));
-	}
 	if (o->nodes > 0 && wake_peers(o, ports, err, len) != 0)
 		goto out;
 	/* CRC32C and fault injection (--no-crc, --fault): the innermost wrap */

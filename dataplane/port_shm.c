@@ -44,7 +44,6 @@ struct shm_port {
 	uint32_t nfree;
 	uint32_t *free_bufs;       /* a stack of our free buffer indexes */
 	uint8_t *state;            /* BUF_* of each of our buffers */
-	uint64_t rx_bad, ret_bad;
 	char own_name[128], peer_name[128];
 };
 
@@ -104,7 +103,7 @@ static void take_back(struct shm_port *s)
 	for (uint32_t k = 0; s->taken_back != handed && k < s->nbufs; k++) {
 		uint32_t idx = s->own.ret[s->taken_back++ & (s->nbufs - 1)];
 		if (idx >= s->nbufs || s->state[idx] != BUF_POSTED) {
-			s->ret_bad++;
+			s->port.stats.bad_desc++;
 			continue;
 		}
 		s->state[idx] = BUF_FREE;
@@ -158,11 +157,11 @@ static uint16_t shm_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t
 	while (k < n && s->read != posted) {
 		struct shm_desc d = s->peer.tx[s->read++ & (s->nbufs - 1)];
 		if (d.idx >= s->nbufs) { /* nothing to hand back */
-			s->rx_bad++;
+			port->stats.bad_desc++;
 			continue;
 		}
 		if (d.len > port->max_frame) {
-			s->rx_bad++;
+			port->stats.bad_desc++;
 			hand_back(s, d.idx);
 			continue;
 		}
@@ -372,7 +371,3 @@ bool sl_shm_port_is(const struct sl_port *port)
 	return port->ops == &shm_ops;
 }
 
-uint64_t sl_shm_port_bad(const struct sl_port *port)
-{
-	return shm_of(port)->rx_bad + shm_of(port)->ret_bad;
-}

@@ -10,7 +10,7 @@
  * (layout below).  Either end may start first; frames posted before the
  * peer maps the file wait in its ring.
  * A peer may be buggy or hostile: every index and length read from shared
- * memory is checked before use, and bad ones are counted (rx_bad, ret_bad)
+ * memory is checked before use, and bad ones are counted (stats.bad_desc)
  * and dropped.
  */
 #ifndef SLUICE_PORT_SHM_H
@@ -88,9 +88,5 @@ int sl_shm_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, si
 
 /* Whether port is one of these (and not, say, a DPDK port). */
 bool sl_shm_port_is(const struct sl_port *port);
-
-/* Descriptors read from the peer that were out of range: frames (index or
- * length) and handed-back buffers (index, or a buffer not in flight). */
-uint64_t sl_shm_port_bad(const struct sl_port *port);
 
 #endif

@@ -36,6 +36,8 @@ struct sl_port_counters {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t tx_full;    /* frames the port refused (ring full) */
 	uint64_t rx_chained; /* frames that arrived in several segments */
+	uint64_t bad_desc;   /* descriptors a peer wrote in shared memory that failed their
+				checks (shm: an index or length out of range), dropped */
 };
 
 struct sl_port {
