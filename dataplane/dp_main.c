@@ -497,15 +497,14 @@ static int open_links(const struct opts *o, struct sl_port **ports, char *err, s
 			zc = false;
 		}
 		if (open_link(o, ch, i, zc, ports, err, len) != 0 ||
-		    sl_dpdk_port_wait_up(ports[k], LINK_UP_MS, err, len) != 0)
+		    sl_port_wait_up(ports[k], LINK_UP_MS, err, len) != 0)
 			return -1;
 	}
 	/* for EAL itself, and for a client that reconnects later */
 	if (zc && sl_eal_restore_mem_fds(why, sizeof(why)) != 0 && !o->quiet)
 		fprintf(stderr, "sluiced node %d: %s\n", o->node, why);
 	for (unsigned i = 0; i < o->channels * o->nlinks; i++)
-		if ((sl_shm_port_is(ports[i]) ? sl_shm_port_wait_up : sl_dpdk_port_wait_up)(ports[i], LINK_UP_MS, err,
-											   len) != 0)
+		if (sl_port_wait_up(ports[i], LINK_UP_MS, err, len) != 0)
 			return -1;
 	return 0;
 }
@@ -686,11 +685,6 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)t->held_resent, (unsigned long long)t->window_probes);
 }
 
-static bool zero_copy_link(const struct sl_port *p)
-{
-	return !sl_shm_port_is(p) && sl_dpdk_port_zero_copy(p);
-}
-
 /* Each link's own frame counts and what the transport still holds for it,
  * then each flow's sender state: a link the port keeps refusing, or a flow
  * stuck with packets in flight, shows here when a run hangs. */
@@ -704,7 +698,7 @@ static void print_links(const struct dp_engine *e, const struct opts *o, struct 
 		const struct sl_port_counters *c = &base[i]->stats;
 		fprintf(stderr, "sluiced %s: link %u (to node %u%s): tx %llu refused %llu, rx %llu "
 			"chained %llu, staged %u, bad descriptors %llu\n", name, i, o->links[i].node,
-			sl_shm_port_is(base[i]) ? ", shm" : zero_copy_link(base[i]) ? ", zero-copy" : "",
+			sl_shm_port_is(base[i]) ? ", shm" : sl_dpdk_port_zero_copy(base[i]) ? ", zero-copy" : "",
 			(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_full,
 			(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_chained,
 			sl_tp_port_staged(e->tp, (uint16_t)i),
@@ -744,7 +738,7 @@ static unsigned zero_copy_links(struct sl_port *const *base, unsigned n)
 	unsigned zc = 0;
 
 	for (unsigned i = 0; i < n; i++)
-		zc += zero_copy_link(base[i]);
+		zc += sl_dpdk_port_zero_copy(base[i]);
 	return zc;
 }
 

@@ -223,6 +223,7 @@ static const struct sl_port_ops dpdk_ops = {
 	.alloc = dpdk_alloc,
 	.free = dpdk_free,
 	.close = dpdk_close,
+	.wait_up = sl_dpdk_port_wait_up,
 };
 
 /* A memif client can only start once its server's socket accepts: try when it exists. */
@@ -261,7 +262,7 @@ static void check_zero_copy(struct sl_dpdk_port *dp)
 
 bool sl_dpdk_port_zero_copy(const struct sl_port *port)
 {
-	return dp_of(port)->zero_copy;
+	return port->ops == &dpdk_ops && dp_of(port)->zero_copy;
 }
 
 bool sl_dpdk_port_link_up(struct sl_port *port)

@@ -40,8 +40,9 @@ int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, s
 /* Whether the link is up now (memif: the peer is connected).  Control path. */
 bool sl_dpdk_port_link_up(struct sl_port *port);
 
-/* Whether the link runs memif zero-copy: a client opened with zero-copy=yes
- * whose driver, once the link came up, took our buffers for its ring. */
+/* Whether the link runs memif zero-copy: a DPDK port, a client opened with
+ * zero-copy=yes whose driver, once the link came up, took our buffers for its
+ * ring.  False for any other port. */
 bool sl_dpdk_port_zero_copy(const struct sl_port *port);
 
 /* Frames received but dropped: chained and too long for one buffer, or no buffer to linearize into. */

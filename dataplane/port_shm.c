@@ -212,7 +212,7 @@ static void shm_close(struct sl_port *port)
 
 static const struct sl_port_ops shm_ops = {
 	.name = "shm", .rx_burst = shm_rx_burst, .tx_burst = shm_tx_burst, .alloc = shm_alloc,
-	.free = shm_free, .close = shm_close,
+	.free = shm_free, .close = shm_close, .wait_up = sl_shm_port_wait_up,
 };
 
 /* Make our direction's file, mapped and filled in, its pages allocated

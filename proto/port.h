@@ -8,6 +8,7 @@
 #define SLUICE_PORT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* One frame, linear in memory (ports linearize chains). */
@@ -30,6 +31,9 @@ struct sl_port_ops {
 	uint16_t (*alloc)(struct sl_port *port, struct sl_pkt *pkts, uint16_t n);
 	void (*free)(struct sl_port *port, struct sl_pkt *pkts, uint16_t n);
 	void (*close)(struct sl_port *port);
+	/* Wait up to timeout_ms for the peer (another process, started in any
+	 * order) to come; 0, or -1 with a message in err.  NULL: up once opened. */
+	int (*wait_up)(struct sl_port *port, unsigned timeout_ms, char *err, size_t errlen);
 };
 
 struct sl_port_counters {
@@ -63,6 +67,11 @@ struct sl_clock {
 static inline uint64_t sl_now(const struct sl_clock *c)
 {
 	return c->now_ns(c->arg);
+}
+
+static inline int sl_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, size_t errlen)
+{
+	return port->ops->wait_up ? port->ops->wait_up(port, timeout_ms, err, errlen) : 0;
 }
 
 #endif

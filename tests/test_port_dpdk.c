@@ -315,7 +315,7 @@ static void *side_main(void *arg)
 		goto out;
 	}
 	s->port = sl_dpdk_port_open(s->devargs, TEST_MAX_FRAME, 1024, 1024, err, sizeof(err));
-	if (s->port == NULL || sl_dpdk_port_wait_up(s->port, 10000, err, sizeof(err)) != 0) {
+	if (s->port == NULL || sl_port_wait_up(s->port, 10000, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s: %s\n", s->role, err);
 		goto out;
 	}

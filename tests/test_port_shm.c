@@ -72,7 +72,7 @@ static int receive_all(void)
 	uint32_t next = 0;
 	struct sl_pkt pk[32];
 
-	if (!p || sl_shm_port_wait_up(p, WAIT_MS, err, sizeof(err)) != 0) {
+	if (!p || sl_port_wait_up(p, WAIT_MS, err, sizeof(err)) != 0) {
 		fprintf(stderr, "receiver: %s\n", err);
 		return 2;
 	}
@@ -161,8 +161,8 @@ static void forged_descriptors_are_dropped(void **state)
 	struct shm_head *ah = map_file(2, 3, &bytes);
 	struct shm_desc *tx = (struct shm_desc *)(ah + 1);
 	uint32_t *ret = (uint32_t *)(tx + NBUFS);
-	assert_int_equal(sl_shm_port_wait_up(a, WAIT_MS, err, sizeof(err)), 0);
-	assert_int_equal(sl_shm_port_wait_up(b, WAIT_MS, err, sizeof(err)), 0);
+	assert_int_equal(sl_port_wait_up(a, WAIT_MS, err, sizeof(err)), 0);
+	assert_int_equal(sl_port_wait_up(b, WAIT_MS, err, sizeof(err)), 0);
 
 	/* a sends one good frame; a forger adds an index and a length out of range */
 	struct sl_pkt pk[NBUFS];
