@@ -372,32 +372,19 @@ static void sources_read(const struct dp_coll *k, uint64_t *slen, uint64_t *rlen
 	*rlen = reads_recv ? s->bytes[SL_BUF_RECV] : 0;
 }
 
-/* The peers k sends data to (not call checks, not its own block). */
-static uint32_t data_peers(const struct sl_sched *s)
-{
-	uint64_t seen[SL_MAX_RANKS / 64] = { 0 };
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < s->nx; i++) {
-		const struct sl_xfer *x = &s->x[i];
-		if (!x->is_send || !x->len || x->peer == s->p.rank || (seen[x->peer / 64] >> (x->peer % 64) & 1))
-			continue;
-		seen[x->peer / 64] |= 1ull << (x->peer % 64);
-		n++;
-	}
-	return n;
-}
-
 /* Whether k is small enough to linger: its buffers hold at most
  * DP_EAGER_MAX together; or it receives nothing from other ranks (the root
- * of a scatter or broadcast, a leaf of a gather) and its copy is at most
- * DP_EAGER_MAX per peer it sends to, as MPI sends each peer up to its
- * eager limit without waiting.  Such a sender's call waits for ACKs alone:
- * 3 ranks on 2 cores, the root of a 64-128 KiB scatter waited for a
- * descheduled peer's every call, 40-100 us, where Open MPI's took 5-10.
- * Per peer it sends to, not per rank: a send of 128 KiB to one peer of
- * three that lingered copied all of it for every call, 1.4x the time of
- * one that waits for its ACKs (perf/ALGORITHMS.md). */
+ * of a scatter or broadcast, a leaf of a gather) and the bytes its messages
+ * read are at most DP_EAGER_MAX, as MPI sends up to its eager limit without
+ * waiting.  Such a sender's call waits for ACKs alone: 3 ranks on 2 cores,
+ * the root of a 64 KiB scatter waited for a descheduled peer's every call,
+ * 40-100 us, where Open MPI's took 5-10.  DP_EAGER_MAX for all its peers
+ * together, not for each: a 3-rank 128 KiB scatter's root that lingered
+ * copied its whole input every call and ran calls ahead without yielding,
+ * keeping the leaf that shares its core off it for milliseconds, while
+ * both leaves copied nearly every packet into the stash; waiting for the
+ * ACKs took 0.55x the time.  A send of 128 KiB to one peer of three that
+ * lingered took 1.4x the time of one that waits (perf/ALGORITHMS.md). */
 static bool eager(const struct dp_coll *k, uint64_t *copy)
 {
 	const struct sl_sched *s = &k->sched;
@@ -411,7 +398,7 @@ static bool eager(const struct dp_coll *k, uint64_t *copy)
 			return false; /* (its own block is a local copy) */
 	sources_read(k, &slen, &rlen);
 	*copy = slen + rlen;
-	return *copy <= (uint64_t)DP_EAGER_MAX * data_peers(s);
+	return *copy <= DP_EAGER_MAX;
 }
 
 /*

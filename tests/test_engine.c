@@ -602,30 +602,37 @@ static void test_lingering_calls_copy_what_they_send(void **state)
 	teardown_cluster();
 }
 
-/* A rank that only sends lingers while its copy is at most DP_EAGER_MAX
- * per peer, though its buffers hold more: the root of a 3-rank scatter of
- * 32 KiB blocks (96 KiB to send, 32 KiB to receive) lingers; of 48 KiB
- * blocks (a 144 KiB copy), it waits for its ACKs. */
+/* A rank that only sends lingers while its copy is at most DP_EAGER_MAX,
+ * though its buffers hold more, and DP_EAGER_MAX for all its peers, not
+ * for each: the root of a 3-rank scatter of blocks of a third of it (a
+ * 64 KiB copy, 21 KiB to receive) lingers; of 32 KiB blocks (a 96 KiB
+ * copy, within DP_EAGER_MAX for each of its 2 peers), it waits for its
+ * ACKs, as of 48 KiB blocks. */
 static void test_eager_senders_linger(void **state)
 {
 	struct sl_memport_faults none = { 0 };
-	const uint64_t block = DP_EAGER_MAX / 2 / sizeof(int32_t);
+	const uint64_t third = DP_EAGER_MAX / 3 / sizeof(int32_t), half = DP_EAGER_MAX / 2 / sizeof(int32_t);
 	const struct { uint64_t count; bool lingers; } calls[] = {
-		{ block, true },
-		{ 3 * block / 2, false },
+		{ third, true },
+		{ half, false },
+		{ 3 * half / 2, false },
 	};
+	const unsigned ncalls = sizeof(calls) / sizeof(calls[0]);
 	struct sl_cpl cpl;
 	(void)state;
 
 	setup_cluster(3, &none, 5ull * 1000000000);
-	for (unsigned c = 0; c < 2; c++) {
+	for (unsigned c = 0; c < ncalls; c++) {
 		for (unsigned r = 0; r < 3; r++)
 			post_cmd(&nodes[r], c + 1, SL_OP_SCATTER, calls[c].count, 0, SL_ALGO_ID_DIRECT);
 		dp_engine_poll(&nodes[0].e);
 		bool done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
-		assert_int_equal(done, calls[c].lingers);
+		if (done != calls[c].lingers)
+			fail_msg("a 3-rank scatter's root copying %llu bytes %s", (unsigned long long)(3 * calls[c].count * 4),
+				 done ? "lingered: more than DP_EAGER_MAX for its peers together" :
+					"waited for its ACKs, within DP_EAGER_MAX");
 		assert_int_equal(nodes[0].e.comms[0].nlinger, calls[c].lingers);
-		assert_int_equal(nodes[0].e.comms[0].linger_bytes, calls[c].lingers ? 3 * block * sizeof(int32_t) : 0);
+		assert_int_equal(nodes[0].e.comms[0].linger_bytes, calls[c].lingers ? 3 * calls[c].count * sizeof(int32_t) : 0);
 		for (unsigned p = 0; p < 1000000 && (nodes[0].e.running || nodes[1].e.running || nodes[2].e.running); p++)
 			poll_all();
 		for (unsigned r = 0; r < 3; r++) {
