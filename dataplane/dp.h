@@ -37,10 +37,15 @@
 #define DP_STASH_BUCKETS 1024
 /* Rooted calls remembered after they end, for packets that come later: a
  * lazy check comes 1-2 ms after its call's post, when a rank of small calls
- * may be hundreds of calls further. */
-#define DP_DONE_CALLS 1024
+ * may be as far as DP_LINGER_ONE_MAX calls further. */
+#define DP_DONE_CALLS DP_LINGER_ONE_MAX
 #define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
-#define DP_COLL_KEEP_BYTES (256u << 10) /* finished collectives' memory the engine keeps for reuse */
+/* Finished collectives' memory the engine keeps for reuse: about a
+ * communicator's DP_LINGER_ONE_MAX small calls (~1.3 KiB each), which finish in
+ * bursts as ACKs come; with 256 KiB kept, a leaf far ahead allocated and
+ * built most calls anew (malloc, free and schedule building ~10% of its
+ * samples). */
+#define DP_COLL_KEEP_BYTES (4u << 20)
 #define DP_COLL_MATCH_WALK 8 /* kept collectives a post looks through for its own schedule */
 #define DP_GPU_KEEP_BYTES (64ull << 20) /* the largest device scratch a reducer keeps for the next collective */
 /* A call whose send and recv buffers hold at most this many bytes may be
@@ -48,9 +53,18 @@
  * at most DP_LINGER_MAX of them per communicator, holding at most
  * DP_LINGER_BYTES of copies.  The root of a run of small rooted calls runs
  * this far ahead of its peers, as an MPI root does through socket buffers
- * (16 calls held it to its slowest peer's pace: 20-40x Open MPI's time). */
+ * (16 calls held it to its slowest peer's pace: 20-40x Open MPI's time).
+ * A call that only sends, to one rank, and is no root (a gather's or
+ * reduce's leaf, a send) may linger up to DP_LINGER_ONE_MAX, as far as its
+ * receiver's stash share lets it (DP_STASH_HOLD / 2 at 3 ranks): with 256,
+ * the leaf on the root's core of 3 ranks on 2 waited for the root every 256
+ * calls, and its 1000 calls took as long as the root's.  Roots stay at 256:
+ * that far ahead, 3-rank scatter and broadcast measured 1.15x slower out of
+ * place, their leaf on the root's core stashing what the root ran ahead
+ * (perf/ALGORITHMS.md, root3). */
 #define DP_EAGER_MAX (64u << 10)
 #define DP_LINGER_MAX 256
+#define DP_LINGER_ONE_MAX 2048
 #define DP_LINGER_BYTES (4u << 20)
 #define DP_MAX_GPUS 16
 /* The GPU path's pinned memory per engine and GPU: staging buffers (one chunk

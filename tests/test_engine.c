@@ -1003,7 +1003,7 @@ static uint64_t overrun_the_stash(void)
 	uint64_t k = 0;
 	unsigned p = 0;
 
-	for (; k < DP_STASH_MAX + DP_LINGER_MAX; k++) {
+	for (; k < DP_STASH_MAX + DP_LINGER_ONE_MAX; k++) {
 		for (unsigned j = 0; j < ra_count; j++)
 			((int32_t *)nodes[0].send)[j] = (int32_t)(k * 1000 + j);
 		post_bcast(&nodes[0], k);
@@ -1013,7 +1013,7 @@ static uint64_t overrun_the_stash(void)
 			break; /* held: the root waits for its peer */
 		assert_int_equal(cpl.status, SLUICE_OK);
 	}
-	assert_true(k >= DP_STASH_HOLD && k < DP_STASH_MAX + DP_LINGER_MAX);
+	assert_true(k >= DP_STASH_HOLD && k < DP_STASH_MAX + DP_LINGER_ONE_MAX);
 	assert_true(nodes[1].e.comms[0].nstash >= DP_STASH_HOLD && nodes[1].e.comms[0].nstash < DP_STASH_MAX);
 	return k;
 }
@@ -1264,7 +1264,8 @@ static void post_small_reduce(unsigned r, uint64_t k)
 	post_cmd(&nodes[r], k, SL_OP_REDUCE, 1, 0, SL_ALGO_ID_DIRECT);
 }
 
-static void collect_small_reduce(unsigned r, uint64_t k)
+/* Rank r's call k completes, OK, polling every node. */
+static void collect_call(unsigned r, uint64_t k)
 {
 	struct sl_cpl cpl;
 	unsigned p = 0;
@@ -1272,9 +1273,14 @@ static void collect_small_reduce(unsigned r, uint64_t k)
 	for (; p < 1000000 && !sl_spsc_dequeue(&nodes[r].complete, &cpl); p++)
 		poll_all();
 	if (p == 1000000)
-		fail_msg("rank %u: reduce %llu never completed", r, (unsigned long long)k);
+		fail_msg("rank %u: call %llu never completed", r, (unsigned long long)k);
 	assert_int_equal(cpl.status, SLUICE_OK);
 	assert_int_equal(cpl.req, k);
+}
+
+static void collect_small_reduce(unsigned r, uint64_t k)
+{
+	collect_call(r, k);
 	if (r == 0 && ((int32_t *)nodes[0].recv)[0] != 6)
 		fail_msg("reduce %llu: %d, want 6", (unsigned long long)k, ((int32_t *)nodes[0].recv)[0]);
 }
@@ -1295,7 +1301,7 @@ static void test_a_leaf_ahead_holds_only_itself(void **state)
 
 	setup_cluster(3, &none, 10ull * 1000000000);
 	root = sl_tp_get_stats(nodes[0].e.tp);
-	for (; k < DP_STASH_MAX + DP_LINGER_MAX; k++) {
+	for (; k < DP_STASH_MAX + DP_LINGER_ONE_MAX; k++) {
 		post_small_reduce(1, k);
 		for (p = 0; p < 20000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
 			poll_all();
@@ -1303,7 +1309,7 @@ static void test_a_leaf_ahead_holds_only_itself(void **state)
 			break; /* held: leaf 1 waits for the root */
 		assert_int_equal(cpl.status, SLUICE_OK);
 	}
-	assert_true(k < DP_STASH_MAX + DP_LINGER_MAX);
+	assert_true(k < DP_STASH_MAX + DP_LINGER_ONE_MAX);
 	assert_int_equal(root->holds, 1);
 	/* held at its share, one of two senders', plus what its window had out */
 	if (nodes[0].e.comms[0].nstash_from[1] > DP_STASH_HOLD / 2 + SL_MAX_WINDOW)
@@ -1326,6 +1332,71 @@ static void test_a_leaf_ahead_holds_only_itself(void **state)
 		if (j >= 8)
 			collect_small_reduce(2, j);
 	}
+	teardown_cluster();
+}
+
+/* Gather #k of one int32 from rank r: its value at send[k], the root's
+ * result at recv[3k .. 3k + 2]. */
+static void post_small_gather(unsigned r, uint64_t k)
+{
+	struct sl_cmd cmd = { .req = k, .opcode = SL_OP_GATHER, .count = 1, .dtype = SLUICE_INT32,
+			      .redop = SLUICE_SUM, .root = 0, .send_region = 0, .send_off = k * 4, .recv_region = 1,
+			      .recv_off = k * 12, .algo = SL_ALGO_ID_DIRECT };
+
+	((int32_t *)nodes[r].send)[k] = (int32_t)((r + 1) * 100000 + k);
+	assert_true(sl_spsc_enqueue(&nodes[r].submit, &cmd));
+}
+
+/*
+ * A gather's leaf runs DP_LINGER_ONE_MAX small calls ahead of a root that does
+ * not run at all (descheduled, on a core it shares with the leaf): each is
+ * done at its post, its packet left with the transport, as an MPI leaf's
+ * eager send is done once in the socket's buffer.  With 256 calls at most
+ * (before issue 3's root3), the leaf waited there for the root, which ran
+ * only when the leaf gave up the core: 3 ranks on 2 cores, the leaf on the
+ * root's core took the root's time per call.  The root and the other leaf
+ * then run every call, each with its own values, and the lingering calls
+ * all finish.
+ */
+static void test_a_leaf_runs_far_ahead_of_its_root(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	const uint64_t calls = DP_LINGER_ONE_MAX;
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(3, &none, 10ull * 1000000000);
+	for (uint64_t k = 0; k < calls; k++) {
+		post_small_gather(1, k);
+		unsigned p = 0;
+		for (; p < 100 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+			dp_engine_poll(&nodes[1].e);
+		if (p == 100)
+			fail_msg("leaf 1's gather #%llu waited for the root, %llu calls ahead (%u lingering)",
+				 (unsigned long long)k, (unsigned long long)k, nodes[1].e.comms[0].nlinger);
+		assert_int_equal(cpl.status, SLUICE_OK);
+	}
+	assert_int_equal(nodes[1].e.lingering, calls);
+	for (uint64_t k = 0; k < calls; k += SL_SUBMIT_SLOTS / 2) {
+		uint64_t end = k + SL_SUBMIT_SLOTS / 2 < calls ? k + SL_SUBMIT_SLOTS / 2 : calls;
+		for (uint64_t j = k; j < end; j++) {
+			post_small_gather(2, j);
+			post_small_gather(0, j);
+		}
+		for (uint64_t j = k; j < end; j++) {
+			collect_call(0, j);
+			collect_call(2, j);
+		}
+	}
+	for (uint64_t k = 0; k < calls; k++)
+		for (unsigned r = 0; r < 3; r++)
+			if (((int32_t *)nodes[0].recv)[3 * k + r] != (int32_t)((r + 1) * 100000 + k))
+				fail_msg("gather #%llu: rank %u's element is %d, want %d", (unsigned long long)k, r,
+					 ((int32_t *)nodes[0].recv)[3 * k + r], (int32_t)((r + 1) * 100000 + k));
+	for (unsigned p = 0; p < 100000 && nodes[1].e.running; p++)
+		poll_all();
+	assert_int_equal(nodes[1].e.running, 0);
+	assert_int_equal(nodes[0].e.comms[0].nstash, 0);
 	teardown_cluster();
 }
 
@@ -1834,6 +1905,7 @@ int main(void)
 		cmocka_unit_test(test_two_ahead_do_not_hold_a_waiting_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
+		cmocka_unit_test(test_a_leaf_runs_far_ahead_of_its_root),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_early_packets_need_no_second_copy),
 		cmocka_unit_test(test_dead_peer),
