@@ -382,8 +382,10 @@ int dp_engine_run(void *engine);
 /* One pass of the loop: returns work done (0 = idle).  Used by the loop and by tests. */
 uint32_t dp_engine_poll(struct dp_engine *e);
 /* One pass, unless another thread is in one (embedded mode: the engine
- * thread and the application's wait both drive the engine). */
-int32_t dp_engine_try_poll(struct dp_engine *e); /* work done, or -1: another thread is in it */
+ * thread and the application's wait both drive the engine); now_ns: the
+ * time (CLOCK_MONOTONIC) the caller read just before, or 0 for the pass to
+ * read it. */
+int32_t dp_engine_try_poll(struct dp_engine *e, uint64_t now_ns); /* work done, or -1: another thread is in it */
 /* Queue a control request; req->done is set to 1 + result once applied
  * (0, 1: refused with the server's status, DP_CTL_STATUS + s: refused with
  * sluice_result_t s).  False when full. */

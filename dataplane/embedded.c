@@ -133,7 +133,7 @@ int32_t sl_dp_embedded_drive(int64_t now_ns)
 	 * it while this thread drives: it would only take this core. */
 	if (atomic_load_explicit(&e->idle.wake->sleeping, memory_order_relaxed))
 		atomic_store_explicit(&e->idle.wake->sleeping, 0, memory_order_relaxed);
-	int32_t work = dp_engine_try_poll(e);
+	int32_t work = dp_engine_try_poll(e, now); /* the pass reads no clock of its own */
 	/* Ranks that share a core: the peer this wait waits for may be the one
 	 * that needs the core (3 ranks on 2 cores spun 0.4-2.5 ms per 8-byte
 	 * all-reduce, 33 us when yielding). */

@@ -285,7 +285,8 @@ static uint32_t clients_poll(struct dp_engine *e)
 	return n;
 }
 
-uint32_t dp_engine_poll(struct dp_engine *e)
+/* One pass; now_ns: the engine's clock as the caller read it, or 0. */
+static uint32_t engine_pass(struct dp_engine *e, uint64_t now_ns)
 {
 	uint32_t work = ctl_poll(e), posted = clients_poll(e);
 
@@ -295,13 +296,18 @@ uint32_t dp_engine_poll(struct dp_engine *e)
 	work += posted;
 	if (posted)
 		work += dp_colls_progress(e);
-	work += sl_tp_poll(e->tp);
+	work += now_ns ? sl_tp_poll_at(e->tp, now_ns) : sl_tp_poll(e->tp);
 	work += dp_gdev_progress(e);
 	work += dp_colls_progress(e);
 	return work;
 }
 
-int32_t dp_engine_try_poll(struct dp_engine *e)
+uint32_t dp_engine_poll(struct dp_engine *e)
+{
+	return engine_pass(e, 0);
+}
+
+int32_t dp_engine_try_poll(struct dp_engine *e, uint64_t now_ns)
 {
 	bool expected = false;
 	uint32_t work;
@@ -309,7 +315,8 @@ int32_t dp_engine_try_poll(struct dp_engine *e)
 	if (!atomic_compare_exchange_strong_explicit(&e->busy, &expected, true, memory_order_acquire,
 						     memory_order_relaxed))
 		return -1;
-	work = dp_engine_poll(e);
+	/* the caller's time is the engine's only on the engine's own clock (tests set others) */
+	work = engine_pass(e, e->clock.now_ns == dp_now_ns ? now_ns : 0);
 	atomic_store_explicit(&e->busy, false, memory_order_release);
 	return (int32_t)(work > INT32_MAX ? INT32_MAX : work);
 }
@@ -357,7 +364,7 @@ int dp_engine_run(void *engine)
 			dp_idle_busy(&e->idle);
 			continue;
 		}
-		int32_t work = dp_engine_try_poll(e);
+		int32_t work = dp_engine_try_poll(e, 0);
 		if (work < 0) /* the application is in a pass */
 			park(e, true);
 		if (work != 0)

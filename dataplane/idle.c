@@ -56,7 +56,7 @@ static void sleep_once(struct dp_engine *e)
 		w[n++] = (struct futex_waitv){ .val = atomic_load(&b->doorbell), .uaddr = (uintptr_t)&b->doorbell,
 					       .flags = FUTEX_32 };
 	}
-	if (dp_engine_try_poll(e) == 0) {
+	if (dp_engine_try_poll(e, 0) == 0) {
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_nsec += (long)d->cfg.max_sleep_ns;
 		until.tv_sec += until.tv_nsec / 1000000000;

@@ -219,9 +219,17 @@ void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m)
 
 uint32_t sl_tp_poll(struct sl_tp *tp)
 {
+	return sl_tp_poll_at(tp, sl_now(&tp->clock));
+}
+
+uint32_t sl_tp_poll_at(struct sl_tp *tp, uint64_t now_ns)
+{
 	uint32_t moved = 0;
 
-	tp->now_ns = sl_now(&tp->clock);
+	/* never back: what the last pass stamped may be later than the
+	 * caller's read (another thread's pass ran in between) */
+	if (now_ns > tp->now_ns)
+		tp->now_ns = now_ns;
 	for (uint16_t i = 0; i < tp->n_ports; i++) {
 		tp->txq[i].no_buf = false;
 		tp_txq_flush(tp, i); /* what the port refused last time goes first */

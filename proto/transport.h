@@ -175,6 +175,10 @@ void sl_tp_free_frame(struct sl_tp *tp, struct sl_tp_frame *f);
 /* One pass: receive on every port, send ACKs, send queued data, run timers.
  * Returns packets moved, 0 when there was nothing to do (for idle back-off). */
 uint32_t sl_tp_poll(struct sl_tp *tp);
+/* The same at now_ns, the transport's clock as the caller read it just
+ * before (an embedded application's wait reads it anyway): the pass then
+ * reads none.  A time before the last pass's is taken as that one's. */
+uint32_t sl_tp_poll_at(struct sl_tp *tp, uint64_t now_ns);
 /* The clock as the running (or last) poll read it: for what its callbacks
  * and the rest of the pass stamp, without another clock read (one costs 40
  * to 200 ns on these VMs, and a pass took five, and one per packet). */
