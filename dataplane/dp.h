@@ -242,6 +242,7 @@ struct dp_coll {
 	uint8_t *linger_copy;     /* kept for reuse, as msgs is */
 	uint64_t linger_len;      /* its bytes in this call */
 	uint64_t linger_cap;      /* its size */
+	bool to_one;              /* only sends, to one rank, and is no root: lingers DP_LINGER_ONE_MAX deep */
 };
 
 struct dp_counters {

@@ -1358,27 +1358,30 @@ static void post_small_gather(unsigned r, uint64_t k)
  * then run every call, each with its own values, and the lingering calls
  * all finish.
  */
-static void test_a_leaf_runs_far_ahead_of_its_root(void **state)
+/* Leaf 1 posts gathers [from, to) while no other node runs: each must be
+ * done at once. */
+static void leaf_runs_ahead(uint64_t from, uint64_t to)
 {
-	struct sl_memport_faults none = { 0 };
-	const uint64_t calls = DP_LINGER_ONE_MAX;
 	struct sl_cpl cpl;
-	(void)state;
 
-	setup_cluster(3, &none, 10ull * 1000000000);
-	for (uint64_t k = 0; k < calls; k++) {
+	for (uint64_t k = from; k < to; k++) {
 		post_small_gather(1, k);
 		unsigned p = 0;
 		for (; p < 100 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
 			dp_engine_poll(&nodes[1].e);
 		if (p == 100)
 			fail_msg("leaf 1's gather #%llu waited for the root, %llu calls ahead (%u lingering)",
-				 (unsigned long long)k, (unsigned long long)k, nodes[1].e.comms[0].nlinger);
+				 (unsigned long long)k, (unsigned long long)(k - from), nodes[1].e.comms[0].nlinger);
 		assert_int_equal(cpl.status, SLUICE_OK);
 	}
-	assert_int_equal(nodes[1].e.lingering, calls);
-	for (uint64_t k = 0; k < calls; k += SL_SUBMIT_SLOTS / 2) {
-		uint64_t end = k + SL_SUBMIT_SLOTS / 2 < calls ? k + SL_SUBMIT_SLOTS / 2 : calls;
+}
+
+/* The root and leaf 2 run gathers [from, to), a submission ring's worth at
+ * a time; the root's results hold every rank's value of each call. */
+static void root_catches_up(uint64_t from, uint64_t to)
+{
+	for (uint64_t k = from; k < to; k += SL_SUBMIT_SLOTS / 2) {
+		uint64_t end = k + SL_SUBMIT_SLOTS / 2 < to ? k + SL_SUBMIT_SLOTS / 2 : to;
 		for (uint64_t j = k; j < end; j++) {
 			post_small_gather(2, j);
 			post_small_gather(0, j);
@@ -1388,7 +1391,7 @@ static void test_a_leaf_runs_far_ahead_of_its_root(void **state)
 			collect_call(2, j);
 		}
 	}
-	for (uint64_t k = 0; k < calls; k++)
+	for (uint64_t k = from; k < to; k++)
 		for (unsigned r = 0; r < 3; r++)
 			if (((int32_t *)nodes[0].recv)[3 * k + r] != (int32_t)((r + 1) * 100000 + k))
 				fail_msg("gather #%llu: rank %u's element is %d, want %d", (unsigned long long)k, r,
@@ -1397,6 +1400,21 @@ static void test_a_leaf_runs_far_ahead_of_its_root(void **state)
 		poll_all();
 	assert_int_equal(nodes[1].e.running, 0);
 	assert_int_equal(nodes[0].e.comms[0].nstash, 0);
+}
+
+static void test_a_leaf_runs_far_ahead_of_its_root(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	const uint64_t calls = DP_LINGER_ONE_MAX;
+	(void)state;
+
+	setup_cluster(3, &none, 10ull * 1000000000);
+	leaf_runs_ahead(0, calls);
+	assert_int_equal(nodes[1].e.lingering, calls);
+	root_catches_up(0, calls);
+	/* again, past DP_LINGER_MAX, on collectives that finished (their schedules reused) */
+	leaf_runs_ahead(calls, calls + DP_LINGER_MAX + 64);
+	root_catches_up(calls, calls + DP_LINGER_MAX + 64);
 	teardown_cluster();
 }
 
