@@ -118,7 +118,13 @@ static void take_back(struct shm_port *s)
 static void prefetch_frame(uint8_t *buf)
 {
 	for (unsigned off = 0; off < 4 * SHM_LINE; off += SHM_LINE)
+#if defined(__x86_64__)
+		/* prefetchw even where the build's -march lacks PRFCHW, which
+		 * turns __builtin_prefetch's write hint into a plain read */
 		__asm__ volatile("prefetchw %0" : : "m"(buf[off]));
+#else
+		__builtin_prefetch(&buf[off], 1);
+#endif
 }
 
 static uint16_t shm_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
