@@ -354,22 +354,32 @@ static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
 	return len && p >= base && p < base + len;
 }
 
-/* The bytes of k's send and recv buffers that copy_sources would copy:
- * only a buffer some message with data reads, and not the in-place
- * snapshot (ours already). */
-static void sources_read(const struct dp_coll *k, uint64_t *slen, uint64_t *rlen)
+/* The bytes of k's send and recv buffers that copy_sources copies: in
+ * each, from the first to the last byte a message with data reads, and
+ * nothing of the in-place snapshot (ours already).  A scatter root's own
+ * block goes on no wire: copying it was a third of a 3-rank root's copy. */
+struct span {
+	uint64_t off, len;
+};
+
+static void sources_read(const struct dp_coll *k, struct span read[2])
 {
 	const struct sl_sched *s = &k->sched;
-	const uint8_t *sbuf = k->buf[SL_BUF_SEND], *rbuf = k->buf[SL_BUF_RECV];
-	bool reads_send = false, reads_recv = false;
+	uint64_t lo[2] = { UINT64_MAX, UINT64_MAX }, hi[2] = { 0, 0 };
 
 	for (uint32_t i = 0; i < k->msgs_used; i++) {
 		const struct sl_tp_msg *m = &k->msgs[i];
-		reads_send |= m->hdr.len && in_range(m->src, sbuf, s->bytes[SL_BUF_SEND]);
-		reads_recv |= m->hdr.len && in_range(m->src, rbuf, s->bytes[SL_BUF_RECV]);
+		for (int b = SL_BUF_SEND; b <= SL_BUF_RECV && m->hdr.len; b++) {
+			if (!in_range(m->src, k->buf[b], s->bytes[b]))
+				continue;
+			uint64_t off = (uint64_t)(m->src - k->buf[b]);
+			lo[b] = off < lo[b] ? off : lo[b];
+			hi[b] = off + m->hdr.len > hi[b] ? off + m->hdr.len : hi[b];
+		}
 	}
-	*slen = !reads_send || in_range(sbuf, k->owned, k->owned_len) ? 0 : s->bytes[SL_BUF_SEND];
-	*rlen = reads_recv ? s->bytes[SL_BUF_RECV] : 0;
+	for (int b = SL_BUF_SEND; b <= SL_BUF_RECV; b++)
+		read[b] = hi[b] && !(b == SL_BUF_SEND && in_range(k->buf[b], k->owned, k->owned_len))
+				  ? (struct span){ lo[b], hi[b] - lo[b] } : (struct span){ 0, 0 };
 }
 
 /* The peers k sends data to (not call checks, not its own block). */
@@ -413,15 +423,15 @@ static bool receives(const struct sl_sched *s)
 static bool eager(const struct dp_coll *k, uint64_t *copy)
 {
 	const struct sl_sched *s = &k->sched;
-	uint64_t slen, rlen;
+	struct span read[2];
 
 	*copy = s->bytes[SL_BUF_SEND] + s->bytes[SL_BUF_RECV];
 	if (*copy <= DP_EAGER_MAX)
 		return true;
 	if (receives(s))
 		return false;
-	sources_read(k, &slen, &rlen);
-	*copy = slen + rlen;
+	sources_read(k, read);
+	*copy = read[SL_BUF_SEND].len + read[SL_BUF_RECV].len;
 	return *copy <= DP_EAGER_MAX;
 }
 
@@ -467,31 +477,35 @@ static bool may_linger(const struct dp_coll *k)
  * page fault per 4 KiB, 15-20 us each on this VM). */
 static bool copy_sources(struct dp_engine *e, struct dp_coll *k)
 {
-	const uint8_t *sbuf = k->buf[SL_BUF_SEND], *rbuf = k->buf[SL_BUF_RECV];
-	uint64_t slen, rlen;
+	struct span read[2];
+	const uint8_t *sfrom, *rfrom;
+	uint64_t len;
 
-	sources_read(k, &slen, &rlen);
-	if (!slen && !rlen)
+	sources_read(k, read);
+	len = read[SL_BUF_SEND].len + read[SL_BUF_RECV].len;
+	if (!len)
 		return true; /* nothing to copy, or copied already (the completion found no room) */
-	if (!k->linger_copy || slen + rlen > k->linger_cap) {
-		uint8_t *p = dp_pool_get(&e->pool, slen + rlen + 1);
+	if (!k->linger_copy || len > k->linger_cap) {
+		uint8_t *p = dp_pool_get(&e->pool, len + 1);
 		if (!p)
 			return false;
 		dp_pool_put(&e->pool, k->linger_copy);
 		k->linger_copy = p;
 		k->linger_cap = dp_pool_cap(p);
 	}
-	k->linger_len = slen + rlen;
-	memcpy(k->linger_copy, sbuf, slen);
-	memcpy(k->linger_copy + slen, rbuf, rlen);
+	k->linger_len = len;
+	sfrom = k->buf[SL_BUF_SEND] + read[SL_BUF_SEND].off;
+	rfrom = k->buf[SL_BUF_RECV] + read[SL_BUF_RECV].off;
+	memcpy(k->linger_copy, sfrom, read[SL_BUF_SEND].len);
+	memcpy(k->linger_copy + read[SL_BUF_SEND].len, rfrom, read[SL_BUF_RECV].len);
 	for (uint32_t i = 0; i < k->msgs_used; i++) {
 		struct sl_tp_msg *m = &k->msgs[i];
 		if (!m->hdr.len)
 			continue;
-		if (in_range(m->src, sbuf, slen))
-			m->src = k->linger_copy + (m->src - sbuf);
-		else if (in_range(m->src, rbuf, rlen))
-			m->src = k->linger_copy + slen + (m->src - rbuf);
+		if (in_range(m->src, sfrom, read[SL_BUF_SEND].len))
+			m->src = k->linger_copy + (m->src - sfrom);
+		else if (in_range(m->src, rfrom, read[SL_BUF_RECV].len))
+			m->src = k->linger_copy + read[SL_BUF_SEND].len + (m->src - rfrom);
 	}
 	return true;
 }
