@@ -354,13 +354,15 @@ static bool in_range(const uint8_t *p, const uint8_t *base, uint64_t len)
 	return len && p >= base && p < base + len;
 }
 
+/* A byte range of one buffer. */
+struct span {
+	uint64_t off, len;
+};
+
 /* The bytes of k's send and recv buffers that copy_sources copies: in
  * each, from the first to the last byte a message with data reads, and
  * nothing of the in-place snapshot (ours already).  A scatter root's own
  * block goes on no wire: copying it was a third of a 3-rank root's copy. */
-struct span {
-	uint64_t off, len;
-};
 
 static void sources_read(const struct dp_coll *k, struct span read[2])
 {
