@@ -373,6 +373,8 @@ struct dp_engine_cfg {
 	struct dp_idle_cfg idle;
 	struct dp_wake *wake;  /* the engine's wake word, which it takes over; NULL: a private one */
 	bool all_links_wake;   /* every link's peer kicks wake (dp_wake_port_wrap) */
+	struct sl_clock clock; /* the engine's time; .now_ns NULL: CLOCK_MONOTONIC (dp_now_ns).
+				  Tests step a fake one where real time would decide */
 };
 
 /* Set up the engine and its transport; ports and routes are added after. */

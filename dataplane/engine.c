@@ -51,7 +51,7 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 	e->timeout_ns = cfg->timeout_ns;
 	e->gate_host = cfg->gate_host;
 	e->gpu_blocks = cfg->gpu_blocks;
-	e->clock.now_ns = dp_now_ns;
+	e->clock = cfg->clock.now_ns ? cfg->clock : (struct sl_clock){ .now_ns = dp_now_ns };
 	sl_tp_config_default(&tc, cfg->node, cfg->max_frame);
 	if (cfg->payload) {
 		if (cfg->payload % 16 || cfg->payload + SL_FRAME_OVERHEAD > cfg->max_frame) {
