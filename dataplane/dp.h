@@ -335,8 +335,9 @@ struct dp_engine {
 	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */
 	_Atomic bool parked;        /* ... and says so: the hand-back wakes it only then */
 	/* the application's last pass (embedded), kept after an ordinary hand-back
-	 * and 0 after one with work left: while it drives call after call, its
-	 * engine's thread yields rather than sleeps (idle.c) */
+	 * and 0 after one with work left or a control request: while it drives
+	 * call after call, its engine's thread parks between its calls
+	 * (engine.c) and yields rather than sleeps (idle.c) */
 	_Atomic uint64_t drove_ns;
 	uint32_t running;         /* collectives posted and not finished */
 	uint32_t gated;           /* of which wait on a reducer (a GPU kernel), which wakes nobody */

@@ -161,6 +161,7 @@ bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
 	 * destroy waits for every rank's engine to see its own (closing words,
 	 * coll_run.c).  The application that drove it waits for this answer:
 	 * it drives no more (the order is park's, seq_cst). */
+	atomic_store(&e->drove_ns, 0);
 	atomic_store(&e->driven_ns, 0);
 	if (atomic_load(&e->parked)) {
 		atomic_fetch_add(&e->park_seq, 1);
@@ -321,29 +322,54 @@ int32_t dp_engine_try_poll(struct dp_engine *e, uint64_t now_ns)
 	return (int32_t)(work > INT32_MAX ? INT32_MAX : work);
 }
 
+/* Whether the engine has nothing to run but lingering calls, which can
+ * wait for the next pass (as sl_dp_embedded_release counts it); false
+ * while another thread is in a pass. */
+static bool only_lingering(struct dp_engine *e)
+{
+	bool expected = false, idle;
+
+	/* e->running belongs to whoever is in a pass: take a pass's place to read it */
+	if (!atomic_compare_exchange_strong_explicit(&e->busy, &expected, true, memory_order_acquire,
+						     memory_order_relaxed))
+		return false;
+	idle = e->running <= e->lingering;
+	atomic_store_explicit(&e->busy, false, memory_order_release);
+	return idle;
+}
+
 /*
  * While an embedded application spins in its wait call, it is the engine:
  * this thread parks until the application has not driven for a holdoff, or
- * hands the engine back (sl_dp_embedded_release).  Parking also when the
- * application is mid-pass matters: it shares this core, and a thread that
- * spun here while the application was preempted in a pass kept it off for
- * whole scheduler ticks (4 ms) at a time.
+ * hands the engine back with work left (sl_dp_embedded_release).  Parking
+ * also when the application is mid-pass matters: it shares this core, and a
+ * thread that spun here while the application was preempted in a pass kept
+ * it off for whole scheduler ticks (4 ms) at a time.  Between two calls (an
+ * ordinary hand-back, which keeps drove_ns) it parks as well while nothing
+ * but lingering calls is left: when its park ran out there, it took a pass,
+ * spun and yielded, and held the core of the application it shares 0.1-2 ms
+ * once in every 10-20 park timeouts of a 2-rank broadcast
+ * (perf/ALGORITHMS.md).
  */
 static bool park(struct dp_engine *e, bool app_in_pass)
 {
 	uint64_t driven = atomic_load_explicit(&e->driven_ns, memory_order_relaxed), now;
+	bool between = !driven && !app_in_pass && only_lingering(e);
 	struct timespec ts = { 0, app_in_pass ? DRIVEN_HOLDOFF_NS : 0 };
 
+	if (between)
+		driven = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
 	if (driven && (now = dp_now_ns(NULL)) - driven < DRIVEN_HOLDOFF_NS)
 		ts.tv_nsec = (long)(driven + DRIVEN_HOLDOFF_NS - now);
 	if (!ts.tv_nsec)
 		return false;
 	uint32_t seen = atomic_load(&e->park_seq);
 	/* seq_cst with the hand-back and control requests: they clear driven_ns
-	 * then read parked.  Also in a pass: the application's drive set driven_ns
-	 * before it, so 0 means one of them came and will not wake us. */
+	 * (a control request drove_ns first) then read parked.  Also in a pass:
+	 * the application's drive set driven_ns before it, so 0 means one of
+	 * them came and will not wake us. */
 	atomic_store(&e->parked, true);
-	if (atomic_load(&e->driven_ns)) {
+	if (atomic_load(&e->driven_ns) || (between && atomic_load(&e->drove_ns))) {
 		e->idle.count.parks++;
 		if (syscall(SYS_futex, &e->park_seq, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0) != 0 &&
 		    errno == ETIMEDOUT)

@@ -1911,6 +1911,107 @@ static void test_no_park_after_the_hand_back(void **state)
 	teardown_cluster();
 }
 
+/* What an embedded application leaves after each wait that handed the
+ * engine back with nothing left to run (sl_dp_embedded_release): the
+ * time of its last drive, and no drive going on. */
+static void handed_back(struct dp_engine *e)
+{
+	atomic_store(&e->drove_ns, dp_now_ns(NULL));
+	atomic_store(&e->driven_ns, 0);
+}
+
+/* An embedded application that calls back to back is between two calls
+ * (handed back, posting the next) for a third of its time.  The engine's
+ * thread stays parked through those gaps: when its park ran out in one, it
+ * took a pass, spun and yielded on the application's core to a thread the
+ * scheduler would not run yet, 0.1-2 ms at a time (perf/ALGORITHMS.md). */
+static void test_parked_between_the_applications_calls(void **state)
+{
+	struct runner r[2];
+	struct dp_engine *e;
+	uint64_t parks = 0, end, settled;
+	(void)state;
+
+	start_engines(r, 14, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 1000000 });
+	e = &nodes[0].e;
+	settled = now_ms() + 5; /* a sleep begun before the first hand-back runs out (1 ms) */
+	end = settled + 25;
+	for (uint64_t now = now_ms(); now < end; now = now_ms()) {
+		handed_back(e);
+		if (!parks && now >= settled) /* racy read of the thread's counter: a start mark */
+			parks = *(volatile uint64_t *)&e->idle.count.parks + 1;
+		usleep(100);
+	}
+	stop_engines(r);
+	/* parked the whole 25 ms: a park per holdoff (1 ms), fewer if this thread stalled */
+	if (e->idle.count.parks + 1 - parks < 5)
+		fail_msg("between the application's calls the engine's thread parked %llu times in 25 ms "
+			 "(slept %llu times, spun %llu idle passes): want it parked throughout",
+			 (unsigned long long)(e->idle.count.parks + 1 - parks), (unsigned long long)e->idle.count.sleeps,
+			 (unsigned long long)e->idle.count.spins);
+	teardown_cluster();
+}
+
+/* Not while a call runs that nobody waits for (posted and left, or the
+ * recv of a grouped send whose wait handed back): the thread runs it rather
+ * than park for the rest of the holdoff. */
+static void test_not_parked_while_a_call_runs(void **state)
+{
+	struct runner r[2];
+	struct dp_engine *e;
+	uint64_t parks, end;
+	(void)state;
+
+	start_engines(r, 16, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 1000000 });
+	e = &nodes[0].e;
+	post_rung(&nodes[0], 1, 100); /* it waits for node 1's */
+	while (!*(volatile uint64_t *)&e->count.colls_posted) /* racy: the engine thread's counter */
+		usleep(100);
+	for (end = now_ms() + 10; now_ms() < end; usleep(100))
+		handed_back(e);
+	parks = *(volatile uint64_t *)&e->idle.count.parks; /* racy: the thread's counter */
+	post_rung(&nodes[1], 1, 100);
+	wait_done(0, 100);
+	wait_done(1, 100);
+	stop_engines(r);
+	if (parks)
+		fail_msg("with a call running and the application between calls, the engine's thread parked %llu "
+			 "times: nobody drives that call then", (unsigned long long)parks);
+	teardown_cluster();
+}
+
+/* A control request (a communicator's destroy) that comes just after the
+ * application's last call handed the engine back is served at once: the
+ * thread it wakes does not park for the rest of the holdoff first. */
+static void test_control_request_wakes_a_parked_thread(void **state)
+{
+	struct runner r[2];
+	struct dp_engine *e;
+	_Atomic int32_t done = 0;
+	char why[SL_ERRMSG_LEN] = "";
+	static uint8_t buf[4096];
+	struct dp_region reg = { .base = buf, .size = sizeof(buf), .gpu = -1 };
+	uint64_t deadline;
+	(void)state;
+
+	start_engines(r, 15, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 60ull * 1000000000 });
+	e = &nodes[0].e;
+	wait_asleep(0, 0);
+	handed_back(e);
+	struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = 0, .index = 2, .obj = &reg, .done = &done,
+				  .why = why };
+	assert_true(dp_engine_ctl_post(e, &req));
+	deadline = now_ms() + 2000;
+	while (atomic_load(&done) == 0 && now_ms() < deadline)
+		usleep(100);
+	stop_engines(r);
+	if (atomic_load(&done) != 1 || e->idle.count.parks_out)
+		fail_msg("a control request after the application's hand-back was %s, after %llu parks that ran out "
+			 "(want served at once)", atomic_load(&done) == 1 ? "served" : atomic_load(&done) ? "refused" :
+			 "not served within 2 s", (unsigned long long)e->idle.count.parks_out);
+	teardown_cluster();
+}
+
 /* --busy-poll: the same calls, and no engine ever sleeps. */
 static void test_busy_poll_never_sleeps(void **state)
 {
@@ -1966,6 +2067,9 @@ int main(void)
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
 		cmocka_unit_test(test_no_park_after_the_hand_back),
+		cmocka_unit_test(test_parked_between_the_applications_calls),
+		cmocka_unit_test(test_not_parked_while_a_call_runs),
+		cmocka_unit_test(test_control_request_wakes_a_parked_thread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
