@@ -149,18 +149,19 @@ int32_t sl_dp_embedded_drive(int64_t now_ns)
  * now; without, it may stay parked for the rest of its holdoff, which spares
  * a wake-up per call.  more: the application has other calls in flight and
  * most likely waits for them next (a grouped send's wait, then its recv's).
- * Where ranks share cores (yield_app) it keeps the engine then: the woken
+ * It keeps the engine then where ranks share cores (yield_app) or where the
+ * engine's thread is parked (it parks between calls, engine.c): the woken
  * thread only took the core from a rank, for the next wait to park it again
- * (3 ranks on 2 cores: an 8-byte grouped send/recv took 40 us, not 6).  The
- * park runs out DRIVEN_HOLDOFF_NS after the last drive, so a call nobody
- * waits for is late by at most that.  With a core each, the wake is cheap
- * and a rank that computes before its next wait loses nothing. */
+ * (3 ranks on 2 cores: an 8-byte grouped send/recv took 40 us, not 6; 2
+ * ranks, 1.7-2.3x the time).  The park runs out DRIVEN_HOLDOFF_NS after the
+ * last drive, so a call nobody waits for is late by at most that.  An
+ * engine's thread that is up (spinning, or asleep on the wire) is told. */
 void sl_dp_embedded_release(bool more)
 {
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
 	bool expected = false, running;
 
-	if (!e || (more && e->idle.cfg.yield_app))
+	if (!e || (more && (e->idle.cfg.yield_app || atomic_load(&e->parked))))
 		return;
 	atomic_store(&e->driven_ns, 0);
 	/* e->running belongs to whoever is in a pass: take a pass's place to read it */

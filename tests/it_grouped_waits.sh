@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
-# it_grouped_waits.sh: embedded ranks that share cores wait for a grouped
-# send and then for its recv.  The first wait tells the dataplane that the
-# recv is still in flight, so its engine's thread is not woken only for the
-# second wait to park it again (sl_dp_embedded_release): its "parked while
-# the application drove" count stays far below one per call (it was about
-# one per three, 40 us a call instead of 6).  Counters, not timing.
-# usage: it_grouped_waits.sh SLUICE_RUN SLUICE_PERF
+# it_grouped_waits.sh: embedded ranks wait for a grouped send and then for
+# its recv.  The first wait tells the dataplane that the recv is still in
+# flight, so its engine's thread is not woken only for the second wait to
+# park it again (sl_dp_embedded_release): its "parked while the application
+# drove" count stays far below one per call.  3 ranks sharing 2 cores
+# (SLUICE_YIELD=1): it was about one per three, 40 us a call instead of 6.
+# 2 ranks with a core each (SLUICE_YIELD=0), whose engine threads park
+# between calls: one per four, 1.7-2.3x the time.  Counters, not timing.
+# usage: it_grouped_waits.sh SLUICE_RUN SLUICE_PERF RANKS
 set -u
-run=$1 perf=$2
+run=$1 perf=$2 ranks=$3
 calls=4000 # per column: sluice-perf runs an out-of-place and an in-place one
-out=$(SLUICE_YIELD=1 "$run" -n 3 --embedded -v --timeout 60 -- "$perf" -C sendrecv -b 8 -e 8 -n $calls -w 10 2>&1)
+out=$(SLUICE_YIELD=$((ranks > 2)) "$run" -n "$ranks" --embedded -v --timeout 60 -- "$perf" -C sendrecv -b 8 -e 8 -n $calls -w 10 2>&1)
 rc=$?
 parks=$(grep -oE "parked while the application drove [0-9]+ times" <<<"$out" | grep -oE "[0-9]+")
 echo "it_grouped_waits: exit $rc, parks per dataplane: $(echo $parks) for $((2 * calls)) calls each"
 [ $rc -eq 0 ] || { tail -20 <<<"$out"; echo "FAIL: the run failed"; exit 1; }
-[ "$(wc -w <<<"$parks")" -eq 3 ] || { echo "FAIL: want 3 idle lines"; exit 1; }
+[ "$(wc -w <<<"$parks")" -eq "$ranks" ] || { echo "FAIL: want $ranks idle lines"; exit 1; }
 for p in $parks; do
-	if [ "$p" -gt $((2 * calls / 8)) ]; then
+	if [ "$p" -gt $((2 * calls / 16)) ]; then
 		echo "FAIL: a dataplane's engine thread parked $p times in $((2 * calls)) grouped send/recv calls" \
-			"(want at most one per 8): the waits woke it between a send and its recv"
+			"(want at most one per 16): the waits woke it between a send and its recv"
 		exit 1
 	fi
 done
