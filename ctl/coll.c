@@ -126,7 +126,9 @@ static void req_complete(struct sluice_req *r, const struct sl_cpl *cpl)
 	bool known = cpl->status >= SLUICE_OK && cpl->status < SLUICE_IN_PROGRESS;
 	char msg[SL_ERRMSG_LEN];
 
-	if (known) {
+	if (cpl->status == SLUICE_OK) { /* its msg is not written (abi.h) */
+		msg[0] = '\0';
+	} else if (known) {
 		memcpy(msg, cpl->msg, sizeof(msg));
 		msg[sizeof(msg) - 1] = '\0';
 	} else {
@@ -140,18 +142,19 @@ static void req_complete(struct sluice_req *r, const struct sl_cpl *cpl)
 /* Drain every channel's completion ring into the request table. */
 static void reap(struct sluice_ctx *ctx)
 {
-	struct sl_cpl cpl;
+	const struct sl_cpl *cpl;
 
+	/* read in place: a success's message is neither written nor copied */
 	for (unsigned ch = 0; ch < ctx->nch; ch++) {
-		while (sl_spsc_dequeue(&ctx->complete[ch], &cpl)) {
-			struct sluice_req *r = &ctx->reqs[cpl.req % SL_MAX_REQS];
+		for (; (cpl = sl_spsc_front(&ctx->complete[ch])); sl_spsc_pop(&ctx->complete[ch])) {
+			struct sluice_req *r = &ctx->reqs[cpl->req % SL_MAX_REQS];
 
-			if (r->tag == cpl.req && (r->state == SL_REQ_POSTED || r->state == SL_REQ_ABANDONED))
-				req_complete(r, &cpl);
+			if (r->tag == cpl->req && (r->state == SL_REQ_POSTED || r->state == SL_REQ_ABANDONED))
+				req_complete(r, cpl);
 			else
 				SL_LOG(SL_LOG_WARN, SL_SUB_COLL,
 				       "channel %u completed request %llu, which is not outstanding: ignored", ch,
-				       (unsigned long long)cpl.req);
+				       (unsigned long long)cpl->req);
 		}
 	}
 }

@@ -233,7 +233,6 @@ struct dp_coll {
 	const uint8_t *snap_src;  /* the client's input */
 	uint64_t snap_piece, snap_off; /* how much of it is posted */
 	int32_t status;           /* SLUICE_OK until it fails */
-	char why[SL_ERRMSG_LEN];
 	/* Reported done to the client, kept for the call checks still to come
 	 * and the ACKs of its sends, which now read linger_copy instead of the
 	 * client's buffers. */
@@ -243,6 +242,9 @@ struct dp_coll {
 	uint64_t linger_len;      /* its bytes in this call */
 	uint64_t linger_cap;      /* its size */
 	bool to_one;              /* only sends, to one rank, and is no root: lingers DP_LINGER_ONE_MAX deep */
+	/* Written with a failing status, read only then: last, so that reusing
+	 * a collective need not clear its three cache lines (coll_get). */
+	char why[SL_ERRMSG_LEN];
 };
 
 struct dp_counters {

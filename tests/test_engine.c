@@ -339,6 +339,38 @@ static void test_mismatch_everywhere(void **state)
 	teardown_cluster();
 }
 
+/* A success writes no message into the completion ring (its 192 bytes
+ * were zeroed and copied on every call); a failure still does, into the
+ * same slots. */
+static void test_success_writes_no_message(void **state)
+{
+	struct sl_memport_faults f = { .seed = 6 };
+	struct sl_cpl cpl[MAXN];
+	(void)state;
+
+	setup_cluster(2, &f, 10ull * 1000000000);
+	for (unsigned i = 0; i < 2; i++)
+		memset(nodes[i].complete.sh->slots, 'Z', SL_COMPLETE_SLOTS * sizeof(struct sl_cpl));
+	for (unsigned i = 0; i < 2; i++)
+		post(&nodes[i], 1, 100, SLUICE_INT32, SLUICE_SUM, false);
+	wait_all(cpl, 50000000);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_int_equal(cpl[i].status, SLUICE_OK);
+		for (size_t b = 0; b < sizeof(cpl[i].msg); b++)
+			if (cpl[i].msg[b] != 'Z')
+				fail_msg("node %u: a successful completion wrote its message (byte %zu is %#x)", i, b,
+					 (unsigned)(uint8_t)cpl[i].msg[b]);
+	}
+	post(&nodes[0], 2, 100, SLUICE_INT32, SLUICE_SUM, false);
+	post(&nodes[1], 2, 100, SLUICE_INT32, SLUICE_MAX, false);
+	wait_all(cpl, 50000000);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_int_equal(cpl[i].status, SLUICE_ERR_MISMATCH);
+		assert_non_null(strstr(cpl[i].msg, "differs across ranks"));
+	}
+	teardown_cluster();
+}
+
 /* ---- every collective ---- */
 
 /* Rank r's input element i; small enough that sums of 4 ranks stay exact. */
@@ -2039,6 +2071,7 @@ int main(void)
 		cmocka_unit_test(test_every_collective_under_faults),
 		cmocka_unit_test(test_bitwise_deterministic),
 		cmocka_unit_test(test_mismatch_everywhere),
+		cmocka_unit_test(test_success_writes_no_message),
 		cmocka_unit_test(test_rooted_mismatch_both_receive),
 		cmocka_unit_test(test_rooted_mismatch_told_to_the_sender),
 		cmocka_unit_test(test_abort_notice_outlives_its_communicator),

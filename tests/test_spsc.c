@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <pthread.h>
@@ -73,6 +74,40 @@ static void full_and_empty(void **state)
 		get(&c, i);
 	assert_false(sl_spsc_dequeue(&c, &it));
 	assert_int_equal(sl_spsc_count(&c), 0);
+	free(sh);
+}
+
+/* A part enqueued writes its bytes alone: the rest of the slot keeps what
+ * it held (a successful completion leaves its message unwritten); a slot
+ * read in place through sl_spsc_front stays the producer's to not touch
+ * until sl_spsc_pop, and a full ring opens only then. */
+static void parts_and_reads_in_place(void **state)
+{
+	struct sl_spsc_shared *sh = ring_new(2, sizeof(struct item));
+	struct sl_spsc p, c;
+	struct item it = { 5, ~5ull };
+	const struct item *at;
+
+	(void)state;
+	memset(sh->slots, 0x5a, 2 * sizeof(struct item));
+	assert_true(sl_spsc_attach(&p, sh, 2, sizeof(struct item), true));
+	assert_true(sl_spsc_attach(&c, sh, 2, sizeof(struct item), false));
+	assert_true(sl_spsc_enqueue_part(&p, &it, sizeof(it.seq)));
+	put(&p, 6);
+	assert_false(sl_spsc_enqueue_part(&p, &it, sizeof(it.seq))); /* full */
+	at = sl_spsc_front(&c);
+	assert_non_null(at);
+	assert_int_equal(at->seq, 5);
+	if (at->check != 0x5a5a5a5a5a5a5a5aull)
+		fail_msg("the part enqueue wrote past its %zu bytes: check is %#llx", sizeof(it.seq),
+			 (unsigned long long)at->check);
+	assert_ptr_equal(sl_spsc_front(&c), at); /* not consumed by looking */
+	assert_false(sl_spsc_enqueue(&p, &it));   /* still full while read in place */
+	sl_spsc_pop(&c);
+	get(&c, 6);
+	assert_null(sl_spsc_front(&c));
+	assert_true(sl_spsc_enqueue_part(&p, &it, 4 * sizeof(it))); /* a len past the slot is cut to it */
+	get(&c, 5);
 	free(sh);
 }
 
@@ -237,6 +272,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(full_and_empty),
+		cmocka_unit_test(parts_and_reads_in_place),
 		cmocka_unit_test(wraps_past_2_32),
 		cmocka_unit_test(bad_geometry_refused),
 		cmocka_unit_test(two_threads),

@@ -157,7 +157,7 @@ struct sl_cpl {
 	uint64_t req;              /* the command's tag */
 	int32_t status;            /* sluice_result_t */
 	uint32_t reserved;
-	char msg[SL_ERRMSG_LEN];   /* why, when status is not SLUICE_OK */
+	char msg[SL_ERRMSG_LEN];   /* why, when status is not SLUICE_OK; not written otherwise */
 };
 
 /* A channel's engine naps on its doorbell when idle: the client rings it after submitting. */

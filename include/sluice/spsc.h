@@ -68,8 +68,11 @@ static inline bool sl_spsc_attach(struct sl_spsc *r, struct sl_spsc_shared *sh, 
 	return true;
 }
 
-/* Copy one slot in; false when the ring is full.  Producer only. */
-static inline bool sl_spsc_enqueue(struct sl_spsc *r, const void *slot)
+/* Copy the first len bytes (at most slot_size) of one slot in: the rest of
+ * the ring's slot keeps what it held, which saves writing a slot's unused
+ * tail into shared memory (a successful completion's message).  False when
+ * the ring is full.  Producer only. */
+static inline bool sl_spsc_enqueue_part(struct sl_spsc *r, const void *slot, uint32_t len)
 {
 	uint32_t head = atomic_load_explicit(&r->sh->head, memory_order_relaxed);
 	if (head - r->other > r->mask) {
@@ -77,22 +80,46 @@ static inline bool sl_spsc_enqueue(struct sl_spsc *r, const void *slot)
 		if (head - r->other > r->mask)
 			return false;
 	}
-	memcpy(&r->sh->slots[(size_t)(head & r->mask) * r->slot_size], slot, r->slot_size);
+	memcpy(&r->sh->slots[(size_t)(head & r->mask) * r->slot_size], slot, len < r->slot_size ? len : r->slot_size);
 	atomic_store_explicit(&r->sh->head, head + 1, memory_order_release);
 	return true;
 }
 
-/* Copy one slot out; false when the ring is empty.  Consumer only. */
-static inline bool sl_spsc_dequeue(struct sl_spsc *r, void *slot)
+/* Copy one slot in; false when the ring is full.  Producer only. */
+static inline bool sl_spsc_enqueue(struct sl_spsc *r, const void *slot)
+{
+	return sl_spsc_enqueue_part(r, slot, r->slot_size);
+}
+
+/* The oldest filled slot, to read in place until sl_spsc_pop, or NULL when
+ * the ring is empty: a consumer that needs only part of it copies no more.
+ * Consumer only. */
+static inline const void *sl_spsc_front(struct sl_spsc *r)
 {
 	uint32_t tail = atomic_load_explicit(&r->sh->tail, memory_order_relaxed);
 	if (tail == r->other) {
 		r->other = atomic_load_explicit(&r->sh->head, memory_order_acquire);
 		if (tail == r->other)
-			return false;
+			return NULL;
 	}
-	memcpy(slot, &r->sh->slots[(size_t)(tail & r->mask) * r->slot_size], r->slot_size);
+	return &r->sh->slots[(size_t)(tail & r->mask) * r->slot_size];
+}
+
+/* Release the slot sl_spsc_front returned to the producer.  Consumer only. */
+static inline void sl_spsc_pop(struct sl_spsc *r)
+{
+	uint32_t tail = atomic_load_explicit(&r->sh->tail, memory_order_relaxed);
 	atomic_store_explicit(&r->sh->tail, tail + 1, memory_order_release);
+}
+
+/* Copy one slot out; false when the ring is empty.  Consumer only. */
+static inline bool sl_spsc_dequeue(struct sl_spsc *r, void *slot)
+{
+	const void *at = sl_spsc_front(r);
+	if (!at)
+		return false;
+	memcpy(slot, at, r->slot_size);
+	sl_spsc_pop(r);
 	return true;
 }
 
