@@ -457,6 +457,43 @@ int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 	return 0;
 }
 
+int sl_sched_reinit_from(struct sl_sched *s, const struct sl_sched *from)
+{
+	if (!from->built || from == s) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (s->cap < from->nx) {
+		struct sl_xfer *x = realloc(s->x, from->nx * sizeof(*x));
+		if (!x) {
+			errno = ENOMEM;
+			return -1;
+		}
+		s->x = x;
+		s->cap = from->nx;
+	}
+	*s = (struct sl_sched){ .p = from->p, .snapshot_send = from->snapshot_send, .x = s->x,
+				.nx = from->nx, .cap = s->cap, .nrecv = from->nrecv,
+				.ready_cap = from->ready_cap, .tab = s->tab, .tab_bytes = s->tab_bytes };
+	/* the tables as index_xfers sized them: a mask past the last chunk, a send past the last */
+	if (carve_tables(s, from->chunks_built + 1ull, from->ready_cap + 1ull) != 0) {
+		sl_sched_fini(s);
+		errno = ENOMEM;
+		return -1;
+	}
+	memcpy(s->bytes, from->bytes, sizeof(s->bytes));
+	memcpy(s->x, from->x, from->nx * sizeof(*s->x));
+	memcpy(s->recvs, from->recvs, from->nrecv * sizeof(*s->recvs));
+	/* a run queues its sends after ready_built: the first ones are the build's */
+	memcpy(s->ready, from->ready, from->ready_built * sizeof(*s->ready));
+	s->built = true;
+	s->ready_built = from->ready_built;
+	s->lazy_built = from->lazy_built;
+	s->chunks_built = from->chunks_built;
+	rewind_run(s);
+	return 0;
+}
+
 void sl_sched_fini(struct sl_sched *s)
 {
 	free(s->x);

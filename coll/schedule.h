@@ -193,6 +193,12 @@ int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p);
  * caller's), only the run's state is reset: a loop that repeats one call
  * builds its schedule once (s->reused says which path was taken). */
 int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p);
+/* s as sl_sched_reinit(s, &from->p) leaves it, from another schedule that
+ * holds that plan (built, perhaps mid-run): its transfers, sorted
+ * receptions and first sends are copied, not built again; s's memory is
+ * reused when big enough.  0, or -1 with errno EINVAL (from holds no built
+ * schedule) or ENOMEM. */
+int sl_sched_reinit_from(struct sl_sched *s, const struct sl_sched *from);
 /* Whether s holds p's schedule: sl_sched_reinit(s, p) would only reset it. */
 bool sl_sched_holds(const struct sl_sched *s, const struct sl_sched_plan *p);
 void sl_sched_fini(struct sl_sched *s);

@@ -659,7 +659,7 @@ static void print_counters(const struct dp_engine *e)
 	char name[48];
 
 	fprintf(stderr,
-		"sluiced %s: collectives posted %llu done %llu failed %llu rejected %llu; "
+		"sluiced %s: collectives posted %llu done %llu failed %llu rejected %llu, schedules built %llu; "
 		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu, moved off dead paths %llu), "
 		"dup %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu "
@@ -669,7 +669,7 @@ static void print_counters(const struct dp_engine *e)
 		"windows held %llu (refused %llu), held packets resent %llu, window probes %llu\n",
 		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
-		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
+		(unsigned long long)e->count.sched_built, (unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
 		/* "sack": every selective retransmission, probes included (tools sum rto + sack) */
 		(unsigned long long)t->retx_rto, (unsigned long long)(t->retx_sack + t->retx_tlp + t->retx_path),
 		(unsigned long long)t->retx_tlp, (unsigned long long)t->retx_path,

@@ -1478,6 +1478,10 @@ static void test_a_leaf_runs_far_ahead_of_its_root(void **state)
 	setup_cluster(3, &none, 10ull * 1000000000);
 	leaf_runs_ahead(0, calls);
 	assert_int_equal(nodes[1].e.lingering, calls);
+	/* the first call's schedule built, the others' copied from the one before, which lingers */
+	if (nodes[1].e.count.sched_built != 1)
+		fail_msg("leaf 1 built %llu schedules for %llu calls of one plan",
+			 (unsigned long long)nodes[1].e.count.sched_built, (unsigned long long)calls);
 	root_catches_up(0, calls);
 	/* again, past DP_LINGER_MAX, on collectives that finished (their schedules reused) */
 	leaf_runs_ahead(calls, calls + DP_LINGER_MAX + 64);

@@ -14,6 +14,7 @@
  * delivery order (and, for all-reduce, on every rank).  All-to-allv runs
  * with random counts (zeros among them) and gaps between blocks.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -988,6 +989,47 @@ static void test_reuse_needs_same_plan(void **state)
 	sl_sched_fini(&used);
 }
 
+/* A schedule copied from another collective's that holds its plan, mid-run
+ * (the engine copies a lingering call's for a leaf that runs far ahead), is
+ * the one built new, runs as it does, and resets as it does, on memory that
+ * held another plan's; every served collective, rank and placement. */
+static void test_copied_schedule_is_the_built_one(void **state)
+{
+	struct sl_sched from = { 0 }, copy = { 0 }, fresh;
+	struct sl_sched_plan other = { .coll = SL_COLL_ALLREDUCE, .algo = SL_ALGO_RING, .nranks = 2,
+				       .count = 1, .esize = 4, .payload = 16, .chunk_bytes = 16 };
+	(void)state;
+
+	plan_bytes(&other);
+	for (struct served it = { 0 }; next_served(&it, 4);)
+		for (uint32_t r = 0; r < it.n; r++) {
+			struct sl_sched_plan p = { .coll = all_colls[it.c], .algo = it.a, .nranks = it.n, .rank = r,
+						   .root = 1 % it.n, .count = 13, .esize = 4, .payload = 16,
+						   .chunk_bytes = 16, .in_place = (it.n + r) % 2 };
+			plan_bytes(&p);
+			assert_int_equal(sl_sched_reinit(&from, &p), 0);
+			run_some(&from);
+			assert_int_equal(sl_sched_reinit(&copy, &other), 0);
+			assert_int_equal(sl_sched_reinit_from(&copy, &from), 0);
+			assert_int_equal(sl_sched_init(&fresh, &p), 0);
+			assert_same_sched(&copy, &fresh);
+			run_some(&copy);
+			run_some(&fresh);
+			assert_same_sched(&copy, &fresh);
+			assert_int_equal(sl_sched_reinit(&copy, &p), 0);
+			assert_true(copy.reused);
+			sl_sched_fini(&fresh);
+			assert_int_equal(sl_sched_init(&fresh, &p), 0);
+			assert_same_sched(&copy, &fresh);
+			sl_sched_fini(&fresh);
+		}
+	errno = 0;
+	assert_int_equal(sl_sched_reinit_from(&copy, &copy), -1);
+	assert_int_equal(errno, EINVAL);
+	sl_sched_fini(&from);
+	sl_sched_fini(&copy);
+}
+
 /* A 3-rank direct broadcast from rank 0: the only call check is a lazy one
  * from a receiver to its sender, held until released; the two receivers,
  * which exchange no data, send each other none (each waited for the
@@ -1193,6 +1235,7 @@ int main(void)
 		cmocka_unit_test(test_in_place_all_to_all_leaves_its_own_block),
 		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_reuse_needs_same_plan),
+		cmocka_unit_test(test_copied_schedule_is_the_built_one),
 		cmocka_unit_test(test_reuse_every_collective),
 		cmocka_unit_test(test_every_type_and_op),
 		cmocka_unit_test(test_strided_slices),
