@@ -204,12 +204,9 @@ struct dp_coll {
 	uint8_t *buf[SL_NBUFS];   /* send, recv and scratch, as the schedule names them */
 	uint8_t *owned;           /* scratch and the in-place copy of the input, freed with it */
 	uint64_t owned_len;       /* its size */
-	struct sl_sched sched;
 	struct dp_stashed *deferred; /* packets that came before their turn in the reduction order */
 	struct sl_vmeta *vmeta;   /* ALLTOALLV: the client's counts, copied at post */
-	struct sl_tp_msg *msgs;   /* one per send chunk, allocated at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
-	uint32_t msgs_cap;        /* msgs' length, kept when the collective is reused */
 	uint64_t posted_ns;
 	uint64_t last_progress_ns;
 	/* Gated collectives (device buffers, or --gate-host): packets are
@@ -238,12 +235,17 @@ struct dp_coll {
 	 * client's buffers. */
 	bool lingering;
 	bool linger_ready;        /* counted in comm->linger_ready: it may finish */
-	uint8_t *linger_copy;     /* kept for reuse, as msgs is */
-	uint64_t linger_len;      /* its bytes in this call */
-	uint64_t linger_cap;      /* its size */
+	uint64_t linger_len;      /* linger_copy's bytes in this call */
+	/* Kept when a finished collective is reused: coll_get clears only what
+	 * stands above (a whole-struct literal built on the stack and copied
+	 * was 10% of dp_coll_post's samples). */
+	struct sl_sched sched;    /* reset, or rebuilt for another plan, by coll_new */
 	bool to_one;              /* only sends, to one rank, and is no root: lingers DP_LINGER_ONE_MAX deep */
-	/* Written with a failing status, read only then: last, so that reusing
-	 * a collective need not clear its three cache lines (coll_get). */
+	struct sl_tp_msg *msgs;   /* one per send chunk, allocated at post */
+	uint32_t msgs_cap;        /* msgs' length */
+	uint8_t *linger_copy;     /* the bytes a lingering call's sends still read */
+	uint64_t linger_cap;      /* its size */
+	/* written with a failing status, read only then: three cache lines not cleared */
 	char why[SL_ERRMSG_LEN];
 };
 
