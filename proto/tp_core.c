@@ -166,9 +166,17 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
 
 	if (!f || f->dead)
 		return -1;
-	/* it will wait for a held window: the dead clock starts now, not at the hold */
-	if (f->held && !f->q_head && f->snd_una == f->snd_nxt)
-		f->progress_ns = sl_now(&tp->clock);
+	/* It will wait for a held window: the dead clock starts now, not at the
+	 * hold.  The pass's clock moves up to that read, so that a pass at an
+	 * earlier time (an embedded application's read, sl_tp_poll_at) never
+	 * sees progress after its clock: the dead check's difference wrapped
+	 * and killed the flow at once. */
+	if (f->held && !f->q_head && f->snd_una == f->snd_nxt) {
+		uint64_t now = sl_now(&tp->clock);
+		if (now > tp->now_ns)
+			tp->now_ns = now;
+		f->progress_ns = tp->now_ns;
+	}
 	m->next_off = 0;
 	m->unacked = 0;
 	m->queued = true;

@@ -793,6 +793,37 @@ static void test_poll_at_never_goes_back(void **state)
 	harness_free(hs);
 }
 
+/* An embedded pass runs at the time its application read before it, and
+ * what the pass posts first may stamp a later one: a message queued on a
+ * held window with nothing in flight starts the dead clock at a fresh
+ * read.  That stamp must not stand after the pass's clock: the dead check
+ * subtracted it, wrapped, and killed the flow within a second of the hold
+ * ("nothing was acknowledged for 30.0 s"; 3-rank gathers of 1-4 MiB). */
+static void test_pass_timed_before_a_send_on_a_held_window(void **state)
+{
+	const uint64_t dead_ns = 20000000;
+	struct setup s = { .dead_ns = dead_ns };
+	struct harness *hs = harness_new(&s);
+	struct end *a = &hs->a;
+	(void)state;
+
+	hs->b.every = UINT32_MAX; /* b's engine never drains: it holds a's window */
+	hs->b.cap = 12;
+	send_msg(a, 6);
+	while (hs->clock.ns < 1000000 + 2 * dead_ns) /* held, all acknowledged: the window probes answered */
+		round_once(hs);
+	assert_true(hs->b.holding);
+	hs->clock.ns += 1000000; /* past the timer scan interval: the pass below scans them */
+	uint64_t read_before = hs->clock.ns;
+	hs->clock.ns += 1000;
+	send_msg(a, 8); /* waits for the held window, nothing in flight */
+	sl_tp_poll_at(a->tp, read_before);
+	if (a->dead_calls)
+		fail_msg("a pass timed 1 us before the send declared the flow to b dead at once");
+	assert_true(sl_tp_node_alive(a->tp, NODE_B));
+	harness_free(hs);
+}
+
 static void test_cancel(void **state)
 {
 	(void)state;
@@ -958,6 +989,7 @@ int main(void)
 		cmocka_unit_test(test_peer_dies_while_a_message_waits),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_poll_at_never_goes_back),
+		cmocka_unit_test(test_pass_timed_before_a_send_on_a_held_window),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_cancel_queued),
