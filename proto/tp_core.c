@@ -210,6 +210,12 @@ static void unqueue(struct tp_flow *f, struct sl_tp_msg *m)
 
 void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m)
 {
+	/* Every packet acknowledged: no unacknowledged slot names m (an
+	 * acknowledged one is never read again), so there is nothing to void.
+	 * A leaf far ahead frees each call's message this way, and walking
+	 * its up to a window of PSNs in flight was ~4% of its time. */
+	if (!m->queued && m->unacked == 0)
+		return;
 	struct tp_flow *f = flow_of(tp, m->dst_node);
 
 	if (!f)
