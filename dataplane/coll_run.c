@@ -493,7 +493,7 @@ static bool copy_sources(struct dp_engine *e, struct dp_coll *k)
 	if (!len)
 		return true; /* nothing to copy, or copied already (the completion found no room) */
 	if (!k->linger_copy || len > k->linger_cap) {
-		uint8_t *p = dp_pool_get(&e->pool, len + 1);
+		uint8_t *p = dp_pool_get(&e->pool, len); /* len > 0: len + 1 took the next class at 4 KiB */
 		if (!p)
 			return false;
 		dp_pool_put(&e->pool, k->linger_copy);

@@ -81,19 +81,33 @@ void dp_pool_fini(struct dp_pool *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/* Class c holds 2^(MIN_SHIFT + c/2) bytes, half as much again when c is
+ * odd: 64, 96, 128, 192, ...  With powers of two alone, a 4 KiB packet and
+ * its stash header took an 8 KiB block, and a 3-rank root's early packets
+ * of 4 KiB reduces (two leaves ~1000 calls ahead) overflowed the arena: the
+ * malloc'd rest faulted in, 20-30 us a call over a 1000-call run, 4-5 us
+ * with room (perf/ALGORITHMS.md, small3). */
+static size_t class_size(uint32_t c)
+{
+	size_t base = (size_t)1 << (DP_POOL_MIN_SHIFT + c / 2);
+
+	return c & 1 ? base + base / 2 : base;
+}
+
 static uint32_t class_of(size_t len)
 {
-	uint32_t c = 0;
+	if (len <= (size_t)1 << DP_POOL_MIN_SHIFT)
+		return 0;
+	uint32_t s = 63 - (uint32_t)__builtin_clzll(len - 1); /* 2^s < len <= 2^(s+1) */
+	uint32_t c = 2 * (s - DP_POOL_MIN_SHIFT) + (len <= (size_t)3 << (s - 1) ? 1 : 2);
 
-	while (c < DP_POOL_CLASSES && ((size_t)1 << (DP_POOL_MIN_SHIFT + c)) < len)
-		c++;
 	return c < DP_POOL_CLASSES ? c : BIG;
 }
 
 void *dp_pool_get(struct dp_pool *p, size_t len)
 {
 	uint32_t c = class_of(len);
-	size_t size = c == BIG ? len : (size_t)1 << (DP_POOL_MIN_SHIFT + c);
+	size_t size = c == BIG ? len : class_size(c);
 	struct dp_pool_block *b;
 
 	if (c != BIG && (b = p->free[c])) {

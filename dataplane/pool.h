@@ -4,10 +4,10 @@
  * touched when the engine starts.  From malloc, a run of calls that grew
  * the heap faulted a fresh page in every few calls, 10-14 us each on the
  * VMs sluice is measured on (perf/ALGORITHMS.md, "stalls").  Blocks come in
- * power-of-two sizes and go back to their size's free list; when the arena
- * is used up, or for sizes above DP_POOL_ARENA_CLASSES', they come from
- * malloc, and up to DP_POOL_KEEP_BYTES of those are kept for reuse.  Freed
- * to glibc instead, a root's megabytes of early packets, or a non-root's
+ * powers of two and one and a half times those, and go back to their size's
+ * free list; when the arena is used up, or for sizes above
+ * DP_POOL_ARENA_CLASSES', they come from malloc, and up to
+ * DP_POOL_KEEP_BYTES of those are kept for reuse.  Freed to glibc instead, a root's megabytes of early packets, or a non-root's
  * lingering copy of its send, went back to the kernel (heap trimming, or
  * munmap) and faulted in again on the next call: a 3-rank gather of 4 MiB
  * took 5-6 ms instead of 0.7 (perf/ALGORITHMS.md, "pool keeps").
@@ -19,12 +19,12 @@
 #include <stdint.h>
 
 /* The arena, touched at start (40-80 ms here): a receive budget of early
- * packets (256 of 16 KiB, in 32 KiB blocks) and lingering calls' copies. */
+ * packets (256 of 16 KiB, in 24 KiB blocks) and lingering calls' copies. */
 #define DP_POOL_BYTES (16u << 20)
 #define DP_POOL_KEEP_BYTES (32u << 20) /* malloc'd blocks kept for reuse beyond it */
 #define DP_POOL_MIN_SHIFT 6            /* sizes 64 B ... */
-#define DP_POOL_ARENA_CLASSES 13       /* ... to 256 KiB from the arena ... */
-#define DP_POOL_CLASSES 21             /* ... to 64 MiB; larger blocks are malloc'd and freed */
+#define DP_POOL_ARENA_CLASSES 25       /* ... to 256 KiB from the arena ... */
+#define DP_POOL_CLASSES 41             /* ... to 64 MiB; larger blocks are malloc'd and freed */
 
 struct dp_pool_block;
 
