@@ -7,7 +7,8 @@
  * powers of two and one and a half times those, and go back to their size's
  * free list; when the arena is used up, or for sizes above
  * DP_POOL_ARENA_CLASSES', they come from malloc, and up to
- * DP_POOL_KEEP_BYTES of those are kept for reuse.  Freed to glibc instead, a root's megabytes of early packets, or a non-root's
+ * DP_POOL_KEEP_BYTES of those are kept for reuse.  Freed to glibc instead,
+ * a root's megabytes of early packets, or a non-root's
  * lingering copy of its send, went back to the kernel (heap trimming, or
  * munmap) and faulted in again on the next call: a 3-rank gather of 4 MiB
  * took 5-6 ms instead of 0.7 (perf/ALGORITHMS.md, "pool keeps").
