@@ -1678,9 +1678,14 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 
 /* Finish comm's lingering calls that are marked ready; on timer passes
  * look at the oldest for its timeout.  Only it: a lingering call waits for
- * ACKs alone, which come in order, so a call whose ACK never comes is the
- * oldest once those before it are done; and walking all of a leaf's
- * DP_LINGER_ONE_MAX every millisecond was 7% of its samples. */
+ * ACKs alone, so one of one message (a leaf's) has made no progress since it
+ * began to linger, and the calls before it end by their own timeouts first
+ * (failing the communicator, and so every call behind) or are acknowledged;
+ * a call whose peer died ends with that peer's flow (dp_flow_dead).  Only
+ * an older call of several messages, acknowledged piecemeal, can put off
+ * the check of one behind it.  Walking all of a leaf's DP_LINGER_ONE_MAX
+ * every millisecond was 7% of its samples.  test_engine
+ * lingering_calls_behind_the_oldest_*. */
 static uint32_t linger_progress(struct dp_engine *e, struct dp_comm *comm, uint64_t now, bool timers)
 {
 	uint32_t work = 0;

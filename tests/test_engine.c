@@ -9,7 +9,8 @@
  * calls ahead of its peer (lingering calls, early packets), early packets
  * that hold the window and a post that must reopen it, the peer dying
  * while it holds the window, a dead peer turned into a timeout error that
- * names it, and a peer that destroyed,
+ * names it, lingering calls behind the oldest that end by the timeout when
+ * their peer dies or never acknowledges, and a peer that destroyed,
  * then went silent, owed nothing and failing nothing.  Then engines on threads of their own, as
  * sluiced runs them: one asleep still wakes for a peer's frames and for a
  * submission.
@@ -1644,6 +1645,120 @@ static void test_early_packets_need_no_second_copy(void **state)
 	teardown_cluster();
 }
 
+/*
+ * Lingering calls behind the oldest.  A timer pass looks at the oldest
+ * lingering call alone (coll_run.c linger_progress): node 1 runs sends to
+ * nodes 0 and 2 in turn, each done at its post, and the oldest waits for
+ * node 0, which is descheduled for half the timeout and then acknowledges;
+ * those behind it wait for node 2, which never will.  Every one of them
+ * must end by the timeout after its post (the timer passes' granularity
+ * aside) with a failure that names rank 2, which node 1's next call then
+ * reports.  On the stepped clock: the bound is the engines' time, not the
+ * machine's.
+ */
+#define LINGER_T_NS (500ull * 1000000) /* 0.5 s */
+
+static uint64_t engine_now(unsigned i)
+{
+	return sl_tp_poll_ns(nodes[i].e.tp);
+}
+
+/* Node 1 posts a send of one int32 to node `to` (its value at byte off):
+ * done at its post, with node 1 alone polled. */
+static void send_lingers(unsigned to, uint64_t off)
+{
+	struct sl_cpl cpl;
+	unsigned p = 0;
+
+	post_p2p(1, to, false, off);
+	for (; p < 100 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+		dp_engine_poll(&nodes[1].e);
+	if (p == 100)
+		fail_msg("node 1's send to node %u waited (%u lingering)", to, nodes[1].e.comms[0].nlinger);
+	assert_int_equal(cpl.status, SLUICE_OK);
+}
+
+/* Poll the nodes not marked dead until the engines' clock reaches until_ns. */
+static void run_until(uint64_t until_ns)
+{
+	while (engine_now(1) < until_ns)
+		poll_all();
+}
+
+/* Node 1's lingering calls all end by deadline_ns, its communicator failed
+ * for rank 2, and its next call says so. */
+static void lingering_end_naming_rank_2(uint64_t deadline_ns)
+{
+	struct sl_cpl cpl;
+
+	for (uint64_t give_up = deadline_ns + LINGER_T_NS; nodes[1].e.lingering && engine_now(1) < give_up;)
+		poll_all();
+	if (nodes[1].e.lingering || engine_now(1) > deadline_ns)
+		fail_msg("node 1: %u call(s) still lingered %.3f s after the deadline (failed: %s)",
+			 nodes[1].e.lingering, ((double)engine_now(1) - (double)deadline_ns) / 1e9,
+			 nodes[1].e.comms[0].why);
+	assert_int_equal(nodes[1].e.comms[0].failed, SLUICE_ERR_TIMEOUT);
+	post_p2p(1, 0, false, 0);
+	for (unsigned p = 0; p < 100 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+		dp_engine_poll(&nodes[1].e);
+	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
+	if (!strstr(cpl.msg, "rank 2"))
+		fail_msg("node 1's failure does not name rank 2: %s", cpl.msg);
+}
+
+/* Node 2 dead: its flow dies (nothing acknowledged for the timeout). */
+static void test_lingering_calls_behind_the_oldest_end_when_a_peer_dies(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	(void)state;
+
+	cluster_clock = (struct sl_clock){ .now_ns = stepped_now };
+	setup_cluster(3, &none, LINGER_T_NS);
+	nodes[2].dead = true;
+	uint64_t start = engine_now(1);
+	for (uint64_t k = 0; k < 64; k++)
+		send_lingers(k % 2 ? 2 : 0, k * 4);
+	assert_int_equal(nodes[1].e.lingering, 64);
+	nodes[0].dead = true;
+	run_until(start + LINGER_T_NS / 2);
+	nodes[0].dead = false;
+	lingering_end_naming_rank_2(start + LINGER_T_NS + LINGER_T_NS / 20);
+	teardown_cluster();
+}
+
+/* Node 2 alive but stuck: it never makes its calls, and once its stash
+ * share is full it holds node 1's window, answering the probes; its flow
+ * lives, and only the lingering calls' timeout can end them. */
+static void test_lingering_calls_behind_the_oldest_time_out(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	uint64_t k = 0;
+	(void)state;
+
+	cluster_clock = (struct sl_clock){ .now_ns = stepped_now };
+	setup_cluster(3, &none, LINGER_T_NS);
+	nodes[0].dead = true;
+	for (; k < 8; k++)
+		send_lingers(0, k * 4);
+	for (; !nodes[2].e.comms[0].stash_held && k < DP_STASH_MAX; k++) {
+		send_lingers(2, k * 4);
+		poll_all();
+	}
+	uint64_t held = engine_now(1);
+	for (uint64_t j = 0; j < 8; j++, k++)
+		send_lingers(2, k * 4);
+	for (unsigned p = 0; p < 1000; p++)
+		poll_all();
+	assert_true(nodes[2].e.comms[0].stash_held);
+	assert_int_equal(nodes[1].e.lingering, 16);
+	run_until(held + LINGER_T_NS / 2);
+	assert_true(sl_tp_node_alive(nodes[1].e.tp, 2));
+	nodes[0].dead = false;
+	lingering_end_naming_rank_2(held + LINGER_T_NS + LINGER_T_NS / 20);
+	assert_true(sl_tp_node_alive(nodes[1].e.tp, 2)); /* the call's timeout, not the flow's */
+	teardown_cluster();
+}
+
 static void test_dead_peer(void **state)
 {
 	struct sl_memport_faults f = { .seed = 6 };
@@ -2100,6 +2215,8 @@ int main(void)
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_early_packets_need_no_second_copy),
 		cmocka_unit_test(test_dead_peer),
+		cmocka_unit_test(test_lingering_calls_behind_the_oldest_end_when_a_peer_dies),
+		cmocka_unit_test(test_lingering_calls_behind_the_oldest_time_out),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
