@@ -47,6 +47,7 @@
  * samples). */
 #define DP_COLL_KEEP_BYTES (4u << 20)
 #define DP_COLL_MATCH_WALK 8 /* kept collectives a post looks through for its own schedule */
+#define DP_LIKE_WALK 4 /* running, then lingering collectives a post looks through for a schedule to copy */
 #define DP_GPU_KEEP_BYTES (64ull << 20) /* the largest device scratch a reducer keeps for the next collective */
 /* A call whose send and recv buffers hold at most this many bytes may be
  * reported done before its sends are acknowledged (coll_run.c: lingering),

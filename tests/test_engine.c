@@ -1490,6 +1490,93 @@ static void test_a_leaf_runs_far_ahead_of_its_root(void **state)
 	teardown_cluster();
 }
 
+/* Call k of a leaf that alternates two plans: gathers of one int32 and
+ * reduces of two, as in post_small_gather and post_small_reduce. */
+static void post_gather_or_reduce(unsigned r, uint64_t k)
+{
+	if (k % 2 == 0) {
+		post_small_gather(r, k);
+		return;
+	}
+	uint64_t at = (1u << 20) + k * 8; /* past the gathers' inputs */
+	((int32_t *)(nodes[r].send + at))[0] = (int32_t)r + 1;
+	((int32_t *)(nodes[r].send + at))[1] = (int32_t)r + 1;
+	struct sl_cmd cmd = { .req = k, .opcode = SL_OP_REDUCE, .count = 2, .dtype = SLUICE_INT32,
+			      .redop = SLUICE_SUM, .root = 0, .send_region = 0, .send_off = at, .recv_region = 1,
+			      .recv_off = k * 12, .algo = SL_ALGO_ID_DIRECT };
+	assert_true(sl_spsc_enqueue(&nodes[r].submit, &cmd));
+}
+
+/* The ranks in mask run calls [from, to) of post_gather_or_reduce, a
+ * submission ring's worth at a time (one at a time with step 1); the
+ * root's reduces hold 6 (rank 1 may have posted its calls before). */
+static void run_alternating(unsigned mask, uint64_t from, uint64_t to, uint64_t step)
+{
+	for (uint64_t k = from; k < to; k += step) {
+		uint64_t end = k + step < to ? k + step : to;
+		for (uint64_t j = k; j < end; j++)
+			for (unsigned r = 3; r-- > 0;)
+				if (mask & 1u << r)
+					post_gather_or_reduce(r, j);
+		for (uint64_t j = k; j < end; j++)
+			for (unsigned r = 0; r < 3; r++)
+				if (mask & 1u << r)
+					collect_call(r, j);
+	}
+	for (uint64_t k = from | 1; k < to; k += 2)
+		for (unsigned i = 0; i < 2; i++)
+			if (((int32_t *)nodes[0].recv)[3 * k + i] != 6)
+				fail_msg("reduce #%llu element %u: %d, want 6", (unsigned long long)k, i,
+					 ((int32_t *)nodes[0].recv)[3 * k + i]);
+}
+
+/* No node built more than the two plans' schedules. */
+static void built_two(const char *when)
+{
+	for (unsigned r = 0; r < 3; r++)
+		if (nodes[r].e.count.sched_built > 2)
+			fail_msg("%s: node %u built %llu schedules for calls of two plans", when, r,
+				 (unsigned long long)nodes[r].e.count.sched_built);
+}
+
+/*
+ * Ranks that alternate two plans (a gather, then a reduce) build each
+ * plan's schedule once.  One call at a time, a rank keeps two finished
+ * collectives, one of each plan: coll_get took the newest, of the other
+ * plan, and built into it every call.  A leaf that runs ahead of its root
+ * has every call of each plan lingering, and the newest running or
+ * lingering collective holds the other plan: coll_like looked at the newest
+ * alone, and the leaf built every call.  The root and the other leaf then
+ * run the calls the leaf ran ahead.
+ */
+static void test_alternating_two_plans_builds_two_schedules(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	const uint64_t lockstep = 64, ahead = 512;
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(3, &none, 10ull * 1000000000);
+	run_alternating(7, 0, lockstep, 1);
+	built_two("one call at a time");
+	for (uint64_t k = lockstep; k < lockstep + ahead; k++) {
+		post_gather_or_reduce(1, k);
+		unsigned p = 0;
+		for (; p < 100 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+			dp_engine_poll(&nodes[1].e);
+		if (p == 100)
+			fail_msg("leaf 1's call #%llu waited for the root", (unsigned long long)k);
+		assert_int_equal(cpl.status, SLUICE_OK);
+	}
+	built_two("leaf 1 ahead");
+	run_alternating(5, lockstep, lockstep + ahead, SL_SUBMIT_SLOTS / 2);
+	for (unsigned p = 0; p < 100000 && nodes[1].e.running; p++)
+		poll_all();
+	assert_int_equal(nodes[1].e.running, 0);
+	built_two("the root catching up");
+	teardown_cluster();
+}
+
 /* The peer holding the root's window dies: the root's waiting call ends
  * with a timeout that says which rank stopped answering. */
 static void test_peer_dies_holding_the_window(void **state)
@@ -2212,6 +2299,7 @@ int main(void)
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
 		cmocka_unit_test(test_a_leaf_runs_far_ahead_of_its_root),
+		cmocka_unit_test(test_alternating_two_plans_builds_two_schedules),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_early_packets_need_no_second_copy),
 		cmocka_unit_test(test_dead_peer),
