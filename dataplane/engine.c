@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sluice/sluice.h>
+
 #include "dp.h"
 
 #define CTL_SLOTS 64
@@ -218,9 +220,19 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 		c->live = true;
 		return 0;
 	case DP_CTL_DEL_CLIENT:
-		for (unsigned i = 0; i < DP_MAX_COMMS; i++)
-			if (e->comms[i].live && e->comms[i].client == c)
-				dp_comm_release(e, &e->comms[i]);
+		for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+			struct dp_comm *comm = &e->comms[i];
+			if (!comm->live || comm->client != c)
+				continue;
+			/* Not destroyed (sluice_finalize refuses that): its process died.
+			 * Its peers are told, or their sends to it, acknowledged
+			 * by this dataplane, would succeed with nobody to receive. */
+			if (!comm->close_done)
+				dp_comm_fail(e, comm, SLUICE_ERR_REMOTE, comm->next_seq,
+					     "rank %u's process left without destroying the communicator: it "
+					     "exited or was killed", comm->rank);
+			dp_comm_release(e, comm);
+		}
 		client_unmap(e, c);
 		return 0;
 	case DP_CTL_ADD_REGION:

@@ -10,7 +10,8 @@
  * that hold the window and a post that must reopen it, the peer dying
  * while it holds the window, a dead peer turned into a timeout error that
  * names it, lingering calls behind the oldest that end by the timeout when
- * their peer dies or never acknowledges, and a peer that destroyed,
+ * their peer dies or never acknowledges, a rank whose client left without
+ * destroying its communicator failing its peers' calls, and a peer that destroyed,
  * then went silent, owed nothing and failing nothing.  Then engines on threads of their own, as
  * sluiced runs them: one asleep still wakes for a peer's frames and for a
  * submission.
@@ -169,13 +170,19 @@ static void setup_cluster(unsigned n, const struct sl_memport_faults *f, uint64_
 	}
 }
 
+/* The engine unmaps a client's page and regions when the client goes;
+ * node i's are the test's memory, not mapped: it must leave them. */
+static void client_memory_kept(unsigned i)
+{
+	for (unsigned k = 0; k < SL_MAX_REGIONS; k++)
+		nodes[i].e.clients[0].regions[k].live = false;
+	nodes[i].e.clients[0].page = NULL;
+}
+
 static void teardown_cluster(void)
 {
 	for (unsigned i = 0; i < nnodes; i++) {
-		/* The engine unmaps registered regions on exit; hand it copies it may unmap. */
-		for (unsigned k = 0; k < SL_MAX_REGIONS; k++)
-			nodes[i].e.clients[0].regions[k].live = false;
-		nodes[i].e.clients[0].page = NULL;
+		client_memory_kept(i);
 		dp_engine_fini(&nodes[i].e);
 		free(nodes[i].send);
 		free(nodes[i].recv);
@@ -1866,6 +1873,32 @@ static void test_dead_peer(void **state)
 	teardown_cluster();
 }
 
+/* Node 1's client leaves with its communicator not destroyed: its
+ * process died, its dataplane stays (a daemon).  The dataplane tells the
+ * peers, and node 0's next send to it fails naming rank 1; before, node
+ * 1's dataplane acknowledged it for a communicator it no longer had, and
+ * it succeeded with nobody to receive it. */
+static void test_a_client_that_left_fails_its_peers(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	unsigned p;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	client_memory_kept(1);
+	ctl(&nodes[1], DP_CTL_DEL_CLIENT, 0, NULL);
+	for (p = 0; p < 100000 && nodes[0].e.comms[0].failed == SLUICE_OK; p++)
+		poll_all();
+	post_p2p(0, 1, false, 0);
+	for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+		poll_all();
+	assert_true(p < 100000);
+	if (cpl.status != SLUICE_ERR_REMOTE || !strstr(cpl.msg, "rank 1's process left"))
+		fail_msg("node 0's send to the rank that left: status %d (%s)", cpl.status, cpl.msg);
+	teardown_cluster();
+}
+
 /* Frames node 0 sends node 2 lose their ACKs (a one-way loss): the port's
  * own operations, with ACK frames dropped from its transmissions. */
 static const struct sl_port_ops *acks_kept_ops;
@@ -2307,6 +2340,7 @@ int main(void)
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_end_when_a_peer_dies),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_time_out),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
+		cmocka_unit_test(test_a_client_that_left_fails_its_peers),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
 		cmocka_unit_test(test_no_park_after_the_hand_back),
