@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sluice/touch.h"
+
 #define SHM_PAGE 4096
 #define SHM_MAX_BUFS 65536u
 #define SHM_RX_TAG (1u << 31) /* a handle's mark: a received frame, not one of our buffers */
@@ -233,8 +235,14 @@ static const struct sl_port_ops shm_ops = {
 	.free = shm_free, .close = shm_close, .wait_up = sl_shm_port_wait_up,
 };
 
-/* Make our direction's file, mapped and filled in, its pages allocated
- * up front so that no frame pays a page fault on either side. */
+/* Make our direction's file, mapped and filled in, every page touched up
+ * front so that no frame pays a page fault on either side (map_peer touches
+ * the other end's mapping).  MAP_POPULATE was not enough: on the PVM guests
+ * sluice is measured on, the hypervisor fills its own tables on a page's
+ * first user access (sluice/touch.h), 10-14 us each, and the 512 frames of a
+ * link cover 2000+ pages.  A 3-rank 64-128 KiB scatter's first 150 calls (40
+ * ms, as long as a benchmark's size lasts) ran at 100-250 us a call until
+ * the rings had come round once, then at 20-40 (perf/ALGORITHMS.md, gs5). */
 static int make_own(struct shm_port *s, uint32_t frame, char *err, size_t errlen)
 {
 	size_t bytes = dir_bytes(s->stride, s->nbufs);
@@ -254,7 +262,7 @@ static int make_own(struct shm_port *s, uint32_t frame, char *err, size_t errlen
 		unlink(s->own_name);
 		return -1;
 	}
-	base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (base == MAP_FAILED) {
 		snprintf(err, errlen, "cannot map %s: %s", s->own_name, strerror(errno));
@@ -262,6 +270,7 @@ static int make_own(struct shm_port *s, uint32_t frame, char *err, size_t errlen
 		return -1;
 	}
 	dir_layout(&s->own, base, bytes, s->nbufs);
+	sl_touch(base, bytes);
 	*s->own.head = (struct shm_head){ .version = SHM_VERSION, .frame = frame, .stride = s->stride,
 					  .nbufs = s->nbufs, .owner = (int32_t)getpid() };
 	atomic_store_explicit((_Atomic uint64_t *)&s->own.head->magic, SHM_MAGIC, memory_order_release);
@@ -334,7 +343,7 @@ static int map_peer(struct shm_port *s, char *err, size_t errlen)
 		close(fd);
 		return 1;
 	}
-	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (base == MAP_FAILED) {
 		snprintf(err, errlen, "cannot map %s: %s", s->peer_name, strerror(errno));
@@ -357,6 +366,7 @@ static int map_peer(struct shm_port *s, char *err, size_t errlen)
 		return -1;
 	}
 	dir_layout(&s->peer, base, bytes, s->nbufs);
+	sl_touch(base, bytes);
 	/* both ends have it now: nothing is left behind if either dies */
 	atomic_store(&s->peer.head->attached, (int32_t)getpid());
 	unlink(s->peer_name);

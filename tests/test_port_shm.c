@@ -9,6 +9,8 @@
  *   reaches the receiver, none frees a buffer twice.
  * - A missing peer, a peer of another geometry and a dead peer's file give
  *   a clear error or a wait, never a mapping of the wrong file.
+ * - Once a link is up, writing and reading every byte of every buffer, on
+ *   both ends, faults no page in: each end touched its mappings then.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -129,6 +132,55 @@ static void frames_cross_between_processes(void **state)
 	assert_int_equal(p->stats.tx_pkts, N_FRAMES);
 	assert_int_equal(p->stats.bad_desc, 0);
 	p->ops->close(p);
+}
+
+static long process_faults(void)
+{
+	struct rusage u;
+
+	getrusage(RUSAGE_SELF, &u);
+	return u.ru_minflt + u.ru_majflt;
+}
+
+/* Every buffer of a link, written whole by the sender and read whole by the
+ * receiver, faults no page in: the guest would count these faults, and on
+ * the PVM guests sluice runs on, the hypervisor's own first-touch fills
+ * that it cannot count (10-14 us a page) come with them.  Not touched at
+ * setup, a 3-rank scatter's first 150 calls took 5-10x their steady time. */
+static void buffers_fault_nothing_in(void **state)
+{
+	(void)state;
+	char err[256];
+	struct sl_port *a = sl_shm_port_open(dir, 4, 5, 0, FRAME, NBUFS, err, sizeof(err));
+	struct sl_port *b = sl_shm_port_open(dir, 5, 4, 0, FRAME, NBUFS, err, sizeof(err));
+	struct sl_pkt pk[NBUFS];
+	uint64_t sum = 0;
+
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(sl_port_wait_up(a, WAIT_MS, err, sizeof(err)), 0);
+	assert_int_equal(sl_port_wait_up(b, WAIT_MS, err, sizeof(err)), 0);
+	long before = process_faults();
+	for (struct sl_port *from = a, *to = b; from; from = from == a ? b : NULL, to = a) {
+		assert_int_equal(from->ops->alloc(from, pk, NBUFS), NBUFS);
+		for (uint32_t i = 0; i < NBUFS; i++) {
+			pk[i].len = FRAME;
+			memset(pk[i].data, (int)i, FRAME);
+		}
+		assert_int_equal(from->ops->tx_burst(from, pk, NBUFS), NBUFS);
+		assert_int_equal(to->ops->rx_burst(to, pk, NBUFS), NBUFS);
+		for (uint32_t i = 0; i < NBUFS; i++)
+			for (uint32_t k = 0; k < FRAME; k += 64)
+				sum += pk[i].data[k];
+		to->ops->free(to, pk, NBUFS);
+	}
+	long faults = process_faults() - before;
+	assert_int_equal(sum, 2 * (uint64_t)(FRAME / 64 + (FRAME % 64 != 0)) * (NBUFS * (NBUFS - 1) / 2));
+	if (faults > 2)
+		fail_msg("writing and reading every buffer of a link faulted %ld pages in (want at most 2): "
+			 "an end did not touch its mappings when the link came up", faults);
+	a->ops->close(a);
+	b->ops->close(b);
 }
 
 /* Map the file a's end made before b takes its name away, as a hostile
@@ -240,6 +292,7 @@ int main(void)
 		cmocka_unit_test(frames_cross_between_processes),
 		cmocka_unit_test(forged_descriptors_are_dropped),
 		cmocka_unit_test(missing_or_wrong_peer_is_an_error),
+		cmocka_unit_test(buffers_fault_nothing_in),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
