@@ -424,16 +424,14 @@ static bool receives(const struct sl_sched *s)
 /* Whether k is small enough to linger: its buffers hold at most
  * DP_EAGER_MAX together; or it receives nothing from other ranks (the root
  * of a scatter or broadcast, a leaf of a gather) and the bytes its messages
- * read are at most DP_EAGER_MAX, as MPI sends up to its eager limit without
- * waiting.  Such a sender's call waits for ACKs alone: 3 ranks on 2 cores,
- * the root of a 64 KiB scatter waited for a descheduled peer's every call,
- * 40-100 us, where Open MPI's took 5-10.  DP_EAGER_MAX for all its peers
- * together, not for each: a 3-rank 128 KiB scatter's root that lingered
- * copied its whole input every call and ran calls ahead without yielding,
- * keeping the leaf that shares its core off it for milliseconds, while
- * both leaves copied nearly every packet into the stash; waiting for the
- * ACKs took 0.55x the time.  A send of 128 KiB to one peer of three that
- * lingered took 1.4x the time of one that waits (perf/ALGORITHMS.md). */
+ * read are at most DP_EAGER_MAX for each peer it sends to, as MPI sends up
+ * to its eager limit to each without waiting.  Such a sender's call waits
+ * for ACKs alone: 3 ranks on 2 cores, the root of a 64 KiB scatter waited
+ * for a descheduled peer's every call, 40-100 us, where Open MPI's took
+ * 5-10; a 128 KiB scatter's root (87 KiB to its two peers) that waits ran
+ * in lockstep with its leaves at 28-44 us a call, one that lingers at
+ * 11-16 (gs5).  A send of 128 KiB to one peer of three that lingered took
+ * 1.4x the time of one that waits (perf/ALGORITHMS.md). */
 static bool eager(const struct dp_coll *k, uint64_t *copy)
 {
 	const struct sl_sched *s = &k->sched;
@@ -446,7 +444,7 @@ static bool eager(const struct dp_coll *k, uint64_t *copy)
 		return false;
 	sources_read(k, read);
 	*copy = read[SL_BUF_SEND].len + read[SL_BUF_RECV].len;
-	return *copy <= DP_EAGER_MAX;
+	return *copy <= (uint64_t)DP_EAGER_MAX * data_peers(s);
 }
 
 /* Whether k only sends, to one rank, and is no root: it may linger up to
