@@ -183,9 +183,13 @@ sluice_result_t sluice_barrier(sluice_comm_t *comm, sluice_req_t **req);
  * recv from a; both must give the same count and datatype.  Sends and recvs
  * never wait for each other inside the dataplane, so any posting order is
  * safe; sluice_group_start/end batch them (and collectives) into one
- * submission, as NCCL's groups do.  A send completes once its data is
- * acknowledged by the peer's dataplane, which keeps early data until the
- * recv is posted.
+ * submission, as NCCL's groups do.  A send of more than 64 KiB completes
+ * once its data is acknowledged by the peer's dataplane, which keeps early
+ * data until the recv is posted; one of at most 64 KiB may complete at once
+ * (while the dataplane's budget of such calls lasts), its bytes copied, and
+ * the dataplane resends from that copy: a peer that dies
+ * before acknowledging it fails a later call on this communicator (within
+ * SLUICE_TIMEOUT) or sluice_comm_destroy, naming that peer.
  */
 sluice_result_t sluice_send(sluice_comm_t *comm, const void *send, size_t count, sluice_datatype_t dtype,
 			    int peer, sluice_req_t **req);
