@@ -46,6 +46,8 @@ struct shm_port {
 	uint32_t nfree;
 	uint32_t *free_bufs;       /* a stack of our free buffer indexes */
 	uint8_t *state;            /* BUF_* of each of our buffers */
+	unsigned node, peer_node, channel; /* for the messages */
+	int32_t dead_owner;        /* the pid of a dead run's file found in the peer's place, 0 if none */
 	char own_name[128], peer_name[128];
 };
 
@@ -297,6 +299,9 @@ struct sl_port *sl_shm_port_open(const char *dir, unsigned node, unsigned peer, 
 	}
 	s->nbufs = nbufs;
 	s->stride = (uint32_t)align_up(max_frame, SHM_LINE);
+	s->node = node;
+	s->peer_node = peer;
+	s->channel = channel;
 	if (sl_shm_port_file(s->own_name, sizeof(s->own_name), dir, node, peer, channel) != 0) {
 		snprintf(err, errlen, "shm link to node %u: the mesh directory %s: %s", peer, dir, strerror(errno));
 		goto fail;
@@ -330,12 +335,15 @@ static int map_peer(struct shm_port *s, char *err, size_t errlen)
 	const struct shm_head *h;
 	struct stat st;
 	size_t bytes = dir_bytes(s->stride, s->nbufs);
+	uint64_t magic;
 	void *base;
 	int fd = open(s->peer_name, O_RDWR | O_CLOEXEC);
 
 	if (fd < 0) {
-		if (errno == ENOENT)
+		if (errno == ENOENT) {
+			s->dead_owner = 0;
 			return 1;
+		}
 		snprintf(err, errlen, "cannot open %s: %s", s->peer_name, strerror(errno));
 		return -1;
 	}
@@ -351,8 +359,9 @@ static int map_peer(struct shm_port *s, char *err, size_t errlen)
 	}
 	h = base;
 	/* a crashed run's file, or one still being filled in: wait for the right one */
-	if (atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire) != SHM_MAGIC ||
-	    !pid_alive(h->owner)) {
+	magic = atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire);
+	if (magic != SHM_MAGIC || !pid_alive(h->owner)) {
+		s->dead_owner = magic == SHM_MAGIC ? h->owner : 0;
 		munmap(base, (size_t)st.st_size);
 		return 1;
 	}
@@ -385,8 +394,13 @@ int sl_shm_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, si
 			return -1;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > (long)timeout_ms) {
-			snprintf(err, errlen, "the peer's end of the shm link, %s, did not appear in %u ms: is the "
-				 "peer's dataplane running, with the same mesh directory and --mesh shm?", s->peer_name, timeout_ms);
+			char left[64] = "";
+			if (s->dead_owner)
+				snprintf(left, sizeof(left), " (only a file of pid %d, which is gone)", s->dead_owner);
+			snprintf(err, errlen, "node %u: node %u's end of the shm link (channel %u), %s, did not appear "
+				 "in %u ms%s: node %u's dataplane did not start, is stuck starting or died (its log or "
+				 "its rank's stderr says which); every node needs the same mesh directory and --mesh shm",
+				 s->node, s->peer_node, s->channel, s->peer_name, timeout_ms, left, s->peer_node);
 			return -1;
 		}
 		usleep(1000);

@@ -257,7 +257,9 @@ static void missing_or_wrong_peer_is_an_error(void **state)
 	struct sl_port *a = sl_shm_port_open(dir, 4, 5, 0, FRAME, NBUFS, err, sizeof(err));
 	assert_non_null(a);
 	assert_int_equal(sl_shm_port_wait_up(a, 50, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "did not appear"));
+	/* which node waited, for which node, and whose log to read */
+	assert_non_null(strstr(err, "node 4: node 5's end of the shm link (channel 0)"));
+	assert_non_null(strstr(err, "node 5's dataplane did not start"));
 
 	/* the peer carries other frames: refused, with both geometries named */
 	struct sl_port *b = sl_shm_port_open(dir, 5, 4, 0, FRAME / 2, NBUFS, err, sizeof(err));
@@ -279,6 +281,9 @@ static void missing_or_wrong_peer_is_an_error(void **state)
 	ah->owner = dead;
 	assert_int_equal(sl_shm_port_wait_up(b, 50, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "did not appear"));
+	char gone[64];
+	snprintf(gone, sizeof(gone), "only a file of pid %d, which is gone", (int)dead);
+	assert_non_null(strstr(err, gone));
 	ah->owner = (int32_t)getpid();
 	assert_int_equal(sl_shm_port_wait_up(b, 50, err, sizeof(err)), 0);
 	munmap(ah, bytes);
