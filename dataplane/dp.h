@@ -153,6 +153,9 @@ struct dp_comm {
 	struct dp_coll *colls, *colls_tail;
 	struct dp_coll *linger, *linger_tail;
 	uint32_t linger_ready;    /* lingering ones marked ready to finish */
+	/* At most the least last_progress_ns of the lingering ones (ACKs only
+	 * move theirs on): none can time out before this plus the timeout. */
+	uint64_t linger_since_ns;
 	/* Early packets, by sequence number modulo DP_STASH_BUCKETS, each
 	 * bucket oldest first: a post looks in its own bucket only.  Allocated
 	 * at the first early packet (16 KiB). */

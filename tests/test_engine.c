@@ -10,7 +10,8 @@
  * that hold the window and a post that must reopen it, the peer dying
  * while it holds the window, a dead peer turned into a timeout error that
  * names it, lingering calls behind the oldest that end by the timeout when
- * their peer dies or never acknowledges, a rank whose client left without
+ * their peer dies or never acknowledges (also behind an older call that
+ * is acknowledged piecemeal), a rank whose client left without
  * destroying its communicator failing its peers' calls, and a peer that destroyed,
  * then went silent, owed nothing and failing nothing.  Then engines on threads of their own, as
  * sluiced runs them: one asleep still wakes for a peer's frames and for a
@@ -1744,8 +1745,9 @@ static void test_early_packets_need_no_second_copy(void **state)
 }
 
 /*
- * Lingering calls behind the oldest.  A timer pass looks at the oldest
- * lingering call alone (coll_run.c linger_progress): node 1 runs sends to
+ * Lingering calls behind the oldest.  A timer pass looks at the lingering
+ * calls once the oldest progress among them is a timeout old (coll_run.c
+ * linger_progress), which must not miss one behind: node 1 runs sends to
  * nodes 0 and 2 in turn, each done at its post, and the oldest waits for
  * node 0, which is descheduled for half the timeout and then acknowledges;
  * those behind it wait for node 2, which never will.  Every one of them
@@ -1824,6 +1826,19 @@ static void test_lingering_calls_behind_the_oldest_end_when_a_peer_dies(void **s
 	teardown_cluster();
 }
 
+/* Node 1 sends node 2 one int32 after another (from byte k * 4 on) until
+ * node 2, posting none of its receives, holds node 1's window for its full
+ * stash share; returns the next k. */
+static uint64_t node_2_holds_the_window(uint64_t k)
+{
+	for (; !nodes[2].e.comms[0].stash_held && k < DP_STASH_MAX; k++) {
+		send_lingers(2, k * 4);
+		poll_all();
+	}
+	assert_true(nodes[2].e.comms[0].stash_held);
+	return k;
+}
+
 /* Node 2 alive but stuck: it never makes its calls, and once its stash
  * share is full it holds node 1's window, answering the probes; its flow
  * lives, and only the lingering calls' timeout can end them. */
@@ -1838,10 +1853,7 @@ static void test_lingering_calls_behind_the_oldest_time_out(void **state)
 	nodes[0].dead = true;
 	for (; k < 8; k++)
 		send_lingers(0, k * 4);
-	for (; !nodes[2].e.comms[0].stash_held && k < DP_STASH_MAX; k++) {
-		send_lingers(2, k * 4);
-		poll_all();
-	}
+	k = node_2_holds_the_window(k);
 	uint64_t held = engine_now(1);
 	for (uint64_t j = 0; j < 8; j++, k++)
 		send_lingers(2, k * 4);
@@ -1854,6 +1866,47 @@ static void test_lingering_calls_behind_the_oldest_time_out(void **state)
 	nodes[0].dead = false;
 	lingering_end_naming_rank_2(held + LINGER_T_NS + LINGER_T_NS / 20);
 	assert_true(sl_tp_node_alive(nodes[1].e.tp, 2)); /* the call's timeout, not the flow's */
+	teardown_cluster();
+}
+
+/* An older lingering call of several messages, acknowledged piecemeal,
+ * and a stuck one behind it: node 1's broadcast to nodes 0 and 2 lingers,
+ * then its send to node 2.  Node 2 holds node 1's window (as above), so it
+ * acknowledges neither; node 0, descheduled for 0.8 of the timeout, then
+ * acknowledges the broadcast's message to it, which is progress for the
+ * broadcast.  The send made none since its post and must end by its own
+ * timeout; a timer pass that looked at the oldest lingering call alone
+ * ended it with the broadcast's, 0.8 of a timeout late. */
+static void test_a_call_acknowledged_piecemeal_holds_back_no_timeout(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	unsigned p;
+	(void)state;
+
+	cluster_clock = (struct sl_clock){ .now_ns = stepped_now };
+	setup_cluster(3, &none, LINGER_T_NS);
+	nodes[0].dead = true;
+	uint64_t k = node_2_holds_the_window(0);
+	for (p = 0; p < 1000 && nodes[1].e.lingering; p++)
+		poll_all();
+	assert_int_equal(nodes[1].e.lingering, 0);
+	post_cmd(&nodes[1], 7, SL_OP_BROADCAST, 1, 1, SL_ALGO_ID_DIRECT);
+	for (p = 0; p < 100 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+		dp_engine_poll(&nodes[1].e);
+	assert_true(p < 100);
+	assert_int_equal(cpl.status, SLUICE_OK);
+	send_lingers(2, k * 4);
+	uint64_t sent = engine_now(1);
+	const struct dp_coll *bcast = nodes[1].e.comms[0].linger;
+	assert_int_equal(bcast->cmd.opcode, SL_OP_BROADCAST);
+	assert_int_equal(bcast->msgs_unacked, 2);
+	run_until(sent + LINGER_T_NS * 8 / 10);
+	nodes[0].dead = false;
+	for (p = 0; p < 1000 && bcast->msgs_unacked == 2; p++)
+		poll_all();
+	assert_int_equal(bcast->msgs_unacked, 1); /* node 0's, at 0.8 of the timeout */
+	lingering_end_naming_rank_2(sent + LINGER_T_NS + LINGER_T_NS / 20);
 	teardown_cluster();
 }
 
@@ -2342,6 +2395,7 @@ int main(void)
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_end_when_a_peer_dies),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_time_out),
+		cmocka_unit_test(test_a_call_acknowledged_piecemeal_holds_back_no_timeout),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
 		cmocka_unit_test(test_a_client_that_left_fails_its_peers),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
