@@ -150,7 +150,7 @@ static void usage(FILE *f)
 		"  --cc-target US        swift's target delay in microseconds (default %u)\n"
 		"  --simd scalar|avx2|avx512\n"
 		"                        reduction kernels (env SLUICE_SIMD; default: the best this CPU has)\n"
-		"  --no-huge             do not use hugepages even when reserved\n"
+		"  --no-huge             do not use hugepages even when reserved (a shm mesh never does)\n"
 		"  --no-zero-copy        memif mesh links copy on both ends (env SLUICE_ZERO_COPY=0; default:\n"
 		"                        with hugepages, the client end of each link, half of every node's\n"
 		"                        links, hands the driver its own buffers and copies nothing)\n"
@@ -830,7 +830,11 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	size_t mem_mb = EAL_REST_MB + (dpdk_ports * sl_dpdk_port_pool_bytes(o->frame, PORT_DESC, PORT_DESC) >> 20);
 	struct sl_eal_cfg ec = { .prefix = prefix, .engine_cpu = o->engine_cpu, .engines = o->channels,
 				 .mem_mb = (unsigned)(mem_mb > EAL_MIN_MB ? mem_mb : EAL_MIN_MB),
-				 .huge = !o->no_huge, .zero_copy = o->zero_copy && o->nodes > 0 && o->mesh_memif,
+				 /* EAL runs only the engines' lcores for a shm mesh: hugepages
+				  * would bring nothing but a race with whoever reserved them
+				  * (taken back between EAL's look and its first allocation,
+				  * "Cannot allocate memory": perf/ALGORITHMS.md, gaps2) */
+				 .huge = !o->no_huge && dpdk_ports > 0, .zero_copy = o->zero_copy && o->nodes > 0 && o->mesh_memif,
 				 .links = dpdk_ports,
 				 .log_level = "*:error",
 				 .vdevs = no_vdevs };
@@ -881,10 +885,10 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 		}
 	}
 	if (!o->quiet)
-		fprintf(stderr, "sluiced node %u: %u link(s) up%s%s, %u of %u zero-copy, payload %u B, %s reductions, "
-			"serving %s\n", o->node, o->nlinks, o->channels > 1 ? " per channel" : "",
+		fprintf(stderr, "sluiced node %u: %u link(s) up%s%s, %u of %u zero-copy, %shugepages, payload %u B, "
+			"%s reductions, serving %s\n", o->node, o->nlinks, o->channels > 1 ? " per channel" : "",
 			o->nodes > 0 && !o->mesh_memif ? " (mesh over shm)" : "", zero_copy_links(base, nports),
-			nports, engines[0].payload, sl_simd_name(sl_simd_active()), o->socket_path);
+			nports, sl_eal_huge() ? "" : "no ", engines[0].payload, sl_simd_name(sl_simd_active()), o->socket_path);
 	if (!o->quiet && o->channels > 1)
 		fprintf(stderr, "sluiced node %u: %u channels, an engine each\n", o->node, o->channels);
 	atomic_store(&dp_running_engine, &engines[0]);

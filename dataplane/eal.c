@@ -43,6 +43,7 @@ static int eal_argc;
 
 /* EAL allows one rte_eal_init per process, failed or not, and no restart after cleanup. */
 static enum { EAL_UNUSED, EAL_RUNNING, EAL_SPENT } eal_state;
+static bool huge_layout; /* EAL runs on hugepages */
 
 /*
  * The file of each hugepage memseg list as EAL numbers it (fd) and our own
@@ -300,7 +301,8 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 	while (cfg->vdevs != NULL && cfg->vdevs[nvdev] != NULL)
 		nvdev++;
 	/* Enough free to cover what --no-huge would have been given, or not worth it. */
-	huge = cfg->huge && huge_free_mb() >= mem_mb && hugetlbfs_mounted();
+	unsigned long huge_mb = cfg->huge ? huge_free_mb() : 0;
+	huge = huge_mb >= mem_mb && hugetlbfs_mounted();
 
 	eal_argv = calloc(16 + nvdev, sizeof(*eal_argv));
 	if (eal_argv == NULL) {
@@ -370,14 +372,22 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 		char args[1024];
 
 		join_argv(args, sizeof(args));
-		sl_set_err(err, errlen, "rte_eal_init failed (%s): %s [args: %s]", rte_strerror(e),
-			init_hint(e), args);
+		if (huge)
+			/* EAL's own hints ("permission denied", "run as root") mislead then */
+			sl_set_err(err, errlen, "rte_eal_init failed (%s) on hugepages: %lu MiB were free when "
+				   "it began, %lu now; if they went meanwhile, another process took them or "
+				   "their reservation was given back: run again, or without hugepages "
+				   "(sluiced --no-huge) [args: %s]", rte_strerror(e), huge_mb, huge_free_mb(), args);
+		else
+			sl_set_err(err, errlen, "rte_eal_init failed (%s): %s [args: %s]", rte_strerror(e),
+				   init_hint(e), args);
 		eal_state = EAL_SPENT;
 		free_argv();
 		return -1;
 	}
 	eal_state = EAL_RUNNING;
 	*engine_lcore = SL_EAL_ENGINE_LCORE;
+	huge_layout = huge;
 	zero_copy_layout = huge && cfg->zero_copy;
 	if (zero_copy_layout && rte_memseg_walk(keep_mem_fd, NULL) != 0) {
 		sl_set_err(err, errlen, "sl_eal_start: cannot duplicate the hugepage files' descriptors (%u "
@@ -386,6 +396,11 @@ int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err
 		return -1;
 	}
 	return 0;
+}
+
+bool sl_eal_huge(void)
+{
+	return eal_state == EAL_RUNNING && huge_layout;
 }
 
 bool sl_eal_zero_copy(void)

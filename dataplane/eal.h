@@ -40,6 +40,9 @@ struct sl_eal_cfg {
  */
 int sl_eal_start(const struct sl_eal_cfg *cfg, unsigned *engine_lcore, char *err, size_t errlen);
 
+/* Whether EAL runs on hugepages. */
+bool sl_eal_huge(void);
+
 /* Whether EAL runs with hugepages in the zero-copy layout (cfg.zero_copy was honoured). */
 bool sl_eal_zero_copy(void);
 

@@ -19,23 +19,36 @@ need_mb=1600
 skip() { echo "it_zerocopy: SKIP: $*"; exit 77; }
 meminfo() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
 
+# The hugepages reserved here are this test's alone: its hugetlbfs mount is
+# in a mount namespace of its own, which other runs on the machine do not
+# see (a dataplane beside it took them, and one of the two failed in EAL
+# when they went), and which goes with the test even when it is killed; two
+# of it at once (test runs side by side) take turns, and each gives back
+# what it added, not the count it saw at its start.
+if [ -z "${IT_ZEROCOPY_NS:-}" ] && unshare -m --propagation private true 2>/dev/null; then
+	IT_ZEROCOPY_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+fi
+exec 9>/tmp/sluice-it-zerocopy.lock
+flock -w 240 9 || skip "another zerocopy test held the hugepages for 240 s"
 page_kb=$(meminfo Hugepagesize)
 [ -n "$page_kb" ] || skip "this kernel has no hugepages"
 need=$(((need_mb * 1024 + page_kb - 1) / page_kb))
-nr=/proc/sys/vm/nr_hugepages orig=$(cat $nr) mnt=""
+nr=/proc/sys/vm/nr_hugepages added=0 mnt=""
 cleanup() {
 	[ -n "$mnt" ] && umount "$mnt" && rmdir "$mnt"
-	[ "$(cat $nr)" != "$orig" ] && echo "$orig" >$nr
+	[ "$added" -gt 0 ] && echo $(($(cat $nr) - added)) >$nr
 }
 trap cleanup EXIT
 free=$(meminfo HugePages_Free)
 if [ "$free" -lt "$need" ]; then
 	[ -w $nr ] || skip "needs $need free hugepages of $page_kb kB, $free are, and $nr is not writable (run as root)"
-	echo $((orig + need - free)) >$nr 2>/dev/null
+	before=$(cat $nr)
+	echo $((before + need - free)) >$nr 2>/dev/null
+	added=$(($(cat $nr) - before))
 	free=$(meminfo HugePages_Free)
 	[ "$free" -ge "$need" ] || skip "needs $need free hugepages of $page_kb kB; the kernel gave only $free (memory short or fragmented)"
 fi
-if ! grep -q " hugetlbfs " /proc/mounts; then
+if [ -n "${IT_ZEROCOPY_NS:-}" ] || ! grep -q " hugetlbfs " /proc/mounts; then
 	mnt=$(mktemp -d /tmp/it_zerocopy.XXXXXX)
 	mount -t hugetlbfs nodev "$mnt" 2>/dev/null || { rmdir "$mnt"; mnt=""; skip "no hugetlbfs mounted and cannot mount one"; }
 fi
@@ -57,8 +70,11 @@ expect_zc() {
 		fail=1
 	fi
 }
-expect_zc 'sluiced node [01]: 1 link\(s\) up per channel, 2 of 4 zero-copy' 2 4 -n 2 --daemons --channels 4
-expect_zc 'sluiced node [0-2]: 2 link\(s\) up, 1 of 2 zero-copy' 3 3 -n 3 --embedded
-SLUICE_ZERO_COPY=0 expect_zc 'sluiced node [01]: 1 link\(s\) up, 0 of 1 zero-copy' 2 0 -n 2 --daemons
+expect_zc 'sluiced node [01]: 1 link\(s\) up per channel, 2 of 4 zero-copy, hugepages' 2 4 -n 2 --daemons --channels 4
+expect_zc 'sluiced node [0-2]: 2 link\(s\) up, 1 of 2 zero-copy, hugepages' 3 3 -n 3 --embedded
+SLUICE_ZERO_COPY=0 expect_zc 'sluiced node [01]: 1 link\(s\) up, 0 of 1 zero-copy, hugepages' 2 0 -n 2 --daemons
+# A shm mesh runs no DPDK port and leaves the hugepages alone: taking them
+# only raced their owner (a run failed in EAL when they were given back).
+expect_zc 'sluiced node [01]: 1 link\(s\) up \(mesh over shm\), 0 of 1 zero-copy, no hugepages' 2 0 -n 2 --daemons --net shm
 [ $fail -eq 0 ] || echo "FAIL: see above"
 exit $fail
