@@ -62,6 +62,20 @@ static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ..
 	return 0;
 }
 
+/* Every page now, not at its first use by a call: on the PVM guests sluice
+ * runs on, this process's first access to a page costs 10-14 us even after
+ * MAP_POPULATE, and a 3-rank 128 KiB scatter's first call on fresh buffers
+ * took 550-700 us against 110 (perf/ALGORITHMS.md, gaps2).  Registering
+ * costs that instead: about 1.5 ms a MiB. */
+void *dp_map_client_file(int fd, uint64_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (p != MAP_FAILED)
+		sl_touch(p, len);
+	return p;
+}
+
 static void *map_fd(int fd, uint64_t want, struct sl_ctl_reply *r, const char *what)
 {
 	struct stat st;
@@ -76,7 +90,7 @@ static void *map_fd(int fd, uint64_t want, struct sl_ctl_reply *r, const char *w
 			  (long long)st.st_size, (unsigned long long)want);
 		return NULL;
 	}
-	p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	p = dp_map_client_file(fd, want);
 	if (p == MAP_FAILED) {
 		reply_err(r, SLUICE_ERR_SYSTEM, "%s: mmap of %llu bytes failed: %s", what,
 			  (unsigned long long)want, strerror(errno));
@@ -137,8 +151,6 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 		munmap(c.page, c.page_len);
 		return;
 	}
-	/* the rings are used a slot at a time: fault their pages in now, not every few calls */
-	sl_touch(c.page, sl_page_submit_off(s->nch));
 	/* Ring geometry comes from the ABI, never from the page.  Each engine
 	 * copies its own view at once (dp_engine_call waits), so c is reused. */
 	for (unsigned ch = 0; ch < s->nch; ch++) {

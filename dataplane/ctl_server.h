@@ -5,6 +5,7 @@
 #define SLUICE_CTL_SERVER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "dp.h"
 
@@ -21,5 +22,9 @@ struct dp_server_cfg {
  * *cfg->stop; sets *ready once listening.  0, or -1 with err. */
 int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const struct dp_server_cfg *cfg,
 		  _Atomic bool *ready, char *err, size_t len);
+
+/* Map len bytes of a client's file (its page, registered memory) shared,
+ * every page touched; MAP_FAILED with errno. */
+void *dp_map_client_file(int fd, uint64_t len);
 
 #endif

@@ -261,6 +261,7 @@ struct dp_counters {
 	uint64_t rx_mismatch;        /* packets whose call differs from ours */
 	uint64_t stashed;            /* packets that arrived before their collective */
 	uint64_t held_in_place;      /* early or deferred packets kept in their frames, not copied */
+	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished
 					collective nor copied from a running one */
 };
