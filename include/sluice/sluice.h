@@ -84,6 +84,9 @@ sluice_result_t sluice_finalize(sluice_ctx_t *ctx);
 /*
  * Buffers must be reachable by the dataplane: allocate them here.  Memory
  * from anywhere else is refused by every collective with a clear error.
+ * A dataplane in its own process (a daemon) touches every page when it
+ * maps the allocation, so that no call pays a page's first access (10-14
+ * us a page on some VMs): a large allocation takes some milliseconds a MiB.
  */
 sluice_result_t sluice_mem_alloc(sluice_ctx_t *ctx, size_t size, void **ptr);
 sluice_result_t sluice_mem_free(sluice_ctx_t *ctx, void *ptr);
