@@ -55,6 +55,14 @@ bool sl_eal_zero_copy(void);
  */
 int sl_eal_restore_mem_fds(char *err, size_t errlen);
 
+/*
+ * Remove the runtime directories under root (EAL's parent of
+ * <root>/<prefix>) that dataplanes killed before sl_eal_stop() left: those
+ * named "sluice-...-<pid>" whose pid is gone.  Others are left alone.
+ * sl_eal_start() reaps the default root itself.  Returns how many went.
+ */
+unsigned sl_eal_reap(const char *root);
+
 /* Release EAL's resources and its runtime directory.  Ports must be closed first. */
 void sl_eal_stop(void);
 

@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <cmocka.h>
 
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -444,10 +446,73 @@ static void test_eal_bad_args(void **state)
 	assert_non_null(strstr(err, "prefix"));
 }
 
+static void make_run_dir(const char *root, const char *name, bool with_files)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	assert_int_equal(mkdir(path, 0700), 0);
+	if (!with_files)
+		return;
+	for (const char *const *f = (const char *const[]){ "config", "mp_socket", "fbarray_memzone", NULL }; *f; f++) {
+		char file[600];
+		FILE *fp;
+
+		snprintf(file, sizeof(file), "%s/%s", path, *f);
+		assert_non_null(fp = fopen(file, "w"));
+		fclose(fp);
+	}
+}
+
+static bool run_dir_exists(const char *root, const char *name)
+{
+	char path[512];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	return stat(path, &st) == 0;
+}
+
+/* A killed dataplane's runtime directory goes at the next start; a live
+ * one's, another program's and a name without a pid stay. */
+static void test_eal_reaps_dead_runs(void **state)
+{
+	char root[] = "/tmp/sluice-reap-XXXXXX", dead[64], alive[64], gone_empty[64];
+	pid_t child = fork();
+
+	(void)state;
+	assert_true(child >= 0);
+	if (child == 0)
+		_exit(0);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	assert_non_null(mkdtemp(root));
+	snprintf(dead, sizeof(dead), "sluice-n0-%d", (int)child);
+	snprintf(gone_empty, sizeof(gone_empty), "sluice-n12-%d", (int)child);
+	snprintf(alive, sizeof(alive), "sluice-n1-%d", (int)getpid());
+	make_run_dir(root, dead, true);
+	make_run_dir(root, gone_empty, false);
+	make_run_dir(root, alive, true);
+	make_run_dir(root, "rte", true);
+	make_run_dir(root, "sluice-n2-", false);
+	make_run_dir(root, "sluice-n3-12x", false);
+
+	assert_int_equal(sl_eal_reap(root), 2);
+	assert_false(run_dir_exists(root, dead));
+	assert_false(run_dir_exists(root, gone_empty));
+	assert_true(run_dir_exists(root, alive));
+	assert_true(run_dir_exists(root, "rte"));
+	assert_true(run_dir_exists(root, "sluice-n2-"));
+	assert_true(run_dir_exists(root, "sluice-n3-12x"));
+	assert_int_equal(sl_eal_reap(root), 0);
+	snprintf(dead, sizeof(dead), "rm -rf %s", root);
+	assert_int_equal(system(dead), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_eal_bad_args),
+		cmocka_unit_test(test_eal_reaps_dead_runs),
 		cmocka_unit_test(test_memif_two_processes),
 	};
 
