@@ -8,6 +8,7 @@
  * bit or is wrong.
  */
 #include "perf_common.h"
+#include "perf_tail.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -129,7 +130,11 @@ static void usage(FILE *f, const char *prog)
 		"  -o OP     sum prod max min avg (default sum; reducing collectives only)\n"
 		"  -J FILE   also write one JSON object per size to FILE (rank 0)\n"
 		"  -g 1, -t 1  accepted for nccl-tests command lines: one rank per process\n"
-		"  -h        this help\n",
+		"  -h        this help\n"
+		"  Each row ends with rank 0's own call times, out of place then in place: the median,\n"
+		"  p99 (nearest rank: the max below 100 calls) and max of the -n timed calls, in us;\n"
+		"  time is the average call over all ranks.  -J has them as oop_median_us, oop_p99_us,\n"
+		"  oop_max_us, ip_...\n",
 		prog);
 }
 
@@ -471,8 +476,9 @@ static long count_wrong(const struct perf_opts *o, const struct perf_backend *b,
 /* ---- running one size ---- */
 
 struct phase {
-	double time_us; /* average per iteration, averaged over ranks */
-	double wrong;   /* summed over ranks; -1 when not checked */
+	double time_us;       /* average per iteration, averaged over ranks */
+	double wrong;         /* summed over ranks; -1 when not checked */
+	struct perf_tail tail; /* this rank's own call times (rank 0's are printed) */
 };
 
 static double now_s(void)
@@ -492,14 +498,42 @@ static unsigned scaled(unsigned n, size_t bytes, size_t budget)
 	return fit < 1 ? 1 : fit < n ? (unsigned)fit : n;
 }
 
+/* `times` calls; with us, each call's time in us into us[k]. */
 static int repeat(const struct perf_backend *b, const struct perf_opts *o, const struct layout *l,
-		  unsigned times)
+		  unsigned times, double *us)
 {
-	for (unsigned k = 0; k < times; k++)
+	double t = us ? now_s() : 0;
+
+	for (unsigned k = 0; k < times; k++) {
 		if (b->run(b->ctx, o->coll, l->nsend ? l->send : NULL, l->nrecv ? l->recv : NULL, l->block,
 			   o->dtype, o->op, o->root) < 0)
 			return -1;
+		if (us) {
+			double done = now_s();
+			us[k] = (done - t) * 1e6;
+			t = done;
+		}
+	}
 	return 0;
+}
+
+/* The timed calls of a phase: their average and their tail. */
+static int timed(const struct perf_backend *b, const struct perf_opts *o, const struct layout *l,
+		 unsigned iters, struct phase *ph)
+{
+	double *us = malloc(iters * sizeof(*us));
+
+	if (!us) {
+		fprintf(stderr, "%s: no memory for %u call times (lower -n)\n", b->name, iters);
+		return -1;
+	}
+	double t0 = now_s();
+	int rc = repeat(b, o, l, iters, us);
+	ph->time_us = (now_s() - t0) * 1e6 / iters;
+	if (rc == 0)
+		perf_tail_of(us, iters, &ph->tail);
+	free(us);
+	return rc;
 }
 
 /* Time one phase, then check one fresh run into a poisoned buffer, so a
@@ -515,12 +549,9 @@ static int run_phase(const struct perf_opts *o, const struct perf_backend *b, vo
 	layout_of(o, b, count, &l);
 	place(o, b, send, recv, in_place, &l);
 	h = host_side(o, b, send, recv, in_place, &l);
-	if (fill_input(o, b, &l, &h) < 0 || repeat(b, o, &l, scaled(o->warmup, bytes, o->budget)) < 0)
+	if (fill_input(o, b, &l, &h) < 0 || repeat(b, o, &l, scaled(o->warmup, bytes, o->budget), NULL) < 0 ||
+	    timed(b, o, &l, iters, ph) < 0)
 		return -1;
-	double t0 = now_s();
-	if (repeat(b, o, &l, iters) < 0)
-		return -1;
-	ph->time_us = (now_s() - t0) * 1e6 / iters;
 	ph->wrong = -1;
 	if (!o->check)
 		return 0;
@@ -531,7 +562,7 @@ static int run_phase(const struct perf_opts *o, const struct perf_backend *b, vo
 		if (b->mirror && b->mirror->copy(l.recv, h.recv, l.nrecv * dtypes[o->dtype].size, true) < 0)
 			return -1;
 	}
-	if (repeat(b, o, &l, 1) < 0 || (wrong = count_wrong(o, b, &l, &h)) < 0)
+	if (repeat(b, o, &l, 1, NULL) < 0 || (wrong = count_wrong(o, b, &l, &h)) < 0)
 		return -1;
 	ph->wrong = (double)wrong;
 	return 0;
@@ -545,13 +576,14 @@ static void print_header(const struct perf_opts *o, const struct perf_backend *b
 	printf("# minBytes %zu maxBytes %zu step: %u(factor) warmup iters: %u iters: %u "
 	       "byte budget: %zu validation: %d\n#\n",
 	       o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->budget, o->check);
-	printf("# %58s %28s\n", "out-of-place", "in-place");
-	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
-	       "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-	       "busbw", "#wrong");
-	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-	       "");
+	printf("# %58s %28s %27s %26s\n", "out-of-place", "in-place", "out-of-place rank 0",
+	       "in-place rank 0");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %7s\n",
+	       "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+	       "busbw", "#wrong", "median", "p99", "max", "median", "p99", "max");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %7s\n",
+	       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
+	       "(us)", "(us)", "(us)", "(us)", "(us)", "(us)");
 	fflush(stdout);
 }
 
@@ -593,6 +625,8 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 			fprintf(f, ",\"%s_wrong\":null", tag[k]);
 		else
 			fprintf(f, ",\"%s_wrong\":%.0f", tag[k], ph[k].wrong);
+		fprintf(f, ",\"%s_median_us\":%.6g,\"%s_p99_us\":%.6g,\"%s_max_us\":%.6g", tag[k],
+			ph[k].tail.median_us, tag[k], ph[k].tail.p99_us, tag[k], ph[k].tail.max_us);
 	}
 	fprintf(f, "}\n");
 	fflush(f);
@@ -610,6 +644,11 @@ static double print_row(const struct perf_opts *o, const struct perf_backend *b,
 		double alg = (double)bytes / ph[k].time_us * 1e-3; /* B/us -> GB/s */
 		print_phase(ph[k].time_us, alg, busbw_of(o, alg, b->nranks), ph[k].wrong);
 		sum += busbw_of(o, alg, b->nranks);
+	}
+	for (int k = 0; k < 2; k++) {
+		print_time(ph[k].tail.median_us);
+		print_time(ph[k].tail.p99_us);
+		print_time(ph[k].tail.max_us);
 	}
 	printf("\n");
 	fflush(stdout);
