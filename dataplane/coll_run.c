@@ -141,8 +141,8 @@ static void stash_release(struct dp_engine *e, struct dp_comm *comm)
 }
 
 /* The stash's table, made at the first early packet, with each sender's
- * share of DP_STASH_HOLD and DP_STASH_RESUME: divided once here, not for
- * every early packet.  False when out of memory. */
+ * share of DP_STASH_HOLD and DP_STASH_RESUME (and of their bytes): divided
+ * once here, not for every early packet.  False when out of memory. */
 static bool stash_open(struct dp_comm *comm)
 {
 	uint32_t senders = comm->nranks > 1 ? comm->nranks - 1 : 1;
@@ -151,6 +151,8 @@ static bool stash_open(struct dp_comm *comm)
 		return true;
 	comm->hold_share = DP_STASH_HOLD / senders;
 	comm->resume_share = DP_STASH_RESUME / senders;
+	comm->hold_bytes = DP_STASH_HOLD_BYTES / senders;
+	comm->resume_bytes = DP_STASH_RESUME_BYTES / senders;
 	return (comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash))) != NULL;
 }
 
@@ -1084,7 +1086,8 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	b->tail = s;
 	comm->nstash++;
 	e->count.stashed++;
-	if (++comm->nstash_from[src] >= comm->hold_share)
+	comm->stash_bytes_from[src] += h->len;
+	if (++comm->nstash_from[src] >= comm->hold_share || comm->stash_bytes_from[src] >= comm->hold_bytes)
 		stash_hold(comm, src);
 	*res = comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
@@ -1106,6 +1109,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		*p = s->next;
 		comm->nstash--;
 		comm->nstash_from[src]--;
+		comm->stash_bytes_from[src] -= s->hdr.len;
 		apply(e, k, src, &s->hdr, s->payload);
 		packet_put(e, s);
 	}
@@ -1113,7 +1117,8 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		b->tail = kept;
 	/* after this call's own early packets left: the rest of the call may be what is held */
 	for (uint32_t r = 0; comm->stash_held && r < comm->nranks; r++) {
-		if (comm->held_from[r] && comm->nstash_from[r] <= comm->resume_share) {
+		if (comm->held_from[r] && comm->nstash_from[r] <= comm->resume_share &&
+		    comm->stash_bytes_from[r] <= comm->resume_bytes) {
 			comm->held_from[r] = false;
 			comm->stash_held--;
 			sl_tp_resume_node(e->tp, comm->node[r]);

@@ -31,6 +31,15 @@
  * stash is not refused into (SL_DELIVER_RETRY) in the end. */
 #define DP_STASH_HOLD (DP_STASH_MAX - 2 * SL_MAX_WINDOW)
 #define DP_STASH_RESUME (DP_STASH_MAX / 2)
+/* The same in payload bytes, so that large packets stay in the pool's arena
+ * (pool.h): counted in packets alone, each sender of 16 KiB packets had a
+ * share of 28 MiB, and a 3-rank gather root whose leaves ran ahead took its
+ * early packets from malloc, ~250 fresh pages a call, 2-6 ms each for the
+ * first 20-40 calls of a size (perf/ALGORITHMS.md, stall).  Half the arena:
+ * its blocks are up to 1.5 times the payload, and a held sender's packets
+ * in flight still come. */
+#define DP_STASH_HOLD_BYTES (DP_POOL_BYTES / 2)
+#define DP_STASH_RESUME_BYTES (DP_STASH_HOLD_BYTES / 2)
 /* A quarter of DP_STASH_MAX: a root whose peer ACKs its early packets runs
  * up to DP_STASH_MAX small calls ahead, and a post walks its bucket (64
  * buckets of 64 packets: a third of a 2-rank reduce's receiving side). */
@@ -167,8 +176,10 @@ struct dp_comm {
 	 * out among the senders): a rank far ahead must not fill the stash
 	 * and so hold the one whose packet the posted call waits for. */
 	uint16_t nstash_from[SL_MAX_RANKS];
+	uint32_t stash_bytes_from[SL_MAX_RANKS]; /* their payload bytes */
 	bool held_from[SL_MAX_RANKS];
 	uint32_t hold_share, resume_share; /* a sender's shares, set with the stash (coll_run.c stash_open) */
+	uint32_t hold_bytes, resume_bytes; /* ... of DP_STASH_HOLD_BYTES and DP_STASH_RESUME_BYTES */
 	uint32_t stash_held;      /* senders whose windows it holds */
 	/* The calls of rooted collectives that ended here, by sequence number
 	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so

@@ -126,18 +126,22 @@ static uint64_t stepped_now(void *arg)
 	return now += STEP_NS;
 }
 
+/* The packet payload of the next setup_cluster's engines (1024 after). */
+static uint32_t cluster_payload = 1024;
+
 static void setup_cluster(unsigned n, const struct sl_memport_faults *f, uint64_t timeout_ns)
 {
-	uint32_t frame = 1024 + SL_FRAME_OVERHEAD + 16;
+	const uint32_t payload = cluster_payload, frame = payload + SL_FRAME_OVERHEAD + 16;
 	char err[256];
 
 	const struct sl_clock clock = cluster_clock;
 
 	cluster_clock = (struct sl_clock){ 0 };
+	cluster_payload = 1024;
 	memset(nodes, 0, sizeof(nodes));
 	nnodes = n;
 	for (unsigned i = 0; i < n; i++) {
-		struct dp_engine_cfg cfg = { .node = (uint16_t)i, .max_frame = frame, .payload = 1024,
+		struct dp_engine_cfg cfg = { .node = (uint16_t)i, .max_frame = frame, .payload = payload,
 					     .timeout_ns = timeout_ns, .idle = threaded.idle,
 					     .all_links_wake = threaded.on, .clock = clock };
 		assert_int_equal(dp_engine_init(&nodes[i].e, &cfg, err, sizeof(err)), 0);
@@ -920,16 +924,22 @@ static void test_strided_descriptors(void **state)
 	teardown_cluster();
 }
 
-/* A broadcast of ra_count int32s from rank 0, block k of the receive buffer holding call k's. */
 #define RA_COUNT 3
 static unsigned ra_count = RA_COUNT;
 
-static void post_bcast(struct node *n, uint64_t k)
+/* A broadcast of ra_count int32s from rank 0 into byte recv_off of the receive buffer. */
+static void post_bcast_at(struct node *n, uint64_t k, uint64_t recv_off)
 {
 	struct sl_cmd cmd = { .req = k, .opcode = SL_OP_BROADCAST, .comm = 0, .count = ra_count,
 			      .dtype = SLUICE_INT32, .redop = SLUICE_SUM, .root = 0, .send_region = 0,
-			      .recv_region = 1, .recv_off = k * ra_count * 4, .algo = SL_ALGO_ID_DIRECT };
+			      .recv_region = 1, .recv_off = recv_off, .algo = SL_ALGO_ID_DIRECT };
 	assert_true(sl_spsc_enqueue(&n->submit, &cmd));
+}
+
+/* ... into block k of the receive buffer, holding call k's. */
+static void post_bcast(struct node *n, uint64_t k)
+{
+	post_bcast_at(n, k, k * ra_count * 4);
 }
 
 /* The root posts calls [from, to), each with its own values, each done
@@ -1116,6 +1126,43 @@ static void test_root_overruns_the_stash(void **state)
 	assert_int_equal(root->path_deaths + peer->path_deaths, 0);
 	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
 	teardown_cluster();
+}
+
+/*
+ * The same with 16 KiB packets: the peer holds the root's window once its
+ * stash holds its share of DP_STASH_HOLD_BYTES, so its early packets stay
+ * in the pool's arena (no block from malloc, whose fresh pages cost 10-20
+ * us each here).  Held by packet count alone, it stashed 56 MiB.
+ */
+static void test_large_packets_held_by_bytes(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	const struct dp_comm *peer = &nodes[1].e.comms[0];
+	uint64_t k = 0;
+	unsigned p = 0;
+	(void)state;
+
+	cluster_payload = 16384;
+	setup_cluster(2, &none, 10ull * 1000000000);
+	ra_count = 16384 / 4; /* one packet a call */
+	for (; k < DP_STASH_MAX; k++) {
+		post_bcast_at(&nodes[0], k, 0);
+		for (p = 0; p < 20000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); p++)
+			poll_all();
+		if (p == 20000)
+			break; /* held: the root waits for its peer */
+		assert_int_equal(cpl.status, SLUICE_OK);
+	}
+	if (!peer->stash_held || peer->nstash >= DP_STASH_HOLD)
+		fail_msg("the root ran %llu calls ahead, its peer stashed %u packets (%u bytes), held %u",
+			 (unsigned long long)k, peer->nstash, peer->stash_bytes_from[0], peer->stash_held);
+	assert_true(peer->stash_bytes_from[0] >= DP_STASH_HOLD_BYTES);
+	assert_true(peer->stash_bytes_from[0] < DP_STASH_HOLD_BYTES + SL_MAX_WINDOW * 16384u);
+	if (nodes[1].e.pool.from_heap)
+		fail_msg("the peer's early packets took %llu blocks from malloc", (unsigned long long)nodes[1].e.pool.from_heap);
+	teardown_cluster();
+	ra_count = RA_COUNT;
 }
 
 /* A point-to-point call of one int32 between nodes from and to, at byte
@@ -2382,6 +2429,7 @@ int main(void)
 		cmocka_unit_test(test_run_ahead_copies_come_from_the_pool),
 		cmocka_unit_test(test_root_runs_ahead_under_loss),
 		cmocka_unit_test(test_root_overruns_the_stash),
+		cmocka_unit_test(test_large_packets_held_by_bytes),
 		cmocka_unit_test(test_one_call_overruns_the_stash),
 		cmocka_unit_test(test_two_calls_ahead_waits_for_a_post),
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
