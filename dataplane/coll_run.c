@@ -1087,7 +1087,11 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	comm->nstash++;
 	e->count.stashed++;
 	comm->stash_bytes_from[src] += h->len;
-	if (++comm->nstash_from[src] >= comm->hold_share || comm->stash_bytes_from[src] >= comm->hold_bytes)
+	/* by bytes only from a call past the next: the next one's own packets
+	 * are taken in as before (a post drains them), so a large call whose
+	 * peer posted first is not held at every few MiB */
+	if (++comm->nstash_from[src] >= comm->hold_share ||
+	    (comm->stash_bytes_from[src] >= comm->hold_bytes && calls_ahead(comm, h, src) > 0))
 		stash_hold(comm, src);
 	*res = comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }

@@ -31,13 +31,14 @@
  * stash is not refused into (SL_DELIVER_RETRY) in the end. */
 #define DP_STASH_HOLD (DP_STASH_MAX - 2 * SL_MAX_WINDOW)
 #define DP_STASH_RESUME (DP_STASH_MAX / 2)
-/* The same in payload bytes, so that large packets stay in the pool's arena
- * (pool.h): counted in packets alone, each sender of 16 KiB packets had a
- * share of 28 MiB, and a 3-rank gather root whose leaves ran ahead took its
- * early packets from malloc, ~250 fresh pages a call, 2-6 ms each for the
- * first 20-40 calls of a size (perf/ALGORITHMS.md, stall).  Half the arena:
- * its blocks are up to 1.5 times the payload, and a held sender's packets
- * in flight still come. */
+/* The same in payload bytes, for packets of calls past the next one, so
+ * that senders running calls ahead stay in the pool's arena (pool.h):
+ * counted in packets alone, each sender of 16 KiB packets had a share of
+ * 28 MiB, and a 3-rank gather root whose leaves ran ahead took its early
+ * packets from malloc, ~250 fresh pages a call, 2-6 ms each for the first
+ * 20-40 calls of a size (perf/ALGORITHMS.md, stall).  Half the arena: its
+ * blocks are up to 1.5 times the payload, and a held sender's packets in
+ * flight still come. */
 #define DP_STASH_HOLD_BYTES (DP_POOL_BYTES / 2)
 #define DP_STASH_RESUME_BYTES (DP_STASH_HOLD_BYTES / 2)
 /* A quarter of DP_STASH_MAX: a root whose peer ACKs its early packets runs
