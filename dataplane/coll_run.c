@@ -1621,6 +1621,15 @@ static void send_ready(struct dp_engine *e, struct dp_coll *k)
 	}
 }
 
+/* Whether k will not wait for its sends' ACKs: a small call lingers once
+ * they are with the transport (may_linger), so its receivers may delay them
+ * (delayed ACKs, transport.h).  Any other call waits for the last packet's
+ * ACK, which then goes at once. */
+static bool acks_may_wait(const struct dp_coll *k)
+{
+	return !k->gdev && k->sched.bytes[SL_BUF_SEND] + k->sched.bytes[SL_BUF_RECV] <= DP_EAGER_MAX;
+}
+
 static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
@@ -1647,6 +1656,7 @@ static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 		};
 		m->src = k->buf[s->buf] + s->off;
 		m->owner = k;
+		m->ack_late = acks_may_wait(k);
 		if (k->gdev && !dp_async_send(e, k, m, m->src, s->len))
 			break;
 		k->msgs_used++;

@@ -413,6 +413,10 @@ uint32_t dp_engine_poll(struct dp_engine *e);
  * time (CLOCK_MONOTONIC) the caller read just before, or 0 for the pass to
  * read it. */
 int32_t dp_engine_try_poll(struct dp_engine *e, uint64_t now_ns); /* work done, or -1: another thread is in it */
+/* Send the ACKs the transport delays (sl_tp_flush_acks) before this thread
+ * stops polling for a while (sleeps or parks), unless another thread is in
+ * a pass (which then polls on). */
+void dp_engine_flush_acks(struct dp_engine *e);
 /* Queue a control request; req->done is set to 1 + result once applied
  * (0, 1: refused with the server's status, DP_CTL_STATUS + s: refused with
  * sluice_result_t s).  False when full. */

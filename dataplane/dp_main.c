@@ -662,6 +662,7 @@ static void print_counters(const struct dp_engine *e)
 	fprintf(stderr,
 		"sluiced %s: collectives posted %llu done %llu failed %llu rejected %llu, schedules built %llu; "
 		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu, moved off dead paths %llu), "
+		"ACKs tx %llu (delayed %llu) rx %llu, "
 		"dup %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu "
 		"(early or deferred packets kept in their frames %llu); "
@@ -675,6 +676,7 @@ static void print_counters(const struct dp_engine *e)
 		/* "sack": every selective retransmission, probes included (tools sum rto + sack) */
 		(unsigned long long)t->retx_rto, (unsigned long long)(t->retx_sack + t->retx_tlp + t->retx_path),
 		(unsigned long long)t->retx_tlp, (unsigned long long)t->retx_path,
+		(unsigned long long)t->ack_tx, (unsigned long long)t->ack_delayed, (unsigned long long)t->ack_rx,
 		(unsigned long long)t->rx_dup, (unsigned long long)t->rx_malformed,
 		(unsigned long long)t->rx_bad_crc, (unsigned long long)t->rx_foreign, (unsigned long long)e->count.rx_unknown_comm,
 		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,

@@ -334,6 +334,17 @@ int32_t dp_engine_try_poll(struct dp_engine *e, uint64_t now_ns)
 	return (int32_t)(work > INT32_MAX ? INT32_MAX : work);
 }
 
+void dp_engine_flush_acks(struct dp_engine *e)
+{
+	bool expected = false;
+
+	if (!atomic_compare_exchange_strong_explicit(&e->busy, &expected, true, memory_order_acquire,
+						     memory_order_relaxed))
+		return; /* another thread is in a pass: its poll sends them in time */
+	sl_tp_flush_acks(e->tp);
+	atomic_store_explicit(&e->busy, false, memory_order_release);
+}
+
 /* Whether the engine has nothing to run but lingering calls, which can
  * wait for the next pass (as sl_dp_embedded_release counts it); false
  * while another thread is in a pass. */
@@ -382,6 +393,8 @@ static bool park(struct dp_engine *e, bool app_in_pass)
 	 * them came and will not wake us. */
 	atomic_store(&e->parked, true);
 	if (atomic_load(&e->driven_ns) || (between && atomic_load(&e->drove_ns))) {
+		if (between) /* no pass until the application drives again */
+			dp_engine_flush_acks(e);
 		e->idle.count.parks++;
 		if (syscall(SYS_futex, &e->park_seq, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0) != 0 &&
 		    errno == ETIMEDOUT)

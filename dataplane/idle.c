@@ -57,6 +57,7 @@ static void sleep_once(struct dp_engine *e)
 					       .flags = FUTEX_32 };
 	}
 	if (dp_engine_try_poll(e, 0) == 0) {
+		dp_engine_flush_acks(e); /* a delayed ACK would wait for the wake-up */
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_nsec += (long)d->cfg.max_sleep_ns;
 		until.tv_sec += until.tv_nsec / 1000000000;

@@ -35,6 +35,8 @@ void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_
 	cfg->rx_credit = DEFAULT_RX_CREDIT;
 	cfg->init_credit = TP_INITIAL_CREDIT;
 	cfg->entropies = DEFAULT_ENTROPIES;
+	cfg->ack_every = TP_ACK_EVERY;
+	cfg->ack_delay_ns = TP_ACK_DELAY_NS;
 }
 
 static bool config_ok(const struct sl_tp_config *cfg)
@@ -43,7 +45,8 @@ static bool config_ok(const struct sl_tp_config *cfg)
 	       cfg->window <= SL_MAX_WINDOW && cfg->rto_min_ns > 0 &&
 	       cfg->rto_min_ns <= cfg->rto_max_ns && cfg->dead_ns > 0 &&
 	       (!cfg->cc || cfg->cc_target_ns > 0) && cfg->rx_credit > 0 && cfg->init_credit > 0 &&
-	       cfg->entropies > 0 && cfg->entropies <= SL_MAX_PATHS;
+	       cfg->entropies > 0 && cfg->entropies <= SL_MAX_PATHS && cfg->ack_every > 0 &&
+	       (cfg->ack_every == 1 || cfg->ack_delay_ns > 0);
 }
 
 struct sl_tp *sl_tp_create(const struct sl_tp_config *cfg, const struct sl_clock *clock,
@@ -248,6 +251,7 @@ uint32_t sl_tp_poll_at(struct sl_tp *tp, uint64_t now_ns)
 		tp->txq[i].no_buf = false;
 		tp_txq_flush(tp, i); /* what the port refused last time goes first */
 	}
+	tp_ack_late_due(tp, tp->now_ns);
 	for (uint16_t i = 0; i < tp->n_ports; i++) {
 		moved += tp_rx_port(tp, i);
 		moved += tp_send_acks(tp);
@@ -257,6 +261,19 @@ uint32_t sl_tp_poll_at(struct sl_tp *tp, uint64_t now_ns)
 	for (uint16_t i = 0; i < tp->n_ports; i++)
 		tp_txq_flush(tp, i);
 	return moved;
+}
+
+uint32_t sl_tp_flush_acks(struct sl_tp *tp)
+{
+	uint32_t sent;
+
+	if (!tp->n_late)
+		return 0;
+	tp_ack_late_due(tp, UINT64_MAX);
+	sent = tp_send_acks(tp);
+	for (uint16_t i = 0; i < tp->n_ports; i++)
+		tp_txq_flush(tp, i);
+	return sent;
 }
 
 uint64_t sl_tp_poll_ns(const struct sl_tp *tp)

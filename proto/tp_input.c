@@ -44,9 +44,10 @@ void tp_ack_due(struct sl_tp *tp, struct tp_flow *f)
 }
 
 /* f owes an ACK echoing h's ts and path, out of the port it came in on; a
- * probe's echo is kept over later DATA's, or its path would never revive. */
+ * probe's echo is kept over later DATA's, or its path would never revive.
+ * late: it may wait for cfg.ack_every packets or cfg.ack_delay_ns. */
 static void ack_owed(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h, uint16_t port_idx,
-		     bool probe)
+		     bool probe, bool late)
 {
 	if (!(f->ack_due && f->probe_due) || probe) {
 		f->rcv_echo_ts = h->ts;
@@ -54,13 +55,71 @@ static void ack_owed(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h
 		f->ack_port = port_idx;
 	}
 	f->probe_due |= probe;
-	tp_ack_due(tp, f);
+	if (!late) {
+		tp_ack_due(tp, f);
+	} else if (!f->ack_due && !f->ack_late_ns) {
+		f->ack_late_ns = tp->now_ns + tp->cfg.ack_delay_ns;
+		if (!tp->n_late++ || f->ack_late_ns < tp->late_due_ns)
+			tp->late_due_ns = f->ack_late_ns;
+	}
+}
+
+/* f's ACK went out: it covers any delayed one. */
+void tp_ack_sent(struct sl_tp *tp, struct tp_flow *f)
+{
+	if (f->ack_late_ns) {
+		f->ack_late_ns = 0;
+		tp->n_late--;
+	}
+}
+
+/* Delayed ACKs whose time has come (all: by) join this pass's ACKs.  One
+ * that finds no buffer stays owed, and due. */
+void tp_ack_late_due(struct sl_tp *tp, uint64_t by)
+{
+	uint64_t next = UINT64_MAX;
+
+	if (!tp->n_late || by < tp->late_due_ns)
+		return;
+	for (uint16_t i = 0; i < tp->n_routed; i++) {
+		struct tp_flow *f = tp->flows[tp->routed[i]];
+		if (!f->ack_late_ns)
+			continue;
+		if (f->ack_late_ns <= by) {
+			tp->stats.ack_delayed += !f->ack_due;
+			tp_ack_due(tp, f);
+		}
+		if (f->ack_late_ns < next)
+			next = f->ack_late_ns;
+	}
+	tp->late_due_ns = next;
+}
+
+
+static bool rcv_holes(const struct tp_flow *f)
+{
+	return (f->rcv_map[0] | f->rcv_map[1] | f->rcv_map[2] | f->rcv_map[3]) != 0;
+}
+
+/* Whether the ACK of h, just applied, may wait: only in-order, first-copy
+ * DATA that nobody waits for.  What loss recovery needs goes at once (a
+ * duplicate, a retransmission, a hole: the sender's SACK logic), and so do
+ * a hold, a CE mark, a control message, what the sender asked for
+ * (SL_F_ACK_NOW), and every cfg.ack_every packets or a quarter of the
+ * sender's grant, so that its credit never runs out waiting. */
+static bool ack_may_wait(const struct sl_tp *tp, const struct tp_flow *f, const struct sl_hdr *h,
+			 bool in_order, enum sl_deliver_result res)
+{
+	return in_order && res == SL_DELIVER_DONE && !f->rcv_holding &&
+	       !(h->flags & (SL_F_ACK_NOW | SL_F_RETX | SL_F_CTRL | SL_F_VOID)) && h->ip_ecn != SL_ECN_CE &&
+	       f->rcv_new < tp->cfg.ack_every && 4 * f->rcv_new < f->rcv_grant && !rcv_holes(f);
 }
 
 static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 		    const uint8_t *payload, uint16_t port_idx)
 {
-	bool old = psn_before(h->psn, f->rcv_cum);
+	bool old = psn_before(h->psn, f->rcv_cum), in_order = h->psn == f->rcv_cum;
+	enum sl_deliver_result res = SL_DELIVER_DONE;
 
 	f->rcv_last_ns = tp->now_ns;
 	if (h->ip_ecn == SL_ECN_CE) { /* counted even when dropped below: the queue was full all the same */
@@ -72,9 +131,9 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 		tp->stats.rx_out_of_window++;
 		return;
 	}
-	/* even a duplicate is answered: the ACK that retires it may have been lost */
-	ack_owed(tp, f, h, port_idx, false);
 	if (old || rcv_test(f, h->psn)) {
+		/* even a duplicate is answered: the ACK that retires it may have been lost */
+		ack_owed(tp, f, h, port_idx, false, false);
 		tp->stats.rx_dup++;
 		f->rcv_dup = true;
 		return;
@@ -82,10 +141,11 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	if (h->flags & SL_F_VOID) {
 		tp->stats.rx_void++;
 	} else {
-		enum sl_deliver_result res = tp->cb.deliver(tp->cb.arg, h, payload);
+		res = tp->cb.deliver(tp->cb.arg, h, payload);
 		if (res == SL_DELIVER_RETRY) {
 			tp->stats.rx_retry++;
 			tp_hold_rx(tp, f, h->psn);
+			ack_owed(tp, f, h, port_idx, false, false);
 			return;
 		}
 		if (res == SL_DELIVER_HOLD)
@@ -95,6 +155,7 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	}
 	f->rcv_new++;
 	rcv_mark(f, h->psn);
+	ack_owed(tp, f, h, port_idx, false, ack_may_wait(tp, f, h, in_order, res));
 }
 
 /* What one ACK retired. */
@@ -169,7 +230,7 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 
 	tp->stats.ack_rx++;
 	if (h->flags & SL_F_PROBE)
-		ack_owed(tp, f, h, port_idx, true);
+		ack_owed(tp, f, h, port_idx, true, false);
 	/* a dead flow calls nobody back; an ACK beyond snd_nxt is stale or forged */
 	if (f->dead || psn_before(f->snd_nxt, ack->cum_psn))
 		return;

@@ -21,6 +21,9 @@
 #define TP_REO_MAX_QUARTERS 4 /* the reorder window widens up to this many quarter RTTs */
 #define TP_REO_PERSIST 16    /* loss recoveries without a duplicate that narrow it again */
 #define TP_MAP_WORDS (SL_MAX_WINDOW / 64)
+#define TP_ACK_EVERY 8       /* in-order DATA packets per ACK (cfg.ack_every's default) */
+#define TP_ACK_DELAY_NS 10000 /* and the longest an ACK waits for them: under TP_TLP_MIN_NS,
+				  so that a sender's tail probe does not fire for a delayed ACK */
 #define TP_INITIAL_CREDIT 64 /* packets a flow sends before the receiver's first ACK grants more */
 #define TP_MIN_CREDIT 2      /* a receiver never grants an active sender less */
 #define TP_RX_ACTIVE_NS 1000000 /* a sender is active at the receiver this long after its last DATA */
@@ -121,6 +124,7 @@ struct tp_flow {
 	uint32_t rcv_grant;      /* credit granted in the last ACK */
 	uint32_t rcv_new;        /* DATA applied since the last ACK: how far the grant may grow */
 	bool ack_due;            /* on tp->ack_list: owes an ACK after this burst */
+	uint64_t ack_late_ns;    /* owes a delayed ACK, due then (0: none; tp_input.c) */
 	bool probe_due;          /* ... and that ACK answers a probe (echo_path from it) */
 	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
 	bool rcv_holding;        /* the engine held this sender: the window ends at rcv_hold_psn */
@@ -159,6 +163,8 @@ struct sl_tp {
 	uint16_t send_rr;                     /* routed[] index to start sending at */
 	uint16_t ack_list[SL_MAX_NODES];      /* flows owing an ACK */
 	uint16_t n_ack;
+	uint16_t n_late;                      /* flows owing a delayed ACK */
+	uint64_t late_due_ns;                 /* none of them is due before this */
 	uint64_t next_scan_ns;
 	uint16_t rx_active;                   /* senders active at this receiver (>= 1) */
 	struct sl_twheel pacer;               /* paced flows waiting for their next send */
@@ -202,6 +208,8 @@ uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f);
 /* tp_input.c */
 uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx);
 void tp_ack_due(struct sl_tp *tp, struct tp_flow *f);
+void tp_ack_late_due(struct sl_tp *tp, uint64_t by);
+void tp_ack_sent(struct sl_tp *tp, struct tp_flow *f);
 
 /* tp_loss.c */
 uint64_t tp_reorder_window(const struct tp_flow *f);

@@ -88,6 +88,18 @@ static void hdr_common(const struct sl_tp *tp, const struct tp_flow *f, uint16_t
 		h->flags |= SL_F_CRC;
 }
 
+/* Whether psn's packet asks its receiver to acknowledge at once: it ends a
+ * message whose caller waits for its ACK, or the window or the credit the
+ * receiver granted (nothing more goes out until that ACK comes); and every
+ * packet under congestion control, whose delay samples a delayed ACK would
+ * inflate (Swift took a paced 6-to-1 incast for congestion and starved
+ * senders: Jain's index under 0.9). */
+static bool asks_ack(const struct sl_tp *tp, const struct tp_flow *f, const struct tp_slot *s, uint32_t psn)
+{
+	return tp->cfg.cc || (s->msg && !s->msg->ack_late && s->off + s->len == s->msg->hdr.len) ||
+	       psn + 1 == f->credit_end || psn + 1 - f->snd_una >= tp_flow_window(tp, f);
+}
+
 /* The DATA header of slot s on path: the message's template at the slot's
  * offset, or an empty VOID packet when its message was cancelled.  ECN-capable,
  * so that a queue on the way marks it rather than dropping it. */
@@ -105,6 +117,8 @@ static void data_hdr(const struct sl_tp *tp, const struct tp_flow *f, const stru
 	}
 	if (retx)
 		h->flags |= SL_F_RETX;
+	if (asks_ack(tp, f, s, psn))
+		h->flags |= SL_F_ACK_NOW;
 	h->flags |= (uint16_t)(path << SL_F_PATH_SHIFT);
 	h->psn = psn;
 	h->ip_ecn = SL_ECN_ECT0;
@@ -296,6 +310,7 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 	if (path < 0) {
 		f->rcv_ce = 0;
 		f->rcv_dup = false;
+		tp_ack_sent(tp, f);
 	}
 	tp->stats.ack_tx++;
 	return true;
@@ -306,7 +321,7 @@ bool tp_send_probe(struct sl_tp *tp, struct tp_flow *f, uint8_t path)
 	return send_ack(tp, f, path);
 }
 
-/* One ACK per flow that received DATA in the last burst.  An ACK that finds
+/* One ACK per flow that owes one now (tp_input.c).  An ACK that finds
  * no buffer is skipped: the sender's retransmission will ask again. */
 uint32_t tp_send_acks(struct sl_tp *tp)
 {

@@ -52,12 +52,16 @@ struct sl_tp_config {
 	uint32_t rx_credit;   /* receive budget in packets, shared among the senders active here */
 	uint32_t init_credit; /* packets a flow may send before the peer's first ACK grants credit */
 	uint8_t entropies;    /* paths (UDP source ports) per route, 1..SL_MAX_PATHS */
+	uint32_t ack_every;   /* a receiver acknowledges in-order DATA once this many packets
+				 (or a quarter of its grant) arrived, 1: every burst; */
+	uint64_t ack_delay_ns; /* ... or this long after the first one it has not */
 };
 
 /* Defaults: payload from the port's frame size (room left for a CRC trailer),
  * window 256, RTO 1 ms..100 ms, dead 30 s, no CRC, no congestion control
  * (target 50 us once one is chosen), receive budget 256 packets, initial
- * credit 64, 4 paths per route. */
+ * credit 64, 4 paths per route, an ACK per 8 packets or 10 us (and at once
+ * for what a sender waits for, or what loss recovery needs: tp_input.c). */
 void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_t max_frame);
 
 /* A message to send.  The caller owns it and keeps it (and src) alive and
@@ -70,6 +74,9 @@ struct sl_tp_msg {
 				  one packet with no payload is sent) */
 	const uint8_t *src;
 	void *owner;           /* for the caller's callbacks */
+	bool ack_late;         /* the caller does not wait for the acked callback (it let the
+				  message go already): its last packet does not ask the receiver
+				  to answer at once, so its ACK may come with the next delayed one */
 	/* the transport's */
 	uint32_t next_off;     /* bytes already cut into packets */
 	uint32_t unacked;      /* packets sent and not yet acknowledged */
@@ -102,6 +109,8 @@ struct sl_tp_stats {
 	uint64_t data_tx, data_rx, bytes_tx, bytes_rx; /* tx: built and queued for a port, retx
 							   included; rx: delivered (SL_DELIVER_DONE) */
 	uint64_t ack_tx, ack_rx;
+	uint64_t ack_delayed;           /* of ack_tx, sent when their delay ran out (cfg.ack_delay_ns)
+					   or their engine went to sleep (sl_tp_flush_acks) */
 	uint64_t retx_rto, retx_sack;   /* retransmissions by cause: timeout, SACK holes (overdue
 					   below a PSN that arrived: tp_loss.c), */
 	uint64_t retx_tlp;              /* and tail-loss probes */
@@ -179,6 +188,10 @@ uint32_t sl_tp_poll(struct sl_tp *tp);
  * before (an embedded application's wait reads it anyway): the pass then
  * reads none.  A time before the last pass's is taken as that one's. */
 uint32_t sl_tp_poll_at(struct sl_tp *tp, uint64_t now_ns);
+/* Send now every ACK that waits for its delay (cfg.ack_delay_ns), for a
+ * caller about to stop polling for longer than that (an engine going to
+ * sleep); returns how many went.  Cheap when none waits. */
+uint32_t sl_tp_flush_acks(struct sl_tp *tp);
 /* The clock as the running (or last) poll read it: for what its callbacks
  * and the rest of the pass stamp, without another clock read (one costs 40
  * to 200 ns on these VMs, and a pass took five, and one per packet). */

@@ -58,6 +58,10 @@ enum sl_hdr_flags {
 				 beyond that and not SACKed waits there, neither acknowledged nor
 				 lost, until an ACK without the flag reopens it (a peer that does
 				 not know the flag recovers those packets as lost ones) */
+	SL_F_ACK_NOW = 1u << 7, /* DATA: its sender waits for the ACK (the end of a message
+				 it does not let go before, or of its window): answer at once,
+				 not with the next delayed ACK (a peer that does not know the
+				 flag acknowledges every burst anyway) */
 };
 
 /* DATA and probe ACKs: the sender's path (port x UDP source port) in flags

@@ -449,7 +449,7 @@ static void test_duplicate_reported(void **state)
 	for (unsigned i = 0; i < 4; i++) {
 		struct sl_hdr hd = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .src_node = SENDER,
 				     .dst_node = RECEIVER, .psn = TP_FIRST_PSN + psns[i], .comm = 1,
-				     .offset = psns[i] * P, .len = P };
+				     .offset = psns[i] * P, .len = P, .flags = SL_F_ACK_NOW };
 		struct sl_pkt pkt;
 		assert_int_equal(h->b->ops->alloc(h->b, &pkt, 1), 1);
 		pkt.len = sl_wire_build(pkt.data, pkt.cap, &from, &to, 0xc000, &hd, h->src, NULL);
