@@ -824,6 +824,137 @@ static void test_pass_timed_before_a_send_on_a_held_window(void **state)
 	harness_free(hs);
 }
 
+/* Small messages whose sender does not wait for their ACKs, as a leaf's
+ * calls that linger: N_SMALL of SMALL bytes in message 6's range, one a
+ * round, as a leaf posts them. */
+enum { N_SMALL = 64, SMALL = 16 };
+static struct sl_tp_msg small[N_SMALL];
+
+static void send_small(struct end *e, unsigned i, bool late)
+{
+	struct sl_tp_msg *m = &small[i];
+
+	*m = e->msgs[6];
+	m->hdr.offset = msg_base[6] + i * SMALL;
+	m->hdr.len = SMALL;
+	m->src = e->src + m->hdr.offset;
+	m->ack_late = late;
+	assert_int_equal(sl_tp_send(e->tp, m), 0);
+}
+
+/* Every byte of the small messages arrived once, and each was acknowledged. */
+static void check_small(const struct end *tx, const struct end *rx, unsigned n)
+{
+	assert_int_equal(tx->acked[6], n);
+	for (uint32_t k = msg_base[6]; k < msg_base[6] + n * SMALL; k++) {
+		assert_int_equal(rx->rx_count[k], 1);
+		assert_int_equal(rx->rx[k], tx->src[k]);
+	}
+}
+
+/* N messages of a sender that lets them go draw an ACK per ack_every
+ * (8) packets, not one each; ones that ask (a caller waits: SL_F_ACK_NOW)
+ * draw one each, and their callback comes the round after. */
+static void test_late_acks_are_coalesced(void **state)
+{
+	(void)state;
+	for (int late = 0; late < 2; late++) {
+		struct setup s = { .crc = false };
+		struct harness *hs = harness_new(&s);
+		const struct sl_tp_stats *bs = sl_tp_get_stats(hs->b.tp);
+
+		for (unsigned i = 0; i < N_SMALL; i++) {
+			send_small(&hs->a, i, late);
+			round_once(hs);
+			round_once(hs);
+			if (!late && hs->a.acked[6] != i + 1)
+				fail_msg("message %u asked for its ACK and was not acknowledged the round after", i);
+		}
+		run_to_completion(hs);
+		check_small(&hs->a, &hs->b, N_SMALL);
+		if (late && bs->ack_tx > N_SMALL / 8 + 1)
+			fail_msg("%u small messages drew %llu ACKs, more than one per 8", N_SMALL,
+				 (unsigned long long)bs->ack_tx);
+		if (!late)
+			assert_int_equal(bs->ack_tx, N_SMALL);
+		assert_int_equal(retx(sl_tp_get_stats(hs->a.tp)), 0);
+		harness_free(hs);
+	}
+}
+
+/* A delayed ACK goes when its delay runs out (10 us by default), before
+ * the sender's tail-loss probe (20 us at least) would send the packet again. */
+static void test_delayed_ack_comes_in_time(void **state)
+{
+	(void)state;
+	struct setup s = { .crc = false };
+	struct harness *hs = harness_new(&s);
+	uint64_t start = hs->clock.ns;
+
+	send_small(&hs->a, 0, true);
+	while (!hs->a.acked[6]) {
+		assert_true(hs->clock.ns - start < 1000000);
+		round_once(hs);
+	}
+	if (hs->clock.ns - start > 10000 + 2 * STEP_NS)
+		fail_msg("a delayed ACK came %llu ns after its packet", (unsigned long long)(hs->clock.ns - start));
+	assert_int_equal(sl_tp_get_stats(hs->b.tp)->ack_delayed, 1);
+	assert_int_equal(retx(sl_tp_get_stats(hs->a.tp)), 0);
+	check_small(&hs->a, &hs->b, 1);
+	harness_free(hs);
+}
+
+/* An engine going to sleep sends what it delays at once (sl_tp_flush_acks). */
+static void test_flush_sends_delayed_acks(void **state)
+{
+	(void)state;
+	struct setup s = { .crc = false };
+	struct harness *hs = harness_new(&s);
+	const struct sl_tp_stats *bs = sl_tp_get_stats(hs->b.tp);
+
+	send_small(&hs->a, 0, true);
+	sl_tp_poll(hs->a.tp);
+	sl_tp_poll(hs->b.tp);
+	assert_int_equal(bs->data_rx, 1);
+	assert_int_equal(bs->ack_tx, 0); /* delayed */
+	assert_int_equal(sl_tp_flush_acks(hs->b.tp), 1);
+	assert_int_equal(bs->ack_tx, 1);
+	assert_int_equal(sl_tp_flush_acks(hs->b.tp), 0); /* nothing owed any more */
+	sl_tp_poll(hs->a.tp);
+	assert_int_equal(hs->a.acked[6], 1);
+	harness_free(hs);
+}
+
+/* Coalesced ACKs lost on the way: the sender's tail-loss probe or RTO
+ * sends a packet again, whose duplicate draws an ACK at once (of all of
+ * them), and every message is delivered once and acknowledged once. */
+static void test_lost_coalesced_acks_recover(void **state)
+{
+	(void)state;
+	struct setup s = { .crc = false };
+	struct harness *hs = harness_new(&s);
+	struct sl_pkt lost[DEPTH];
+	uint64_t dropped = 0;
+
+	for (unsigned i = 0; i < 16; i++) { /* two ACKs' worth, every frame to a dropped */
+		send_small(&hs->a, i, true);
+		sl_tp_poll(hs->a.tp);
+		sl_tp_poll(hs->b.tp);
+		uint16_t n = hs->pa->ops->rx_burst(hs->pa, lost, DEPTH);
+		hs->pa->ops->free(hs->pa, lost, n);
+		dropped += n;
+		hs->clock.ns += STEP_NS;
+	}
+	assert_true(dropped >= 2);
+	assert_int_equal(hs->a.acked[6], 0);
+	run_to_completion(hs);
+	check_small(&hs->a, &hs->b, 16);
+	assert_true(retx(sl_tp_get_stats(hs->a.tp)) >= 1);
+	assert_true(sl_tp_get_stats(hs->b.tp)->rx_dup >= 1);
+	assert_int_equal(sl_tp_get_stats(hs->a.tp)->flows_dead, 0);
+	harness_free(hs);
+}
+
 static void test_cancel(void **state)
 {
 	(void)state;
@@ -991,6 +1122,10 @@ int main(void)
 		cmocka_unit_test(test_poll_at_never_goes_back),
 		cmocka_unit_test(test_pass_timed_before_a_send_on_a_held_window),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
+		cmocka_unit_test(test_late_acks_are_coalesced),
+		cmocka_unit_test(test_delayed_ack_comes_in_time),
+		cmocka_unit_test(test_flush_sends_delayed_acks),
+		cmocka_unit_test(test_lost_coalesced_acks_recover),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_cancel_queued),
 		cmocka_unit_test(test_foreign_and_malformed),
