@@ -95,7 +95,6 @@ void tp_ack_late_due(struct sl_tp *tp, uint64_t by)
 	tp->late_due_ns = next;
 }
 
-
 static bool rcv_holes(const struct tp_flow *f)
 {
 	return (f->rcv_map[0] | f->rcv_map[1] | f->rcv_map[2] | f->rcv_map[3]) != 0;

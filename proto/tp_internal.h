@@ -124,8 +124,8 @@ struct tp_flow {
 	uint32_t rcv_grant;      /* credit granted in the last ACK */
 	uint32_t rcv_new;        /* DATA applied since the last ACK: how far the grant may grow */
 	bool ack_due;            /* on tp->ack_list: owes an ACK after this burst */
-	uint64_t ack_late_ns;    /* owes a delayed ACK, due then (0: none; tp_input.c) */
 	bool probe_due;          /* ... and that ACK answers a probe (echo_path from it) */
+	uint64_t ack_late_ns;    /* owes a delayed ACK, due then (0: none; tp_input.c) */
 	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
 	bool rcv_holding;        /* the engine held this sender: the window ends at rcv_hold_psn */
 	uint32_t rcv_hold_psn;   /* until sl_tp_resume (tp_hold.c) */

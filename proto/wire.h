@@ -18,7 +18,9 @@
  * carries its ACK number (one more for each ACK or probe its end sends the
  * peer), so that an ACK overtaken by a later one does not take back the
  * credit or reopening the later one brought; a peer that leaves it 0 has
- * every ACK taken as current, as before.
+ * every ACK taken as current, as before.  Flag bit 7 on DATA
+ * (SL_F_ACK_NOW) asks for an ACK at once rather than a delayed one; a
+ * sender that never sets it gets its ACKs per 8 packets or 10 us.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H

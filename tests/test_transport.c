@@ -1074,6 +1074,12 @@ static void test_config_checks(void **state)
 	cfg.payload = 100; /* not a multiple of 16 */
 	assert_null(sl_tp_create(&cfg, &clock, &cb));
 	cfg.payload = 1408;
+	cfg.ack_every = 0;
+	assert_null(sl_tp_create(&cfg, &clock, &cb));
+	cfg.ack_every = 8;
+	cfg.ack_delay_ns = 0; /* delayed ACKs that never come */
+	assert_null(sl_tp_create(&cfg, &clock, &cb));
+	cfg.ack_every = 1; /* every burst, as before delayed ACKs: no delay needed */
 	struct sl_tp *tp = sl_tp_create(&cfg, &clock, &cb);
 	assert_non_null(tp);
 	assert_int_equal(sl_memport_pair(&pa, &pb, MAX_FRAME, 4, &nf), 0);
