@@ -124,10 +124,11 @@ written=$(sed -n 's/^sluice-trace: \([0-9]*\) packets written.*/\1/p' "$d/trace.
 read_back=$(tshark -r "$d/cap.pcapng" -T fields -e frame.number 2>/dev/null | wc -l) # one line per packet, whatever its summary
 [ "$written" = "$read_back" ] || fail "sluice-trace wrote $written packets, tshark read $read_back"
 
-# One line per packet: capturing interface, type, source node, PSN, retx flag, CRC flag, SACKed PSN count.
+# One line per packet: capturing interface, type, source node, PSN, retx flag, CRC flag, ack-now flag
+# (tshark refuses a field the dissector does not know), SACKed PSN count (last: empty on DATA).
 tshark -X lua_script:"$LUA" -r "$d/cap.pcapng" -T fields -E separator=' ' -e frame.interface_name \
-	-e sluice.type -e sluice.src_node -e sluice.psn -e sluice.flags.retx -e sluice.flags.crc -e sluice.ack.sacked \
-	>"$d/fields.txt" 2>"$d/tshark.log" || fail "tshark with the dissector failed"
+	-e sluice.type -e sluice.src_node -e sluice.psn -e sluice.flags.retx -e sluice.flags.crc -e sluice.flags.ack_now \
+	-e sluice.ack.sacked >"$d/fields.txt" 2>"$d/tshark.log" || fail "tshark with the dissector failed"
 # The mesh here is shm: its frames carry no CRC32C trailer, except those of
 # a dataplane injecting faults (node 0 with a spec), which all must: the
 # trailer is what catches its corruptions.
@@ -149,7 +150,7 @@ for ((i = 0; i < nodes; i++)); do
 	[ "$orphans" = 0 ] || fail "node $i: $orphans retransmitted PSNs were never sent before"
 	echo "node $i: $got_tx DATA sent, $got_retx retransmitted: matches the dataplane's counters"
 done
-acks=$(awk '$2 == 2 && $7 != ""' "$d/fields.txt" | wc -l)
+acks=$(awk '$2 == 2 && $8 != ""' "$d/fields.txt" | wc -l)
 [ "$acks" -gt 0 ] || fail "no ACK with a decoded SACK body"
 
 "$TRACE" analyze "$d/cap.pcapng" >"$d/analyze.log" 2>&1 || fail "sluice-trace analyze failed"
