@@ -26,11 +26,12 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
   -N N     rounds: run the pair N times, alternating, and compare per-size medians
            (default 1; the load of a shared machine changes by the second)
   -k       keep the JSON outputs (their directory is printed)
+  -c DIR   run nothing: compare the JSON outputs an earlier -k kept in DIR
 EOF
 }
 
-ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1
-while getopts "r:m:C:R:b:e:n:w:B:N:kh" opt; do
+ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1 kept=
+while getopts "r:m:C:R:b:e:n:w:B:N:kc:h" opt; do
 	case $opt in
 	r) ranks=$OPTARG ;;
 	m) case $OPTARG in
@@ -46,6 +47,7 @@ while getopts "r:m:C:R:b:e:n:w:B:N:kh" opt; do
 	B) budget=$OPTARG ;;
 	N) rounds=$OPTARG ;;
 	k) keep=1 ;;
+	c) kept=$OPTARG ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -63,10 +65,12 @@ find_tool() { # subdir name
 	echo "vs-openmpi.sh: $2 not found under $build (build first: meson setup build && ninja -C build)" >&2
 	return 1
 }
-sluice_run=$(find_tool dataplane sluice-run) || exit 2
-sluice_perf=$(find_tool perf sluice-perf) || exit 2
-mpi_perf=$(find_tool perf mpi-allreduce-perf) || exit 2
-command -v mpirun >/dev/null || { echo "vs-openmpi.sh: mpirun not in PATH" >&2; exit 2; }
+if [ -z "$kept" ]; then
+	sluice_run=$(find_tool dataplane sluice-run) || exit 2
+	sluice_perf=$(find_tool perf sluice-perf) || exit 2
+	mpi_perf=$(find_tool perf mpi-allreduce-perf) || exit 2
+	command -v mpirun >/dev/null || { echo "vs-openmpi.sh: mpirun not in PATH" >&2; exit 2; }
+fi
 
 out=$(mktemp -d /tmp/vs-openmpi.XXXXXX)
 if [ "$keep" = 0 ]; then trap 'rm -rf "$out"' EXIT; fi
@@ -105,7 +109,8 @@ FNR == 1 { file++ }
 	size = get($0, "size")
 	if (file == 2 && !((2, size) in cnt)) order[++nsizes] = size
 	c = ++cnt[file, size]
-	for (k = 1; k <= 4; k++) val[file, size, k, c] = get($0, key[k])
+	# + 0: a number, or median() would sort "43.3" before "5.8" (as strings)
+	for (k = 1; k <= 4; k++) val[file, size, k, c] = get($0, key[k]) + 0
 }
 END {
 	for (i = 1; i <= nsizes; i++) {
@@ -119,6 +124,16 @@ END {
 	printf "# %10s  %12.2f  %12.2f  %12.2f  %12.2f\n", "median", m[1], m[2], m[3], m[4]
 }' "$1" "$2"
 }
+
+if [ -n "$kept" ]; then
+	for coll in ${colls//,/ }; do
+		[ -s "$kept/sluice-$coll.json" ] && [ -s "$kept/mpi-$coll.json" ] ||
+			{ echo "vs-openmpi.sh: $kept has no sluice-$coll.json and mpi-$coll.json (kept by -k)" >&2; exit 2; }
+		n=$(find "$kept" -maxdepth 1 -name "sluice-$coll.*.json" | wc -l)
+		compare "$kept/sluice-$coll.json" "$kept/mpi-$coll.json" "$coll" $((n > 0 ? n : 1))
+	done
+	exit 0
+fi
 
 failed=0
 for coll in ${colls//,/ }; do

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# it_vs_openmpi_compare.sh: perf/vs-openmpi.sh's ratio table from kept JSON
+# (-c DIR), on numbers chosen so that a median taken over strings ("43.35"
+# sorts before "5.87") differs from the true one.  usage: it_vs_openmpi_compare.sh VS_OPENMPI
+set -u
+vs=$1
+d=$(mktemp -d /tmp/it_vs_compare.XXXXXX)
+trap 'rm -rf "$d"' EXIT
+fail() { echo "it_vs_openmpi_compare: FAIL: $*" >&2; cat "$d/out.txt" >&2; exit 1; }
+
+row() { # tool size oop_time_us ip_time_us (busbw = size / time, as the tools write it)
+	awk -v t="$1" -v z="$2" -v o="$3" -v i="$4" 'BEGIN {
+		printf "{\"tool\":\"%s\",\"coll\":\"scatter\",\"size\":%d,\"oop_time_us\":%s,\"oop_busbw\":%.4f,", t, z, o, z / o / 1000
+		printf "\"ip_time_us\":%s,\"ip_busbw\":%.4f}\n", i, z / i / 1000 }'
+}
+for r in 1 2 3 4 5; do : >"$d/sluice-scatter.$r.json"; done
+{ row sluice 65536 3.49 9; row sluice 65536 43.35 10; row sluice 65536 5.87 11
+  row sluice 65536 6.47 12; row sluice 65536 44.85 8; } >"$d/sluice-scatter.json"
+{ row mpi 65536 12.57 2; row mpi 65536 3.69 2; row mpi 65536 3.99 2
+  row mpi 65536 4.00 2; row mpi 65536 4.69 2; } >"$d/mpi-scatter.json"
+
+bash "$vs" -C scatter -c "$d" >"$d/out.txt" 2>&1 || fail "vs-openmpi.sh -c exited $?"
+grep -q "medians of 5 rounds" "$d/out.txt" || fail "no '(medians of 5 rounds)' header"
+# medians: sluice oop 6.47 ip 10, mpi oop 4.00 ip 2: time 1.62 / 5.00, busbw their inverses
+read -r size t_oop t_ip b_oop b_ip < <(awk '$1 == 65536' "$d/out.txt")
+[ "$size $t_oop $t_ip $b_oop $b_ip" = "65536 1.62 5.00 0.62 0.20" ] ||
+	fail "ratios '$t_oop $t_ip $b_oop $b_ip', expected '1.62 5.00 0.62 0.20'"
+bash "$vs" -C gather -c "$d" >"$d/out.txt" 2>&1 && fail "a collective with no kept JSON was compared"
+grep -q "has no sluice-gather.json" "$d/out.txt" || fail "no message for a missing JSON"
+echo "it_vs_openmpi_compare: ok"
