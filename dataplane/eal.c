@@ -293,6 +293,23 @@ static pid_t prefix_pid(const char *name)
 	return *end == '\0' && pid > 0 && pid <= INT_MAX ? (pid_t)pid : 0;
 }
 
+/* Whether a process holds a lock on dir's EAL config file (a primary does,
+ * while it runs: one in another pid namespace looks dead to kill()). */
+static bool config_locked(const char *dir)
+{
+	char path[PATH_MAX];
+	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	int fd;
+	bool locked;
+
+	if (snprintf(path, sizeof(path), "%s/config", dir) >= (int)sizeof(path) ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	locked = fcntl(fd, F_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+	close(fd);
+	return locked;
+}
+
 unsigned sl_eal_reap(const char *root)
 {
 	DIR *d = opendir(root);
@@ -309,7 +326,7 @@ unsigned sl_eal_reap(const char *root)
 		if (pid == 0 || kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", root, de->d_name);
-		if ((sub = opendir(path)) == NULL)
+		if (config_locked(path) || (sub = opendir(path)) == NULL)
 			continue;
 		/* EAL's files only (config, fbarray_*, hugepage_info, mp_socket): no subdirectories */
 		for (struct dirent *f; (f = readdir(sub)) != NULL;)

@@ -58,7 +58,8 @@ int sl_eal_restore_mem_fds(char *err, size_t errlen);
 /*
  * Remove the runtime directories under root (EAL's parent of
  * <root>/<prefix>) that dataplanes killed before sl_eal_stop() left: those
- * named "sluice-...-<pid>" whose pid is gone.  Others are left alone.
+ * named "sluice-...-<pid>" whose pid is gone and whose EAL config file no
+ * process holds locked (a primary in another pid namespace).  Others stay.
  * sl_eal_start() reaps the default root itself.  Returns how many went.
  */
 unsigned sl_eal_reap(const char *root);

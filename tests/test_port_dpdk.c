@@ -20,12 +20,14 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -473,12 +475,40 @@ static bool run_dir_exists(const char *root, const char *name)
 	return stat(path, &st) == 0;
 }
 
+/* A process that holds a write lock on path (as an EAL primary holds its
+ * config file) until killed. */
+static pid_t hold_lock(const char *path)
+{
+	int ready[2];
+	char c;
+	pid_t pid;
+
+	assert_int_equal(pipe(ready), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+		int fd = open(path, O_RDWR);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no holder behind */
+		if (fd < 0 || fcntl(fd, F_SETLK, &l) != 0 || write(ready[1], "k", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	close(ready[1]);
+	return pid;
+}
+
 /* A killed dataplane's runtime directory goes at the next start; a live
- * one's, another program's and a name without a pid stay. */
+ * one's (by its pid, or by its config lock when its pid means nothing
+ * here), another program's and a name without a pid stay. */
 static void test_eal_reaps_dead_runs(void **state)
 {
-	char root[] = "/tmp/sluice-reap-XXXXXX", dead[64], alive[64], gone_empty[64];
-	pid_t child = fork();
+	char root[] = "/tmp/sluice-reap-XXXXXX", dead[64], alive[64], gone_empty[64], elsewhere[64], path[600];
+	pid_t child = fork(), holder;
 
 	(void)state;
 	assert_true(child >= 0);
@@ -495,8 +525,18 @@ static void test_eal_reaps_dead_runs(void **state)
 	make_run_dir(root, "rte", true);
 	make_run_dir(root, "sluice-n2-", false);
 	make_run_dir(root, "sluice-n3-12x", false);
+	/* a pid from another namespace: dead here, its primary alive */
+	snprintf(elsewhere, sizeof(elsewhere), "sluice-n4-%d", (int)child);
+	make_run_dir(root, elsewhere, true);
+	snprintf(path, sizeof(path), "%s/%s/config", root, elsewhere);
+	holder = hold_lock(path);
 
 	assert_int_equal(sl_eal_reap(root), 2);
+	assert_true(run_dir_exists(root, elsewhere));
+	kill(holder, SIGKILL);
+	assert_int_equal(waitpid(holder, NULL, 0), holder);
+	assert_int_equal(sl_eal_reap(root), 1); /* its primary gone */
+	assert_false(run_dir_exists(root, elsewhere));
 	assert_false(run_dir_exists(root, dead));
 	assert_false(run_dir_exists(root, gone_empty));
 	assert_true(run_dir_exists(root, alive));
