@@ -80,15 +80,9 @@ fi
 
 # Join the two JSON-lines files on size (several lines per size: one per
 # round, reduced to their median); plain awk (mawk has no asort).
-compare() { # sluice.json mpi.json collective rounds
-awk -v coll="$3" -v rounds="$4" '
-BEGIN {
-	print "# sluice / Open MPI, " coll ", per size" (rounds > 1 ? " (medians of " rounds " rounds)" : "") \
-	      ": time ratio < 1 and busbw ratio > 1 favour sluice"
-	printf "# %10s  %12s  %12s  %12s  %12s\n", "size", "time oop", "time ip", "busbw oop", "busbw ip"
-	printf "# %10s  %12s  %12s  %12s  %12s\n", "(B)", "(s/mpi)", "(s/mpi)", "(s/mpi)", "(s/mpi)"
-	split("oop_time_us ip_time_us oop_busbw ip_busbw", key, " ")
-}
+compare() { # sluice.json mpi.json collective
+awk -v coll="$3" '
+BEGIN { split("oop_time_us ip_time_us oop_busbw ip_busbw", key, " ") }
 function get(line, key,    m) {
 	if (!match(line, "\"" key "\":[^,}]*")) return ""
 	m = substr(line, RSTART, RLENGTH)
@@ -113,6 +107,15 @@ FNR == 1 { file++ }
 	for (k = 1; k <= 4; k++) val[file, size, k, c] = get($0, key[k]) + 0
 }
 END {
+	# the rounds: the fewest lines a size has (two sizes may round to one
+	# element count, so that one size has two lines a round)
+	for (i = 1; i <= nsizes; i++)
+		for (f = 1; f <= 2; f++)
+			if (((f, order[i]) in cnt) && (!rounds || cnt[f, order[i]] < rounds)) rounds = cnt[f, order[i]]
+	print "# sluice / Open MPI, " coll ", per size" (rounds > 1 ? " (medians of " rounds " rounds)" : "") \
+	      ": time ratio < 1 and busbw ratio > 1 favour sluice"
+	printf "# %10s  %12s  %12s  %12s  %12s\n", "size", "time oop", "time ip", "busbw oop", "busbw ip"
+	printf "# %10s  %12s  %12s  %12s  %12s\n", "(B)", "(s/mpi)", "(s/mpi)", "(s/mpi)", "(s/mpi)"
 	for (i = 1; i <= nsizes; i++) {
 		size = order[i]
 		if (!((1, size) in cnt)) continue
@@ -129,8 +132,7 @@ if [ -n "$kept" ]; then
 	for coll in ${colls//,/ }; do
 		[ -s "$kept/sluice-$coll.json" ] && [ -s "$kept/mpi-$coll.json" ] ||
 			{ echo "vs-openmpi.sh: $kept has no sluice-$coll.json and mpi-$coll.json (kept by -k)" >&2; exit 2; }
-		n=$(find "$kept" -maxdepth 1 -name "sluice-$coll.*.json" | wc -l)
-		compare "$kept/sluice-$coll.json" "$kept/mpi-$coll.json" "$coll" $((n > 0 ? n : 1))
+		compare "$kept/sluice-$coll.json" "$kept/mpi-$coll.json" "$coll"
 	done
 	exit 0
 fi
@@ -156,7 +158,7 @@ for coll in ${colls//,/ }; do
 		failed=1
 		continue
 	fi
-	compare "$out/sluice-$coll.json" "$out/mpi-$coll.json" "$coll" "$rounds"
+	compare "$out/sluice-$coll.json" "$out/mpi-$coll.json" "$coll"
 	echo
 	if [ "$sluice_rc" != 0 ] || [ "$mpi_rc" != 0 ]; then
 		echo "vs-openmpi.sh: $coll: sluice-perf exited $sluice_rc, mpi-allreduce-perf exited $mpi_rc" >&2

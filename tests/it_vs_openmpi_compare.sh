@@ -13,14 +13,18 @@ row() { # tool size oop_time_us ip_time_us (busbw = size / time, as the tools wr
 		printf "{\"tool\":\"%s\",\"coll\":\"scatter\",\"size\":%d,\"oop_time_us\":%s,\"oop_busbw\":%.4f,", t, z, o, z / o / 1000
 		printf "\"ip_time_us\":%s,\"ip_busbw\":%.4f}\n", i, z / i / 1000 }'
 }
-for r in 1 2 3 4 5; do : >"$d/sluice-scatter.$r.json"; done
 { row sluice 65536 3.49 9; row sluice 65536 43.35 10; row sluice 65536 5.87 11
   row sluice 65536 6.47 12; row sluice 65536 44.85 8; } >"$d/sluice-scatter.json"
 { row mpi 65536 12.57 2; row mpi 65536 3.69 2; row mpi 65536 3.99 2
   row mpi 65536 4.00 2; row mpi 65536 4.69 2; } >"$d/mpi-scatter.json"
+# a size with two lines a round (two sizes rounded to one count), and one sluice did not run
+for r in 1 2 3 4 5; do row sluice 12 1 1; row sluice 12 1 1; row mpi 12 2 2; row mpi 12 2 2; row mpi 24 2 2; done >>"$d/both"
+grep -h sluice "$d/both" >>"$d/sluice-scatter.json"; grep -h mpi "$d/both" >>"$d/mpi-scatter.json"
 
 bash "$vs" -C scatter -c "$d" >"$d/out.txt" 2>&1 || fail "vs-openmpi.sh -c exited $?"
 grep -q "medians of 5 rounds" "$d/out.txt" || fail "no '(medians of 5 rounds)' header"
+awk '$1 == 12 { n++; if ($2 != "0.50") bad = 1 } $1 == 24 { bad = 1 } END { exit n != 1 || bad }' "$d/out.txt" ||
+	fail "size 12 (ratio 0.50, two lines a round) or size 24 (no sluice lines) compared wrongly"
 # medians: sluice oop 6.47 ip 10, mpi oop 4.00 ip 2: time 1.62 / 5.00, busbw their inverses
 read -r size t_oop t_ip b_oop b_ip < <(awk '$1 == 65536' "$d/out.txt")
 [ "$size $t_oop $t_ip $b_oop $b_ip" = "65536 1.62 5.00 0.62 0.20" ] ||
