@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "../ctl/internal.h"
+#include "faults.h"
 
 #define FAKE_NODE 42
 #define FAKE_REGION_BASE 5 /* fake region ids start here, so slot and id differ */
@@ -706,14 +707,6 @@ static void allreduce_round_trip(void **state)
 	close_all(ctx, comm, buf);
 }
 
-static long thread_faults(void)
-{
-	struct rusage ru;
-
-	assert_int_equal(getrusage(RUSAGE_THREAD, &ru), 0);
-	return ru.ru_minflt + ru.ru_majflt;
-}
-
 /* Calls walk the request table and the rings a slot at a time; sluice_init
  * faulted their pages in, so that no call takes a page fault (10-14 us on
  * the VMs sluice is measured on: every 17th call paid one). */
@@ -729,12 +722,12 @@ static void calls_fault_no_page_in(void **state)
 	memset(buf, 0, 4096);
 	assert_int_equal(sluice_allreduce(comm, buf, buf, 16, SLUICE_INT32, SLUICE_MAX, &req), SLUICE_OK);
 	assert_int_equal(sluice_wait(req), SLUICE_OK);
-	long before = thread_faults();
+	long before = page_faults(RUSAGE_THREAD);
 	for (unsigned i = 0; i < SL_MAX_REQS + SL_SUBMIT_SLOTS; i++) {
 		assert_int_equal(sluice_allreduce(comm, buf, buf, 16, SLUICE_INT32, SLUICE_MAX, &req), SLUICE_OK);
 		assert_int_equal(sluice_wait(req), SLUICE_OK);
 	}
-	long faults = thread_faults() - before;
+	long faults = page_faults(RUSAGE_THREAD) - before;
 	/* the table alone would fault 59 pages in, the rings 16; the sanitizers'
 	 * allocator takes a stray one now and then */
 	if (faults > 4)

@@ -15,16 +15,9 @@
 #include <cmocka.h>
 
 #include "ctl_server.h"
+#include "faults.h"
 
 #define REGION (8u << 20)
-
-static long thread_faults(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_THREAD, &ru);
-	return ru.ru_minflt + ru.ru_majflt;
-}
 
 /* A client's registered memory, written whole by the client, then read and
  * written whole by the dataplane as calls would: no page faults in.  Not
@@ -43,13 +36,13 @@ static void registered_memory_faults_nothing_in(void **state)
 
 	uint8_t *dp = dp_map_client_file(fd, REGION);
 	assert_true(dp != MAP_FAILED);
-	long before = thread_faults();
+	long before = page_faults(RUSAGE_THREAD);
 	uint64_t sum = 0;
 	for (size_t i = 0; i < REGION; i += 64) {
 		sum += dp[i];
 		dp[i] = 1;
 	}
-	long faults = thread_faults() - before;
+	long faults = page_faults(RUSAGE_THREAD) - before;
 	assert_int_equal(sum, (uint64_t)7 * (REGION / 64));
 	if (faults > 2)
 		fail_msg("reading and writing %u MiB of registered memory faulted %ld pages in (want at most 2): "

@@ -12,14 +12,7 @@
 #include <cmocka.h>
 
 #include "pool.h"
-
-static long thread_faults(void)
-{
-	struct rusage ru;
-
-	assert_int_equal(getrusage(RUSAGE_THREAD, &ru), 0);
-	return ru.ru_minflt + ru.ru_majflt;
-}
+#include "faults.h"
 
 /* A freed block serves the next request of its size class, not another's. */
 static void test_blocks_come_back_by_size(void **state)
@@ -57,13 +50,13 @@ static void test_arena_faults_nothing_in(void **state)
 
 	memset(blk, 0, sizeof(blk));
 	assert_int_equal(dp_pool_init(&p, err, sizeof(err)), 0);
-	long before = thread_faults();
+	long before = page_faults(RUSAGE_THREAD);
 	while (n < sizeof(blk) / sizeof(blk[0]) && dp_pool_used(&p) + 1024 + 16 <= DP_POOL_BYTES) {
 		blk[n] = dp_pool_get(&p, 1000);
 		memset(blk[n], 0x5a, 1000);
 		n++;
 	}
-	long faults = thread_faults() - before;
+	long faults = page_faults(RUSAGE_THREAD) - before;
 	assert_true(n > 900);
 	assert_int_equal(p.from_heap, 0);
 	if (faults > 0)
@@ -85,13 +78,13 @@ static void test_arena_holds_a_receive_budget(void **state)
 
 	assert_int_equal(dp_pool_init(&p, err, sizeof(err)), 0);
 	memset(blk, 0, sizeof(blk)); /* its own pages are not the pool's (a sanitizer build spaces them) */
-	long before = thread_faults();
+	long before = page_faults(RUSAGE_THREAD);
 	for (unsigned i = 0; i < PACKETS + COPIES; i++) {
 		size_t len = i < PACKETS ? PAYLOAD + 64 : COPY + 1;
 		assert_non_null(blk[i] = dp_pool_get(&p, len));
 		memset(blk[i], 0x5a, len);
 	}
-	long faults = thread_faults() - before;
+	long faults = page_faults(RUSAGE_THREAD) - before;
 	assert_int_equal(p.from_heap, 0);
 	if (faults > 0)
 		fail_msg("writing a receive budget of early packets faulted %ld pages in", faults);
@@ -189,10 +182,10 @@ static void test_large_blocks_are_kept_touched(void **state)
 	memset(a, 1, len);
 	dp_pool_put(&p, a);
 	assert_int_equal(p.kept, 3u << 19);
-	long before = thread_faults();
+	long before = page_faults(RUSAGE_THREAD);
 	uint8_t *b = dp_pool_get(&p, len);
 	memset(b, 2, len);
-	long faults = thread_faults() - before;
+	long faults = page_faults(RUSAGE_THREAD) - before;
 	assert_ptr_equal(b, a);
 	if (faults > 4)
 		fail_msg("rewriting a kept %zu-byte block faulted %ld pages in", len, faults);

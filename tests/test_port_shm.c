@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "faults.h"
 #include "port_shm.h"
 
 #define FRAME 9000u
@@ -134,14 +135,6 @@ static void frames_cross_between_processes(void **state)
 	p->ops->close(p);
 }
 
-static long process_faults(void)
-{
-	struct rusage u;
-
-	getrusage(RUSAGE_SELF, &u);
-	return u.ru_minflt + u.ru_majflt;
-}
-
 /* Every buffer of a link, written whole by the sender and read whole by the
  * receiver, faults no page in: the guest would count these faults, and on
  * the PVM guests sluice runs on, the hypervisor's own first-touch fills
@@ -160,7 +153,7 @@ static void buffers_fault_nothing_in(void **state)
 	assert_non_null(b);
 	assert_int_equal(sl_port_wait_up(a, WAIT_MS, err, sizeof(err)), 0);
 	assert_int_equal(sl_port_wait_up(b, WAIT_MS, err, sizeof(err)), 0);
-	long before = process_faults();
+	long before = page_faults(RUSAGE_SELF);
 	for (struct sl_port *from = a, *to = b; from; from = from == a ? b : NULL, to = a) {
 		assert_int_equal(from->ops->alloc(from, pk, NBUFS), NBUFS);
 		for (uint32_t i = 0; i < NBUFS; i++) {
@@ -174,7 +167,7 @@ static void buffers_fault_nothing_in(void **state)
 				sum += pk[i].data[k];
 		to->ops->free(to, pk, NBUFS);
 	}
-	long faults = process_faults() - before;
+	long faults = page_faults(RUSAGE_SELF) - before;
 	assert_int_equal(sum, 2 * (uint64_t)(FRAME / 64 + (FRAME % 64 != 0)) * (NBUFS * (NBUFS - 1) / 2));
 	if (faults > 2)
 		fail_msg("writing and reading every buffer of a link faulted %ld pages in (want at most 2): "
