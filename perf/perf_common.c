@@ -123,6 +123,8 @@ static void usage(FILE *f, const char *prog)
 		"  -w N      warmup iterations per size (default 5)\n"
 		"  -B SIZE   cap each size's iterations at SIZE bytes reduced (default 0: no cap)\n"
 		"  -c 0|1    check every element of one extra run (default 1)\n"
+		"  -S        start each phase's timed calls on every rank together (a barrier after\n"
+		"            the warmup); without it a rank times its calls from its own warmup's end\n"
 		"  -G        buffers in GPU memory, GPU = local rank (sluice-perf built with CUDA)\n"
 		"  -d TYPE   int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
 		"            f8e4m3 f8e5m2\n"
@@ -220,7 +222,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 
 	*o = (struct perf_opts){ .coll = PERF_ALLREDUCE, .min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
 				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
-	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:d:o:J:g:t:Gh")) != -1) {
+	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:d:o:J:g:t:GSh")) != -1) {
 		switch (opt) {
 		case 'C': set_choice(parse_coll(optarg), &v, "collective", optarg, prog); o->coll = v; break;
 		case 'r': o->root = (int)parse_uint(optarg, prog, 'r'); break;
@@ -235,6 +237,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 		case 'o': set_choice(parse_op(optarg), &v, "op", optarg, prog); o->op = v; break;
 		case 'J': o->json = optarg; break;
 		case 'G': o->gpu = true; break;
+		case 'S': o->sync = true; break;
 		case 'g':
 		case 't':
 			if (parse_uint(optarg, prog, (char)opt) != 1) {
@@ -525,6 +528,16 @@ static int timed(const struct perf_backend *b, const struct perf_opts *o, const 
 
 	if (!us) {
 		fprintf(stderr, "%s: no memory for %u call times (lower -n)\n", b->name, iters);
+		return -1;
+	}
+	/* -S: a barrier, so no rank's timed calls overlap another's warmup.
+	 * Without it the ranks' phases may not overlap at all: Open MPI's
+	 * receivers of a size's first 43 KiB message over TCP waited 10-70 ms
+	 * in the warmup, after which a 3-rank scatter root ran all its timed
+	 * calls before its leaves began theirs (perf/ALGORITHMS.md, ahead). */
+	double none = 0;
+	if (o->sync && b->sum_doubles(b->ctx, &none, 1) < 0) {
+		free(us);
 		return -1;
 	}
 	double t0 = now_s();

@@ -31,6 +31,7 @@ struct perf_opts {
 	sluice_redop_t op;       /* -o */
 	const char *json;        /* -J: JSON lines file, or NULL */
 	bool gpu;                /* -G: buffers in GPU memory (sluice-perf built with CUDA) */
+	bool sync;               /* -S: a barrier before each phase's timed calls */
 };
 
 /* Buffers the host cannot read (GPU memory): perf_run fills and checks

@@ -25,13 +25,17 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
            fewer iterations (default 128M)
   -N N     rounds: run the pair N times, alternating, and compare per-size medians
            (default 1; the load of a shared machine changes by the second)
+  -S       both tools start each phase's timed calls on every rank together (their
+           -S); without it a rank may time its calls while others are still in
+           their warmup, and Open MPI's 3-rank 64-128 KiB scatter and gather ranks
+           did not overlap at all (perf/ALGORITHMS.md, ahead)
   -k       keep the JSON outputs (their directory is printed)
   -c DIR   run nothing: compare the JSON outputs an earlier -k kept in DIR
 EOF
 }
 
-ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1 kept=
-while getopts "r:m:C:R:b:e:n:w:B:N:kc:h" opt; do
+ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1 kept= sync=()
+while getopts "r:m:C:R:b:e:n:w:B:N:Skc:h" opt; do
 	case $opt in
 	r) ranks=$OPTARG ;;
 	m) case $OPTARG in
@@ -46,6 +50,7 @@ while getopts "r:m:C:R:b:e:n:w:B:N:kc:h" opt; do
 	w) warmup=$OPTARG ;;
 	B) budget=$OPTARG ;;
 	N) rounds=$OPTARG ;;
+	S) sync=(-S) ;;
 	k) keep=1 ;;
 	c) kept=$OPTARG ;;
 	h) usage; exit 0 ;;
@@ -139,7 +144,7 @@ fi
 
 failed=0
 for coll in ${colls//,/ }; do
-	flags=(-C "$coll" -r "$root" -b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -B "$budget" -c 1 -d float -o sum)
+	flags=(-C "$coll" -r "$root" -b "$minb" -e "$maxb" -f 2 -n "$iters" -w "$warmup" -B "$budget" -c 1 -d float -o sum "${sync[@]}")
 	sluice_rc=0 mpi_rc=0
 	for ((round = 1; round <= rounds; round++)); do
 		[ "$rounds" -gt 1 ] && echo "## round $round of $rounds"

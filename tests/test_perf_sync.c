@@ -1,0 +1,76 @@
+/*
+ * test_perf_sync.c: sluice-perf's -S (perf/perf_common.c): every rank
+ * starts a phase's timed calls together, through a barrier between the
+ * warmup and the timed calls; without -S nothing comes between them.
+ * One rank of a fake backend that logs its calls: 'r' a collective,
+ * 's' a sum over the ranks (the barrier, and each size's time sums).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "perf_common.h"
+
+static char events[64];
+static size_t nevents;
+
+static void note(char c)
+{
+	if (nevents + 1 < sizeof(events))
+		events[nevents++] = c;
+}
+
+static int fake_run(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
+		    sluice_datatype_t dtype, sluice_redop_t op, int root)
+{
+	(void)ctx, (void)coll, (void)send, (void)recv, (void)count, (void)dtype, (void)op, (void)root;
+	note('r');
+	return 0;
+}
+
+static int fake_sum(void *ctx, double *vals, int n)
+{
+	(void)ctx, (void)vals, (void)n; /* one rank: the sum is the value */
+	note('s');
+	return 0;
+}
+
+/* One 64-byte all-reduce size, 2 warmup and 3 timed calls a phase, out of
+ * place then in place, unchecked. */
+static const char *events_of(bool sync)
+{
+	static float send[64], recv[64];
+	struct perf_opts o = { .coll = PERF_ALLREDUCE, .min_bytes = 64, .max_bytes = 64, .factor = 2, .iters = 3,
+			       .warmup = 2, .check = false, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .sync = sync };
+	struct perf_backend b = { .name = "fake", .rank = 0, .nranks = 1, .run = fake_run, .sum_doubles = fake_sum };
+
+	memset(events, 0, sizeof(events));
+	nevents = 0;
+	assert_int_equal(perf_run(&o, &b, send, recv), 0);
+	return events;
+}
+
+static void test_sync_barrier_between_warmup_and_timed_calls(void **state)
+{
+	(void)state;
+	assert_string_equal(events_of(true), "rrsrrrrrsrrrs");
+}
+
+static void test_no_barrier_without_sync(void **state)
+{
+	(void)state;
+	assert_string_equal(events_of(false), "rrrrrrrrrrs");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sync_barrier_between_warmup_and_timed_calls),
+		cmocka_unit_test(test_no_barrier_without_sync),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
