@@ -627,9 +627,9 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 	static const char *const tag[2] = { "oop", "ip" };
 
 	fprintf(f, "{\"tool\":\"%s\",\"coll\":\"%s\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,"
-		"\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%u", b->name, coll_names[o->coll],
-		b->nranks, bytes, count, dtypes[o->dtype].name, op_names[o->op], coll_rooted(o->coll) ? o->root : -1,
-		scaled(o->iters, bytes, o->budget));
+		"\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%u,\"synced\":%s", b->name,
+		coll_names[o->coll], b->nranks, bytes, count, dtypes[o->dtype].name, op_names[o->op],
+		coll_rooted(o->coll) ? o->root : -1, scaled(o->iters, bytes, o->budget), o->sync ? "true" : "false");
 	for (int k = 0; k < 2; k++) {
 		double alg = (double)bytes / ph[k].time_us * 1e-3;
 		fprintf(f, ",\"%s_time_us\":%.6g,\"%s_algbw\":%.6g,\"%s_busbw\":%.6g", tag[k],

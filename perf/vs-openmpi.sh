@@ -25,17 +25,18 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
            fewer iterations (default 128M)
   -N N     rounds: run the pair N times, alternating, and compare per-size medians
            (default 1; the load of a shared machine changes by the second)
-  -S       both tools start each phase's timed calls on every rank together (their
-           -S); without it a rank may time its calls while others are still in
-           their warmup, and Open MPI's 3-rank 64-128 KiB scatter and gather ranks
-           did not overlap at all (perf/ALGORITHMS.md, ahead)
+  -A       time apart: pass neither tool -S.  By default both start each phase's
+           timed calls on every rank together (a barrier after the warmup), as
+           nccl-tests and the OSU benchmarks do; apart, a rank may time its calls
+           while others are still in their warmup, and Open MPI's 3-rank 64-128 KiB
+           scatter and gather ranks did not overlap at all (perf/ALGORITHMS.md, ahead)
   -k       keep the JSON outputs (their directory is printed)
   -c DIR   run nothing: compare the JSON outputs an earlier -k kept in DIR
 EOF
 }
 
-ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1 kept= sync=()
-while getopts "r:m:C:R:b:e:n:w:B:N:Skc:h" opt; do
+ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1 kept= sync=(-S)
+while getopts "r:m:C:R:b:e:n:w:B:N:Akc:h" opt; do
 	case $opt in
 	r) ranks=$OPTARG ;;
 	m) case $OPTARG in
@@ -50,7 +51,7 @@ while getopts "r:m:C:R:b:e:n:w:B:N:Skc:h" opt; do
 	w) warmup=$OPTARG ;;
 	B) budget=$OPTARG ;;
 	N) rounds=$OPTARG ;;
-	S) sync=(-S) ;;
+	A) sync=() ;;
 	k) keep=1 ;;
 	c) kept=$OPTARG ;;
 	h) usage; exit 0 ;;
@@ -110,6 +111,7 @@ FNR == 1 { file++ }
 	c = ++cnt[file, size]
 	# + 0: a number, or median() would sort "43.3" before "5.8" (as strings)
 	for (k = 1; k <= 4; k++) val[file, size, k, c] = get($0, key[k]) + 0
+	synced[get($0, "synced")]++
 }
 END {
 	# the rounds: the fewest lines a size has (two sizes may round to one
@@ -117,8 +119,12 @@ END {
 	for (i = 1; i <= nsizes; i++)
 		for (f = 1; f <= 2; f++)
 			if (((f, order[i]) in cnt) && (!rounds || cnt[f, order[i]] < rounds)) rounds = cnt[f, order[i]]
+	# -S or not, from the JSON: both tools timed together, apart, or mixed
+	timing = synced["true"] && !synced["false"] && !synced[""] ? ", timed together" : \
+		 synced["false"] && !synced["true"] && !synced[""] ? ", timed apart (-A)" : \
+		 synced["true"] || synced["false"] ? ", timing MIXED (some rounds with -S, some not)" : ""
 	print "# sluice / Open MPI, " coll ", per size" (rounds > 1 ? " (medians of " rounds " rounds)" : "") \
-	      ": time ratio < 1 and busbw ratio > 1 favour sluice"
+	      timing ": time ratio < 1 and busbw ratio > 1 favour sluice"
 	printf "# %10s  %12s  %12s  %12s  %12s\n", "size", "time oop", "time ip", "busbw oop", "busbw ip"
 	printf "# %10s  %12s  %12s  %12s  %12s\n", "(B)", "(s/mpi)", "(s/mpi)", "(s/mpi)", "(s/mpi)"
 	for (i = 1; i <= nsizes; i++) {

@@ -29,6 +29,17 @@ awk '$1 == 12 { n++; if ($2 != "0.50") bad = 1 } $1 == 24 { bad = 1 } END { exit
 read -r size t_oop t_ip b_oop b_ip < <(awk '$1 == 65536' "$d/out.txt")
 [ "$size $t_oop $t_ip $b_oop $b_ip" = "65536 1.62 5.00 0.62 0.20" ] ||
 	fail "ratios '$t_oop $t_ip $b_oop $b_ip', expected '1.62 5.00 0.62 0.20'"
+grep -q "timed together\|timed apart\|MIXED" "$d/out.txt" && fail "JSON without \"synced\" said how it was timed"
+# the header says whether the ranks were timed together (-S, the default) or apart (-A)
+timing() { # sluice's synced, mpi's synced: the header's words
+	mkdir -p "$d/t" && rm -f "$d/t/"*
+	sed "s/^{/{\"synced\":$1,/" "$d/sluice-scatter.json" >"$d/t/sluice-scatter.json"
+	sed "s/^{/{\"synced\":$2,/" "$d/mpi-scatter.json" >"$d/t/mpi-scatter.json"
+	bash "$vs" -C scatter -c "$d/t" 2>&1 | grep -o "timed together\|timed apart\|timing MIXED"
+}
+[ "$(timing true true)" = "timed together" ] || fail "both synced: header says '$(timing true true)'"
+[ "$(timing false false)" = "timed apart" ] || fail "neither synced: header says '$(timing false false)'"
+[ "$(timing true false)" = "timing MIXED" ] || fail "one synced: header says '$(timing true false)'"
 bash "$vs" -C gather -c "$d" >"$d/out.txt" 2>&1 && fail "a collective with no kept JSON was compared"
 grep -q "has no sluice-gather.json" "$d/out.txt" || fail "no message for a missing JSON"
 echo "it_vs_openmpi_compare: ok"
