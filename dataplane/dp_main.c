@@ -666,7 +666,7 @@ static void print_counters(const struct dp_engine *e)
 		"dup %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu "
 		"(early or deferred packets kept in their frames %llu); "
-		"credit stalls %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
+		"credit stalls %llu, held waits %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
 		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu; "
 		"windows held %llu (refused %llu), held packets resent %llu, window probes %llu; "
 		"page faults %ld\n",
@@ -681,7 +681,7 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)t->rx_bad_crc, (unsigned long long)t->rx_foreign, (unsigned long long)e->count.rx_unknown_comm,
 		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,
 		(unsigned long long)e->count.stashed, (unsigned long long)e->count.held_in_place,
-		(unsigned long long)t->credit_stalls,
+		(unsigned long long)t->credit_stalls, (unsigned long long)t->held_waits,
 		(unsigned long long)t->paced_waits, (unsigned long long)t->rx_ce, (unsigned long long)t->ack_ce,
 		(unsigned long long)t->path_deaths, (unsigned long long)t->path_revivals,
 		(unsigned long long)t->probes_tx, (unsigned long long)t->tx_no_buf,

@@ -173,7 +173,10 @@ static bool can_send(struct sl_tp *tp, struct tp_flow *f)
 	if (!f->q_head || f->dead || f->snd_nxt - f->snd_una >= tp_flow_window(tp, f))
 		return false;
 	if (!psn_before(f->snd_nxt, f->credit_end)) {
-		tp->stats.credit_stalls++;
+		if (f->held) /* the receiver's engine is full: it waits for the engine, not for credit */
+			tp->stats.held_waits++;
+		else
+			tp->stats.credit_stalls++;
 		return false;
 	}
 	if (f->cc.pace_ns && tp->now_ns < f->next_send_ns) {

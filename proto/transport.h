@@ -123,8 +123,11 @@ struct sl_tp_stats {
 	uint64_t rx_foreign;            /* not sluice, or from/to a node we have no flow with */
 	uint64_t tx_no_buf;             /* a poll found no tx buffer */
 	uint64_t flows_dead;
-	uint64_t credit_stalls;         /* sends a flow's window allowed and the receiver's credit did not
-					   (counted once per flow and poll) */
+	uint64_t credit_stalls;         /* polls in which a flow's window allowed a send and the
+					   receiver's credit did not (once per flow and poll) */
+	uint64_t held_waits;            /* the same while the receiver held the window (SL_F_HOLD):
+					   its engine is full, and a sender that runs ahead of it
+					   waits here every poll, however much credit it is granted */
 	uint64_t paced_waits;           /* times a paced flow was put on the timing wheel until its next send */
 	uint64_t rx_ce;                 /* DATA that arrived CE-marked (a queue on the way was full) */
 	uint64_t ack_ce;                /* ACKs received that echoed CE marks (congestion control told) */

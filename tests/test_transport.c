@@ -147,6 +147,7 @@ struct setup {
 	const char *wire;   /* a SLUICE_FAULT spec: fault ports over the memports */
 	uint64_t dead_ns;
 	uint32_t depth;     /* memport FIFO per direction; 0: DEPTH */
+	uint32_t rx_credit; /* each end's receive budget in packets; 0: the default */
 };
 
 static void end_init(struct harness *hs, struct end *e, struct sl_port *port, uint16_t node,
@@ -164,6 +165,8 @@ static void end_init(struct harness *hs, struct end *e, struct sl_port *port, ui
 	cfg.rto_max_ns = 5000000;
 	cfg.dead_ns = s->dead_ns ? s->dead_ns : 20000000;
 	cfg.crc = s->crc;
+	if (s->rx_credit)
+		cfg.rx_credit = s->rx_credit;
 	e->clock = &hs->clock;
 	e->node = node;
 	e->port = port;
@@ -538,6 +541,48 @@ static void test_long_hold_is_not_death(void **state)
 	check_received(&hs->a, &hs->b);
 	check_stats(&hs->a, &hs->b);
 	check_held_not_lost(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
+/* A sender at a window its receiver holds waits for the receiver's engine,
+ * not for credit: each of its polls with data queued counts as a held wait,
+ * none as a credit stall (a 3-rank gather leaf far ahead of its root counted
+ * a credit stall per call, all of them held).  A receiver that grants less
+ * than the window, and holds nothing, stalls its sender for credit. */
+static void test_held_waits_are_not_credit_stalls(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp);
+	struct sl_tp_flow_info fi;
+
+	hs->b.cap = 8;
+	hs->b.every = UINT32_MAX; /* b's engine never drains: it holds a's window */
+	send_msg(&hs->a, 7); /* 73 packets: most of them wait */
+	for (int i = 0; i < 100; i++)
+		round_once(hs);
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fi), 0);
+	assert_int_equal(fi.credit, 0);
+	uint64_t waits = sa->held_waits;
+	for (int i = 0; i < 100; i++)
+		round_once(hs);
+	if (sa->credit_stalls)
+		fail_msg("a sender at a held window counted %llu credit stalls", (unsigned long long)sa->credit_stalls);
+	assert_int_equal(sa->held_waits - waits, 100); /* one a poll */
+	hs->b.every = 1;
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	harness_free(hs);
+
+	s.rx_credit = 4; /* b grants a 4 packets of its window of WIN */
+	hs = harness_new(&s);
+	sa = sl_tp_get_stats(hs->a.tp);
+	send_msg(&hs->a, 7);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	assert_true(sa->credit_stalls > 0);
+	assert_int_equal(sa->held_waits, 0);
 	harness_free(hs);
 }
 
@@ -1120,6 +1165,7 @@ int main(void)
 		cmocka_unit_test(test_slow_receiver_holds_the_window),
 		cmocka_unit_test(test_slow_receiver_under_faults),
 		cmocka_unit_test(test_long_hold_is_not_death),
+		cmocka_unit_test(test_held_waits_are_not_credit_stalls),
 		cmocka_unit_test(test_lost_reopening_found_by_probe),
 		cmocka_unit_test(test_stale_hold_after_reopening),
 		cmocka_unit_test(test_peer_dies_while_holding_packets),
