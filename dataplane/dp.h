@@ -350,6 +350,7 @@ struct dp_engine {
 	struct sl_spsc ctl;       /* server -> engine, both sides in this process */
 	void *ctl_mem;
 	struct dp_client clients[DP_MAX_CLIENTS];
+	uint32_t clients_end;     /* one past the highest live client: a pass looks no further */
 	struct dp_comm comms[DP_MAX_COMMS];
 	struct dp_counters count;
 	_Atomic bool stop;
@@ -374,6 +375,7 @@ struct dp_engine {
 	struct dp_pool pool;       /* packet copies and lingering calls' copies (pool.h) */
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
 	struct dp_gdev *cpu_gdev;  /* --gate-host's stand-in */
+	uint32_t gdevs;            /* of these, opened: a pass with none looks at none */
 	bool gate_host;            /* run host collectives through the CPU stand-in (tests) */
 	uint32_t gpu_blocks;       /* blocks of each GPU reducer's kernel; 0 = gpu_dma's default */
 	uint64_t next_timer_ns;
