@@ -64,17 +64,22 @@ static uint64_t now_ms(void)
 	return dp_now_ns(NULL) / 1000000;
 }
 
-static void ctl(struct node *n, uint32_t op, uint32_t index, void *obj)
+static void ctl_client(struct node *n, uint32_t op, uint32_t client, uint32_t index, void *obj)
 {
 	_Atomic int32_t done = 0;
 	char why[SL_ERRMSG_LEN] = "";
-	struct dp_ctl_req r = { .op = op, .client = 0, .index = index, .obj = obj, .done = &done, .why = why };
+	struct dp_ctl_req r = { .op = op, .client = client, .index = index, .obj = obj, .done = &done, .why = why };
 
 	assert_true(dp_engine_ctl_post(&n->e, &r));
 	while (atomic_load(&done) == 0)
 		dp_engine_poll(&n->e);
 	if (atomic_load(&done) != 1)
 		fail_msg("control request %u refused: %s", op, why);
+}
+
+static void ctl(struct node *n, uint32_t op, uint32_t index, void *obj)
+{
+	ctl_client(n, op, 0, index, obj);
 }
 
 static void add_client(struct node *n)
@@ -269,6 +274,50 @@ static void run_exact(unsigned n, double drop, double dup, double reorder, uint6
 		}
 	}
 	teardown_cluster();
+}
+
+/* A pass looks at client slots only up to the highest live one: a client
+ * in a higher slot is served (a descriptor it posts is answered, here
+ * refused: the communicator is another client's), and once it leaves the
+ * ones below still are. */
+static void test_clients_in_any_slot_are_served(void **state)
+{
+	(void)state;
+	struct sl_memport_faults f = { 0 };
+	struct sl_spsc submit, complete;
+	struct dp_client c = { 0 };
+	struct sl_cpl cpl[MAXN];
+	const uint32_t slot = DP_MAX_CLIENTS - 1;
+	uint8_t *page = aligned_alloc(4096, (sl_page_bytes() + 4095) & ~(size_t)4095);
+
+	setup_cluster(1, &f, 10ull * 1000000000);
+	memset(page, 0, sl_page_bytes());
+	c.page = (struct sl_client_page *)page;
+	c.bell = &c.page->bell[0];
+	sl_spsc_attach(&c.submit, (void *)(page + sl_page_submit_off(0)), SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), false);
+	sl_spsc_attach(&c.complete, (void *)(page + sl_page_complete_off(0)), SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), true);
+	sl_spsc_attach(&submit, (void *)(page + sl_page_submit_off(0)), SL_SUBMIT_SLOTS, sizeof(struct sl_cmd), true);
+	sl_spsc_attach(&complete, (void *)(page + sl_page_complete_off(0)), SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), false);
+	ctl_client(&nodes[0], DP_CTL_ADD_CLIENT, slot, 0, &c);
+
+	struct sl_cmd cmd = { .req = 77, .opcode = SL_OP_ALLREDUCE, .comm = 0, .count = 1, .dtype = SLUICE_INT32,
+			      .redop = SLUICE_SUM };
+	assert_true(sl_spsc_enqueue(&submit, &cmd));
+	unsigned polls = 0;
+	while (!sl_spsc_dequeue(&complete, &cpl[0]))
+		if (++polls == 1000)
+			fail_msg("a descriptor of the client in slot %u was never answered", slot);
+		else
+			poll_all();
+	assert_int_equal(cpl[0].req, 77);
+	assert_int_not_equal(cpl[0].status, SLUICE_OK);
+
+	ctl_client(&nodes[0], DP_CTL_DEL_CLIENT, slot, 0, NULL); /* not the owner: the page stays */
+	post(&nodes[0], 1, 5, SLUICE_INT32, SLUICE_SUM, false);
+	wait_all(cpl, 1000);
+	assert_int_equal(cpl[0].status, SLUICE_OK);
+	teardown_cluster();
+	free(page);
 }
 
 static void test_exact_lossless(void **state)
@@ -2421,6 +2470,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact_lossless),
+		cmocka_unit_test(test_clients_in_any_slot_are_served),
 		cmocka_unit_test(test_exact_under_faults),
 		cmocka_unit_test(test_direct_under_faults),
 		cmocka_unit_test(test_every_collective_under_faults),
