@@ -1096,9 +1096,11 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	*res = comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
 
-static void replay_stash(struct dp_engine *e, struct dp_coll *k)
+/* Apply k's early packets; returns how many. */
+static uint32_t replay_stash(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
+	uint32_t applied = 0;
 	struct dp_stash_bucket *b = comm->stash ? &comm->stash[k->seq % DP_STASH_BUCKETS] : NULL;
 	struct dp_stashed **p, *kept = NULL;
 
@@ -1116,6 +1118,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 		comm->stash_bytes_from[src] -= s->hdr.len;
 		apply(e, k, src, &s->hdr, s->payload);
 		packet_put(e, s);
+		applied++;
 	}
 	if (b)
 		b->tail = kept;
@@ -1128,6 +1131,7 @@ static void replay_stash(struct dp_engine *e, struct dp_coll *k)
 			sl_tp_resume_node(e->tp, comm->node[r]);
 		}
 	}
+	return applied;
 }
 
 /* A held stash can starve a posted call: a peer that posted calls A and B
@@ -1596,7 +1600,10 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	 * refused and copied a second time to wait for it: every packet of a
 	 * 2-rank reduce whose leaf ran ahead of the root. */
 	issue_sends(e, k);
-	replay_stash(e, k);
+	/* and what the replayed blocks made ready (a tree's forward): the
+	 * pass's transport poll, next, puts them on the wire (engine.c) */
+	if (replay_stash(e, k))
+		issue_sends(e, k);
 	late_release(e, comm); /* what it refused may be this call's */
 }
 

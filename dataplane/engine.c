@@ -309,11 +309,14 @@ static uint32_t engine_pass(struct dp_engine *e, uint64_t now_ns)
 {
 	uint32_t work = ctl_poll(e), posted = clients_poll(e);
 
-	/* New calls hand their first sends to the transport before its poll,
-	 * which puts them on the wire: otherwise they wait for the next pass,
-	 * and a small call takes two passes instead of one. */
+	/* New calls hand their sends to the transport as they are posted
+	 * (dp_coll_post), before its poll, which puts them on the wire: a small
+	 * call takes one pass.  A gated call's sends wait for its input's
+	 * snapshot instead, which a walk of the collectives sends once landed.
+	 * Any other call needs no walk before the poll: ~330 instructions of a
+	 * 3-rank gather leaf's ~6400 a call. */
 	work += posted;
-	if (posted)
+	if (posted && e->gated)
 		work += dp_colls_progress(e);
 	work += now_ns ? sl_tp_poll_at(e->tp, now_ns) : sl_tp_poll(e->tp);
 	work += dp_gdev_progress(e);
