@@ -1,8 +1,8 @@
 /*
  * wire.c: building and checking sluice frames (Ethernet/IPv4/UDP + the
- * 48-byte sluice header).  Everything is read and written byte by byte in
- * network order, so no field is ever accessed unaligned and parsing never
- * trusts a length before checking it against the frame.
+ * 48-byte sluice header).  Every field is read and written in network
+ * order through memcpy, so none is ever accessed unaligned, and parsing
+ * never trusts a length before checking it against the frame.
  */
 #include "wire.h"
 
@@ -20,37 +20,59 @@
 #define OFF_HDR (OFF_UDP + SL_UDP_LEN)
 #define OFF_BODY (OFF_HDR + SL_HDR_LEN)
 
+/* Big-endian fields at any alignment: memcpy and a byte swap compile to
+ * one load or store each, where the byte-by-byte form cost a 3-rank gather
+ * leaf ~100 of its ~6400 instructions a call. */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define be16(v) (v)
+#define be32(v) (v)
+#define be64(v) (v)
+#else
+#define be16(v) __builtin_bswap16(v)
+#define be32(v) __builtin_bswap32(v)
+#define be64(v) __builtin_bswap64(v)
+#endif
+
 static void put16(uint8_t *p, uint16_t v)
 {
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
+	v = be16(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static void put32(uint8_t *p, uint32_t v)
 {
-	put16(p, (uint16_t)(v >> 16));
-	put16(p + 2, (uint16_t)v);
+	v = be32(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static void put64(uint8_t *p, uint64_t v)
 {
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
+	v = be64(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static uint16_t get16(const uint8_t *p)
 {
-	return (uint16_t)(p[0] << 8 | p[1]);
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be16(v);
 }
 
 static uint32_t get32(const uint8_t *p)
 {
-	return (uint32_t)get16(p) << 16 | get16(p + 2);
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be32(v);
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be64(v);
 }
 
 void sl_addr_for_node(uint16_t node, struct sl_addr *out)
