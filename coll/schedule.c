@@ -410,13 +410,18 @@ int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p)
 	return sl_sched_reinit(s, p);
 }
 
+void sl_sched_rewind(struct sl_sched *s)
+{
+	rewind_run(s);
+	s->reused = true;
+}
+
 int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 {
 	int rc;
 
 	if (sl_sched_holds(s, p)) {
-		rewind_run(s);
-		s->reused = true;
+		sl_sched_rewind(s);
 		return 0;
 	}
 	*s = (struct sl_sched){ .p = *p, .x = s->x, .cap = s->cap, .tab = s->tab, .tab_bytes = s->tab_bytes };

@@ -201,6 +201,10 @@ int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p);
 int sl_sched_reinit_from(struct sl_sched *s, const struct sl_sched *from);
 /* Whether s holds p's schedule: sl_sched_reinit(s, p) would only reset it. */
 bool sl_sched_holds(const struct sl_sched *s, const struct sl_sched_plan *p);
+/* sl_sched_reinit(s, p) where sl_sched_holds(s, p) was found true: reset
+ * the run without comparing the plans again (a small call compared its
+ * plan three times, ~150 instructions). */
+void sl_sched_rewind(struct sl_sched *s);
 void sl_sched_fini(struct sl_sched *s);
 
 /* Pop the next chunk ready to send; false when none is. */

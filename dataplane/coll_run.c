@@ -231,18 +231,19 @@ void dp_coll_free_all(struct dp_engine *e)
  * the newest: a rank that alternates two plans one call at a time (a
  * gather, then a reduce) took its one kept collective and built the other
  * plan into it every call (a 3-rank root built 4105 schedules in 4109).
+ * *found: whether the one taken holds the plan's schedule.
  */
-static struct dp_coll *coll_get(struct dp_engine *e, const struct sl_sched_plan *plan)
+static struct dp_coll *coll_get(struct dp_engine *e, const struct sl_sched_plan *plan, bool *found)
 {
 	struct dp_coll **at = &e->coll_free, **last = NULL, **pick, *k;
-	bool found = false;
 	uint32_t i = 0;
 
-	for (; *at && i < DP_COLL_MATCH_WALK && !(found = sl_sched_holds(&(*at)->sched, plan)); i++) {
+	*found = false;
+	for (; *at && i < DP_COLL_MATCH_WALK && !(*found = sl_sched_holds(&(*at)->sched, plan)); i++) {
 		last = at;
 		at = &(*at)->next;
 	}
-	pick = found ? at : i == DP_COLL_MATCH_WALK ? last : NULL;
+	pick = *found ? at : i == DP_COLL_MATCH_WALK ? last : NULL;
 	if (!pick) {
 		if ((k = dp_pool_get(&e->pool, sizeof(*k))))
 			memset(k, 0, sizeof(*k));
@@ -1483,6 +1484,7 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	struct dp_gdev *gdev;
 	uint8_t *send, *recv;
 	int gpu;
+	bool holds;
 	struct sl_sched_plan plan = {
 		.coll = (enum sl_coll)cmd->opcode, .algo = (enum sl_algo)cmd->algo,
 		.nranks = comm->nranks, .rank = comm->rank, .root = cmd->root, .count = cmd->count,
@@ -1508,7 +1510,7 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	plan.in_place = overlap(send, bytes[0], recv, bytes[1]);
 	*why = "the dataplane is out of memory for collectives";
-	if (!(k = coll_get(e, &plan))) {
+	if (!(k = coll_get(e, &plan, &holds))) {
 		free(vmeta);
 		return NULL;
 	}
@@ -1519,8 +1521,10 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	k->buf[SL_BUF_SEND] = send;
 	k->buf[SL_BUF_RECV] = recv;
 	k->posted_ns = k->last_progress_ns = sl_tp_poll_ns(e->tp); /* the pass's clock: a read costs 50-100 ns here */
-	like = sl_sched_holds(&k->sched, &plan) ? NULL : coll_like(comm, &plan);
-	if ((like ? sl_sched_reinit_from(&k->sched, &like->sched) : sl_sched_reinit(&k->sched, &plan)) != 0) {
+	like = holds ? NULL : coll_like(comm, &plan);
+	if (holds)
+		sl_sched_rewind(&k->sched);
+	else if ((like ? sl_sched_reinit_from(&k->sched, &like->sched) : sl_sched_reinit(&k->sched, &plan)) != 0) {
 		if (errno != ENOMEM)
 			*why = sl_sched_plan_check(&plan) ? sl_sched_plan_check(&plan)
 							  : "the schedule does not fit the buffers (a bug in sluice's "
