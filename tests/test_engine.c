@@ -1853,6 +1853,50 @@ static void test_early_packets_need_no_second_copy(void **state)
 }
 
 /*
+ * A pass walks the collectives only after the transport's poll (engine.c),
+ * so what a post's replayed early packets make ready must be issued by the
+ * post itself to leave in that pass: node 1 of a 3-rank chain broadcast
+ * from node 0 posts with node 0's packet stashed, and one pass of node 1
+ * must put the forward on the wire, so node 2 completes without node 1
+ * polled again.
+ */
+static void test_replayed_packets_are_forwarded_in_the_posting_pass(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl;
+	unsigned p;
+	(void)state;
+
+	setup_cluster(3, &none, 10ull * 1000000000);
+	for (uint64_t i = 0; i < 16; i++)
+		((int32_t *)nodes[0].send)[i] = in_val(0, i);
+	post_cmd(&nodes[0], 1, SL_OP_BROADCAST, 16, 0, SL_ALGO_ID_RING);
+	post_cmd(&nodes[2], 1, SL_OP_BROADCAST, 16, 0, SL_ALGO_ID_RING);
+	for (p = 0; p < 1000 && nodes[1].e.comms[0].nstash == 0; p++)
+		poll_all();
+	assert_int_equal(nodes[1].e.comms[0].nstash, 1);
+	post_cmd(&nodes[1], 1, SL_OP_BROADCAST, 16, 0, SL_ALGO_ID_RING);
+	dp_engine_poll(&nodes[1].e);
+	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
+	for (p = 0; p < 1000 && !sl_spsc_dequeue(&nodes[2].complete, &cpl); p++) {
+		dp_engine_poll(&nodes[0].e);
+		dp_engine_poll(&nodes[2].e);
+	}
+	if (p == 1000)
+		fail_msg("node 2 never got node 1's forward: the pass that posted it left it unsent");
+	assert_int_equal(cpl.status, SLUICE_OK);
+	for (uint64_t i = 0; i < 16; i++)
+		assert_int_equal(((int32_t *)nodes[2].recv)[i], in_val(0, i));
+	for (p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running); p++)
+		poll_all();
+	for (unsigned r = 0; r < 2; r++) {
+		assert_true(sl_spsc_dequeue(&nodes[r].complete, &cpl));
+		assert_int_equal(cpl.status, SLUICE_OK);
+	}
+	teardown_cluster();
+}
+
+/*
  * Lingering calls behind the oldest.  A timer pass looks at the lingering
  * calls once the oldest progress among them is a timeout old (coll_run.c
  * linger_progress), which must not miss one behind: node 1 runs sends to
@@ -2502,6 +2546,7 @@ int main(void)
 		cmocka_unit_test(test_alternating_two_plans_builds_two_schedules),
 		cmocka_unit_test(test_posted_sends_leave_in_the_same_pass),
 		cmocka_unit_test(test_early_packets_need_no_second_copy),
+		cmocka_unit_test(test_replayed_packets_are_forwarded_in_the_posting_pass),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_end_when_a_peer_dies),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_time_out),
