@@ -9,7 +9,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -44,13 +47,25 @@ static int fake_sum(void *ctx, double *vals, int n)
 static const char *events_of(bool sync)
 {
 	static float send[64], recv[64];
+	char json[] = "/tmp/test_perf_sync.XXXXXX", line[1024] = "";
+	int fd = mkstemp(json);
 	struct perf_opts o = { .coll = PERF_ALLREDUCE, .min_bytes = 64, .max_bytes = 64, .factor = 2, .iters = 3,
-			       .warmup = 2, .check = false, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .sync = sync };
+			       .warmup = 2, .check = false, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .sync = sync,
+			       .json = json };
 	struct perf_backend b = { .name = "fake", .rank = 0, .nranks = 1, .run = fake_run, .sum_doubles = fake_sum };
 
+	assert_true(fd >= 0);
 	memset(events, 0, sizeof(events));
 	nevents = 0;
 	assert_int_equal(perf_run(&o, &b, send, recv), 0);
+	/* the JSON says how the calls were timed (vs-openmpi.sh's table header reads it) */
+	FILE *f = fdopen(fd, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(line, sizeof(line), f));
+	fclose(f);
+	unlink(json);
+	if (!strstr(line, sync ? "\"synced\":true" : "\"synced\":false"))
+		fail_msg("-J line does not say \"synced\":%s: %s", sync ? "true" : "false", line);
 	return events;
 }
 
