@@ -130,7 +130,8 @@ static void usage(FILE *f, const char *prog)
 		"            f8e4m3 f8e5m2\n"
 		"            (default float)\n"
 		"  -o OP     sum prod max min avg (default sum; reducing collectives only)\n"
-		"  -J FILE   also write one JSON object per size to FILE (rank 0)\n"
+		"  -J FILE   also write one JSON object per size to FILE (rank 0), with each rank's\n"
+		"            own average call as oop_rank_us and ip_rank_us (lists by rank)\n"
 		"  -g 1, -t 1  accepted for nccl-tests command lines: one rank per process\n"
 		"  -h        this help\n"
 		"  Each row ends with rank 0's own call times, out of place then in place: the median,\n"
@@ -482,6 +483,7 @@ struct phase {
 	double time_us;       /* average per iteration, averaged over ranks */
 	double wrong;         /* summed over ranks; -1 when not checked */
 	struct perf_tail tail; /* this rank's own call times (rank 0's are printed) */
+	double *rank_us;      /* each rank's own average call, by rank (run_size fills it) */
 };
 
 static double now_s(void)
@@ -640,6 +642,10 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 			fprintf(f, ",\"%s_wrong\":%.0f", tag[k], ph[k].wrong);
 		fprintf(f, ",\"%s_median_us\":%.6g,\"%s_p99_us\":%.6g,\"%s_max_us\":%.6g", tag[k],
 			ph[k].tail.median_us, tag[k], ph[k].tail.p99_us, tag[k], ph[k].tail.max_us);
+		fprintf(f, ",\"%s_rank_us\":[", tag[k]);
+		for (int r = 0; r < b->nranks; r++)
+			fprintf(f, "%s%.6g", r ? "," : "", ph[k].rank_us[r]);
+		fprintf(f, "]");
 	}
 	fprintf(f, "}\n");
 	fflush(f);
@@ -670,19 +676,33 @@ static double print_row(const struct perf_opts *o, const struct perf_backend *b,
 
 /* ---- the run ---- */
 
-/* Both phases of one size, then times and #wrong combined over ranks. */
+/* Both phases of one size, then times and #wrong combined over ranks.
+ * sums holds PERF_SUM_MAX(nranks) doubles: each rank's average call of
+ * each phase goes in its own slot, so that rank 0 can say which rank's
+ * calls make the average (a rank sharing a core with another waits for
+ * it); ph[k].rank_us points into sums. */
 static int run_size(const struct perf_opts *o, const struct perf_backend *b, void *send,
-		    void *recv, size_t count, struct phase ph[2])
+		    void *recv, size_t count, struct phase ph[2], double *sums)
 {
+	int n = b->nranks;
+
 	if (run_phase(o, b, send, recv, count, false, &ph[0]) < 0 ||
 	    run_phase(o, b, send, recv, count, true, &ph[1]) < 0)
 		return -1;
-	double v[4] = { ph[0].time_us, ph[1].time_us, ph[0].wrong, ph[1].wrong };
-	if (b->sum_doubles(b->ctx, v, 4) < 0)
+	memset(sums, 0, PERF_SUM_MAX(n) * sizeof(*sums));
+	for (int k = 0; k < 2; k++) {
+		sums[k * n + b->rank] = ph[k].time_us;
+		sums[2 * n + k] = ph[k].wrong;
+	}
+	if (b->sum_doubles(b->ctx, sums, PERF_SUM_MAX(n)) < 0)
 		return -1;
 	for (int k = 0; k < 2; k++) {
-		ph[k].time_us = v[k] / b->nranks;
-		ph[k].wrong = o->check ? v[2 + k] : -1;
+		ph[k].rank_us = sums + k * n;
+		ph[k].time_us = 0;
+		for (int r = 0; r < n; r++)
+			ph[k].time_us += ph[k].rank_us[r];
+		ph[k].time_us /= n;
+		ph[k].wrong = o->check ? sums[2 * n + k] : -1;
 	}
 	return 0;
 }
@@ -723,7 +743,6 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 	double wrong = 0, busbw_sum = 0;
 	unsigned nphases = 0;
 	bool json_failed;
-	FILE *json = open_json(o, b, &json_failed);
 	int rc = 0;
 
 	if (o->root >= b->nranks) {
@@ -736,12 +755,18 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 			fprintf(stderr, "%s: sendrecv needs at least 2 ranks\n", b->name);
 		return 2;
 	}
+	double *sums = malloc(PERF_SUM_MAX(b->nranks) * sizeof(*sums));
+	if (!sums) {
+		fprintf(stderr, "%s: no memory for %d ranks' call times\n", b->name, b->nranks);
+		return 1;
+	}
+	FILE *json = open_json(o, b, &json_failed);
 	if (b->rank == 0)
 		print_header(o, b);
 	for (size_t size = o->min_bytes; size <= o->max_bytes; size *= o->factor) {
 		size_t count = rounded_count(o, b, size / es);
 		struct phase ph[2];
-		if (run_size(o, b, send, recv, count, ph) < 0) {
+		if (run_size(o, b, send, recv, count, ph, sums) < 0) {
 			rc = 1;
 			break;
 		}
@@ -759,5 +784,6 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 		print_footer(wrong, busbw_sum, nphases, o->check);
 	if (json)
 		fclose(json);
+	free(sums);
 	return rc || json_failed || wrong > 0;
 }

@@ -42,6 +42,11 @@ struct perf_mirror {
 	int (*copy)(void *dst, const void *src, size_t bytes, bool to_device);
 };
 
+/* The most doubles perf_run sums at once: each rank's average call of both
+ * phases (in its own slot, so every rank learns every rank's), and the two
+ * phases' wrong-element counts. */
+#define PERF_SUM_MAX(nranks) (2 * (nranks) + 2)
+
 struct perf_backend {
 	const char *name; /* "sluice", "mpi": printed and written to JSON */
 	int rank, nranks;
@@ -52,7 +57,7 @@ struct perf_backend {
 	 * 0 on success, else -1 after printing why. */
 	int (*run)(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
 		   sluice_datatype_t dtype, sluice_redop_t op, int root);
-	/* vals[i] = sum over ranks of vals[i]; 0 or -1 as above */
+	/* vals[i] = sum over ranks of vals[i], n <= PERF_SUM_MAX(nranks); 0 or -1 as above */
 	int (*sum_doubles)(void *ctx, double *vals, int n);
 	const struct perf_mirror *mirror; /* NULL: send and recv are host memory */
 };

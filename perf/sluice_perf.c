@@ -16,6 +16,7 @@ struct sluice_side {
 	sluice_comm_t *comm;
 	int rank, nranks;
 	double *scratch; /* dataplane-reachable buffer for sum_doubles */
+	int nscratch;    /* its doubles: PERF_SUM_MAX(nranks) */
 };
 
 /* Print a failed call with sluice's own account of it. */
@@ -84,6 +85,11 @@ static int sl_sum_doubles(void *ctx, double *vals, int n)
 {
 	struct sluice_side *s = ctx;
 
+	if (n > s->nscratch) {
+		fprintf(stderr, "sluice-perf: a sum of %d doubles does not fit the %d-double scratch buffer\n", n,
+			s->nscratch);
+		return -1;
+	}
 	for (int i = 0; i < n; i++)
 		s->scratch[i] = vals[i];
 	if (sl_run(ctx, PERF_ALLREDUCE, s->scratch, s->scratch, (size_t)n, SLUICE_FLOAT64, SLUICE_SUM, 0) < 0)
@@ -92,8 +98,6 @@ static int sl_sum_doubles(void *ctx, double *vals, int n)
 		vals[i] = s->scratch[i];
 	return 0;
 }
-
-#define SCRATCH_DOUBLES 4
 
 static int attach(struct sluice_side *s, struct perf_backend *b)
 {
@@ -108,7 +112,8 @@ static int attach(struct sluice_side *s, struct perf_backend *b)
 		return fail("sluice_comm_rank/size", r);
 	s->rank = b->rank;
 	s->nranks = b->nranks;
-	if ((r = sluice_mem_alloc(s->ctx, SCRATCH_DOUBLES * sizeof(double), (void **)&s->scratch)) !=
+	s->nscratch = PERF_SUM_MAX(b->nranks);
+	if ((r = sluice_mem_alloc(s->ctx, (size_t)s->nscratch * sizeof(double), (void **)&s->scratch)) !=
 	    SLUICE_OK)
 		return fail("sluice_mem_alloc", r);
 	return 0;
