@@ -183,6 +183,7 @@ static uint8_t *owned_get(struct dp_engine *e, uint64_t len, uint64_t *got)
 		return p;
 	}
 	*got = len;
+	e->count.owned_allocs++;
 	return malloc(len);
 }
 

@@ -276,6 +276,8 @@ struct dp_counters {
 	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished
 					collective nor copied from a running one */
+	uint64_t owned_allocs;       /* calls whose own buffer (scratch, in-place input copy) was
+					malloc'd, none kept fitting it (coll_run.c owned_get) */
 };
 
 /* Control operations, from the server thread to the engine. */

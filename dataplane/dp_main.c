@@ -660,7 +660,8 @@ static void print_counters(const struct dp_engine *e)
 	char name[48];
 
 	fprintf(stderr,
-		"sluiced %s: collectives posted %llu done %llu failed %llu rejected %llu, schedules built %llu; "
+		"sluiced %s: collectives posted %llu done %llu failed %llu rejected %llu, schedules built %llu, "
+		"own buffers allocated %llu; "
 		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu, moved off dead paths %llu), "
 		"ACKs tx %llu (delayed %llu) rx %llu, "
 		"dup %llu, malformed %llu, "
@@ -672,7 +673,8 @@ static void print_counters(const struct dp_engine *e)
 		"page faults %ld\n",
 		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
-		(unsigned long long)e->count.sched_built, (unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
+		(unsigned long long)e->count.sched_built, (unsigned long long)e->count.owned_allocs,
+		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
 		/* "sack": every selective retransmission, probes included (tools sum rto + sack) */
 		(unsigned long long)t->retx_rto, (unsigned long long)(t->retx_sack + t->retx_tlp + t->retx_path),
 		(unsigned long long)t->retx_tlp, (unsigned long long)t->retx_path,

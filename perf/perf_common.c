@@ -59,7 +59,7 @@ const char *perf_coll_name(enum perf_coll c)
 	return coll_names[c];
 }
 
-static int parse_coll(const char *s)
+int perf_parse_coll(const char *s)
 {
 	for (int c = 0; c < PERF_NCOLLS; c++)
 		if (!strcmp(s, coll_names[c]))
@@ -142,7 +142,7 @@ static void usage(FILE *f, const char *prog)
 }
 
 /* "64M" -> 67108864; K, M, G are powers of 1024 as in nccl-tests. */
-static int parse_size(const char *s, size_t *out)
+int perf_parse_size(const char *s, size_t *out)
 {
 	char *end;
 	errno = 0;
@@ -178,7 +178,7 @@ static unsigned parse_uint(const char *s, const char *prog, char flag)
 
 static void need_size(const char *s, size_t *out, const char *prog, char flag)
 {
-	if (parse_size(s, out) < 0) {
+	if (perf_parse_size(s, out) < 0) {
 		fprintf(stderr, "%s: -%c wants a size like 8, 1K or 64M, not '%s'\n", prog, flag, s);
 		exit(2);
 	}
@@ -225,7 +225,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
 	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:d:o:J:g:t:GSh")) != -1) {
 		switch (opt) {
-		case 'C': set_choice(parse_coll(optarg), &v, "collective", optarg, prog); o->coll = v; break;
+		case 'C': set_choice(perf_parse_coll(optarg), &v, "collective", optarg, prog); o->coll = v; break;
 		case 'r': o->root = (int)parse_uint(optarg, prog, 'r'); break;
 		case 'b': need_size(optarg, &o->min_bytes, prog, 'b'); break;
 		case 'e': need_size(optarg, &o->max_bytes, prog, 'e'); break;

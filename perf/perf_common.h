@@ -74,4 +74,10 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 /* "all_reduce" and so on, for messages. */
 const char *perf_coll_name(enum perf_coll c);
 
+/* The collective -C names s, or -1. */
+int perf_parse_coll(const char *s);
+
+/* "64M" -> 67108864 (K, M, G are powers of 1024); 0, or -1 for no size. */
+int perf_parse_size(const char *s, size_t *out);
+
 #endif
