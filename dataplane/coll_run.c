@@ -163,40 +163,27 @@ static void stash_hold(struct dp_comm *comm, int src)
 }
 
 /*
- * A collective's own buffer (scratch, in-place input copy), at least len
- * bytes: the engine's spare when it is big enough.  One malloc and free per
- * call made glibc give the heap top back and fault it in again, each trim a
- * TLB flush: 22% of a 128 KiB in-place direct all-reduce's samples here, and
- * 10x its time.
+ * A collective's own buffer (scratch, in-place input copy): a block of its
+ * size class from the engine's pool, which keeps it for the next call of
+ * that class (pool.h: up to 256 KiB in the touched arena, larger ones
+ * among the malloc'd blocks it keeps, DP_POOL_KEEP_BYTES).  A malloc and
+ * free per call made glibc give the heap top back and fault it in again
+ * (a 128 KiB in-place all-reduce: 10x its time); one spare buffer for all
+ * calls was taken by whichever call came first, so two calls of different
+ * sizes in turn, or two running at once, still malloc'd one a round, and
+ * where glibc mmaps such blocks (a fixed mmap threshold) faulted them in
+ * every call: 0.96 ms a 512 KiB all-to-all instead of 0.03 (perf/ALGORITHMS.md,
+ * spare (session 17)).
  */
-static uint8_t *owned_get(struct dp_engine *e, uint64_t len, uint64_t *got)
+static uint8_t *owned_get(struct dp_engine *e, uint64_t len)
 {
-	uint8_t *p = e->spare;
+	size_t carved = dp_pool_used(&e->pool);
+	uint64_t heap = e->pool.from_heap;
+	uint8_t *p = dp_pool_get(&e->pool, len);
 
-	/* Not for a call needing a small part of it: a 2-rank 8-byte in-place
-	 * all-reduce (a barrier) took a 128 KiB all-to-all's spare and lingered
-	 * with it, and that all-to-all's next call malloc'd anew: fresh pages,
-	 * ~1 ms on these guests. */
-	if (p && e->spare_len >= len && len > e->spare_len / 4) {
-		*got = e->spare_len;
-		e->spare = NULL;
-		return p;
-	}
-	*got = len;
-	e->count.owned_allocs++;
-	return malloc(len);
-}
-
-/* Keep the larger of p and the spare (up to DP_SPARE_MAX), free the other. */
-static void owned_put(struct dp_engine *e, uint8_t *p, uint64_t len)
-{
-	if (p && len <= DP_SPARE_MAX && (!e->spare || e->spare_len < len)) {
-		free(e->spare);
-		e->spare = p;
-		e->spare_len = len;
-	} else {
-		free(p);
-	}
+	if (dp_pool_used(&e->pool) != carved || e->pool.from_heap != heap)
+		e->count.owned_allocs++;
+	return p;
 }
 
 static void coll_drop(struct dp_engine *e, struct dp_coll *k)
@@ -283,7 +270,7 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 		dp_async_fini(k);
 	free_packets(e, k->deferred);
 	free(k->vmeta);
-	owned_put(e, k->owned, k->owned_len);
+	dp_pool_put(&e->pool, k->owned);
 	coll_put(e, k);
 }
 
@@ -1426,8 +1413,8 @@ static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 	if ((!k->gdev || k->gdev->device < 0) && !(s->bytes[SL_BUF_SCRATCH] + snap)) {
 		k->buf[SL_BUF_SCRATCH] = &none;
 	} else if (!k->gdev || k->gdev->device < 0) {
-		k->owned = owned_get(e, s->bytes[SL_BUF_SCRATCH] + snap, &k->owned_len);
-		if (!k->owned)
+		k->owned_len = s->bytes[SL_BUF_SCRATCH] + snap;
+		if (!(k->owned = owned_get(e, k->owned_len)))
 			return -1;
 		k->buf[SL_BUF_SCRATCH] = k->owned;
 		if (snap)

@@ -49,7 +49,6 @@
  * lazy check comes 1-2 ms after its call's post, when a rank of small calls
  * may be as far as DP_LINGER_ONE_MAX calls further. */
 #define DP_DONE_CALLS DP_LINGER_ONE_MAX
-#define DP_SPARE_MAX (16u << 20) /* largest collective buffer the engine keeps for the next one */
 /* Finished collectives' memory the engine keeps for reuse: about a
  * communicator's DP_LINGER_ONE_MAX small calls (~1.3 KiB each), which finish in
  * bursts as ACKs come; with 256 KiB kept, a leaf far ahead allocated and
@@ -276,8 +275,8 @@ struct dp_counters {
 	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished
 					collective nor copied from a running one */
-	uint64_t owned_allocs;       /* calls whose own buffer (scratch, in-place input copy) was
-					malloc'd, none kept fitting it (coll_run.c owned_get) */
+	uint64_t owned_allocs;       /* calls whose own buffer (scratch, in-place input copy) took
+					fresh memory, none of its size being kept (coll_run.c owned_get) */
 };
 
 /* Control operations, from the server thread to the engine. */
@@ -369,8 +368,6 @@ struct dp_engine {
 	uint32_t gated;           /* of which wait on a reducer (a GPU kernel), which wakes nobody */
 	uint32_t lingering;       /* of which reported done to their clients */
 	uint32_t closing;         /* communicators whose destroy waits for peers' closing words */
-	uint8_t *spare;           /* a finished collective's own buffer, for the next one's */
-	uint64_t spare_len;
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
 	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
 	struct dp_notices *notices; /* abort notices not yet acknowledged */

@@ -143,7 +143,6 @@ void dp_engine_fini(struct dp_engine *e)
 	sl_tp_destroy(e->tp);
 	dp_notices_free_all(e);
 	free(e->ctl_mem);
-	free(e->spare);
 	dp_coll_free_all(e);
 	dp_pool_fini(&e->pool);
 	dp_wake_close(e->idle.wake);

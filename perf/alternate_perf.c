@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@ struct call {
 	size_t bytes;        /* nccl-tests' size: all-to-all's whole buffer and so on */
 	void *buf;
 	double *us;          /* each timed round's time of this call */
+	sluice_req_t *req;
 };
 
 struct run {
@@ -40,25 +42,28 @@ static int fail(const char *what, sluice_result_t r)
 	return -1;
 }
 
-/* One in-place call, NCCL's layout (sluice.h), float32 sums. */
-static int call_once(const struct run *s, const struct call *c)
+/* Post one in-place call, NCCL's layout (sluice.h), float32 sums. */
+static int post(const struct run *s, const struct call *c, sluice_req_t **req)
 {
 	size_t whole = c->bytes / sizeof(float), block = whole / (size_t)s->nranks;
 	float *b = c->buf, *mine = b + (size_t)s->rank * block;
-	sluice_req_t *req;
 	sluice_result_t r;
 
 	switch (c->coll) {
-	case PERF_ALLREDUCE: r = sluice_allreduce(s->comm, b, b, whole, SLUICE_FLOAT32, SLUICE_SUM, &req); break;
-	case PERF_ALLGATHER: r = sluice_allgather(s->comm, mine, b, block, SLUICE_FLOAT32, &req); break;
+	case PERF_ALLREDUCE: r = sluice_allreduce(s->comm, b, b, whole, SLUICE_FLOAT32, SLUICE_SUM, req); break;
+	case PERF_ALLGATHER: r = sluice_allgather(s->comm, mine, b, block, SLUICE_FLOAT32, req); break;
 	case PERF_REDUCE_SCATTER:
-		r = sluice_reduce_scatter(s->comm, b, mine, block, SLUICE_FLOAT32, SLUICE_SUM, &req);
+		r = sluice_reduce_scatter(s->comm, b, mine, block, SLUICE_FLOAT32, SLUICE_SUM, req);
 		break;
-	default: r = sluice_alltoall(s->comm, b, b, block, SLUICE_FLOAT32, &req); break;
+	default: r = sluice_alltoall(s->comm, b, b, block, SLUICE_FLOAT32, req); break;
 	}
-	if (r != SLUICE_OK)
-		return fail(perf_coll_name(c->coll), r);
-	r = sluice_wait(req);
+	return r == SLUICE_OK ? 0 : fail(perf_coll_name(c->coll), r);
+}
+
+static int wait_for(sluice_req_t *req)
+{
+	sluice_result_t r = sluice_wait(req);
+
 	return r == SLUICE_OK ? 0 : fail("sluice_wait", r);
 }
 
@@ -70,18 +75,43 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-/* rounds rounds of every call in turn; with timed, each call's time kept. */
-static int rounds_of(const struct run *s, struct call *calls, int ncalls, unsigned rounds, bool timed)
+/* rounds rounds of every call in turn, each waited for before the next
+ * (overlap: all posted, then waited for in order, as DDP's buckets are);
+ * with timed, each call's time from its post (overlap: the round's start)
+ * to its wait's return. */
+static int rounds_of(const struct run *s, struct call *calls, int ncalls, unsigned rounds, bool overlap,
+		     bool timed)
 {
-	for (unsigned k = 0; k < rounds; k++)
+	for (unsigned k = 0; k < rounds; k++) {
+		double t = now_us();
 		for (int i = 0; i < ncalls; i++) {
-			double t = now_us();
-			if (call_once(s, &calls[i]) < 0)
+			if (post(s, &calls[i], &calls[i].req) < 0)
+				return -1;
+			if (overlap)
+				continue;
+			if (wait_for(calls[i].req) < 0)
+				return -1;
+			if (timed)
+				calls[i].us[k] = now_us() - t;
+			t = now_us();
+		}
+		for (int i = 0; overlap && i < ncalls; i++) {
+			if (wait_for(calls[i].req) < 0)
 				return -1;
 			if (timed)
 				calls[i].us[k] = now_us() - t;
 		}
+	}
 	return 0;
+}
+
+/* Pages this process (an embedded rank's engine threads too) faulted in. */
+static long minor_faults(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
 }
 
 /* "alltoall:256K" -> a call; exits 2 on anything else. */
@@ -109,9 +139,10 @@ static void parse_call(const char *arg, struct call *c)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: sluice-alternate [-n ROUNDS] [-w WARMUP] [-S] COLL:SIZE...\n"
+	fprintf(stderr, "usage: sluice-alternate [-n ROUNDS] [-w WARMUP] [-S] [-o] COLL:SIZE...\n"
 			"  each round makes every COLL:SIZE call once, in place, in order (float32 sums)\n"
 			"  -n  timed rounds (500)   -w  untimed rounds first (20)\n"
+			"  -o  post every call of a round, then wait for each (calls overlap)\n"
 			"  -S  an 8-byte in-place all-reduce (a barrier) between the warmup and the timed rounds\n");
 	exit(2);
 }
@@ -144,16 +175,17 @@ int main(int argc, char **argv)
 {
 	struct run s = { 0 };
 	unsigned rounds = 500, warmup = 20;
-	bool sync = false;
+	bool sync = false, overlap = false;
 	int opt, ncalls, rc = 1;
 	float *barrier = NULL;
 	sluice_result_t r;
 
-	while ((opt = getopt(argc, argv, "n:w:Sh")) != -1) {
+	while ((opt = getopt(argc, argv, "n:w:Soh")) != -1) {
 		switch (opt) {
 		case 'n': rounds = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'w': warmup = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'S': sync = true; break;
+		case 'o': overlap = true; break;
 		default: usage();
 		}
 	}
@@ -186,11 +218,18 @@ int main(int argc, char **argv)
 		}
 	}
 	struct call bar = { .coll = PERF_ALLREDUCE, .bytes = sizeof(float), .buf = barrier };
-	if (rounds_of(&s, calls, ncalls, warmup, false) < 0 || (sync && call_once(&s, &bar) < 0) ||
-	    rounds_of(&s, calls, ncalls, rounds, true) < 0 || report(&s, calls, ncalls, rounds, barrier) < 0)
+	if (rounds_of(&s, calls, ncalls, warmup, overlap, false) < 0 ||
+	    (sync && rounds_of(&s, &bar, 1, 1, false, false) < 0))
+		goto out;
+	long faults = minor_faults();
+	if (rounds_of(&s, calls, ncalls, rounds, overlap, true) < 0)
+		goto out;
+	faults = minor_faults() - faults;
+	if (report(&s, calls, ncalls, rounds, barrier) < 0)
 		goto out;
 	if (s.rank == 0)
-		printf("# %d ranks, %u rounds after %u%s\n", s.nranks, rounds, warmup, sync ? ", synced" : "");
+		printf("# %d ranks, %u rounds after %u%s%s; rank 0's process faulted %.2f pages a round\n", s.nranks,
+		       rounds, warmup, sync ? ", synced" : "", overlap ? ", calls overlapping" : "", (double)faults / rounds);
 	rc = 0;
 out:
 	for (int i = 0; i < ncalls; i++) {
