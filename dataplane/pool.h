@@ -1,6 +1,7 @@
 /*
  * pool.h: an engine's memory for the copies a small call makes (early
- * packets, a lingering call's sources), taken from an arena that is
+ * packets, a lingering call's sources) and for collectives' own buffers
+ * (scratch, in-place input copies), taken from an arena that is
  * touched when the engine starts.  From malloc, a run of calls that grew
  * the heap faulted a fresh page in every few calls, 10-14 us each on the
  * VMs sluice is measured on (perf/ALGORITHMS.md, "stalls").  Blocks come in
