@@ -172,7 +172,7 @@ static void stash_hold(struct dp_comm *comm, int src)
  * calls was taken by whichever call came first, so two calls of different
  * sizes in turn, or two running at once, still malloc'd one a round, and
  * where glibc mmaps such blocks (a fixed mmap threshold) faulted them in
- * every call: 0.96 ms a 512 KiB all-to-all instead of 0.03 (perf/ALGORITHMS.md,
+ * every call: 0.96 ms a 512 KiB all-to-all instead of 0.04 (perf/ALGORITHMS.md,
  * spare (session 17)).
  */
 static uint8_t *owned_get(struct dp_engine *e, uint64_t len)

@@ -217,7 +217,7 @@ struct dp_coll {
 	struct sl_cmd cmd;
 	uint32_t seq;             /* in the communicator; for SEND and RECV, in the pair */
 	uint8_t *buf[SL_NBUFS];   /* send, recv and scratch, as the schedule names them */
-	uint8_t *owned;           /* scratch and the in-place copy of the input, freed with it */
+	uint8_t *owned;           /* scratch and the in-place copy of the input, back to the pool with it */
 	uint64_t owned_len;       /* its size */
 	struct dp_stashed *deferred; /* packets that came before their turn in the reduction order */
 	struct sl_vmeta *vmeta;   /* ALLTOALLV: the client's counts, copied at post */
