@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "perf_common.h"
+#include "perf_json.h"
 
 #define NRANKS 3
 
@@ -61,22 +62,14 @@ static double number_at(const char *line, const char *key)
 static void test_json_lists_each_ranks_average(void **state)
 {
 	static float send[64 * NRANKS], recv[64 * NRANKS];
-	char json[] = "/tmp/test_perf_ranks.XXXXXX", line[2048] = "", key[32];
-	int fd = mkstemp(json);
+	char line[2048], key[32];
 	struct perf_opts o = { .coll = PERF_ALLREDUCE, .min_bytes = 64, .max_bytes = 64, .factor = 2, .iters = 3,
-			       .warmup = 1, .check = false, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .sync = true,
-			       .json = json };
+			       .warmup = 1, .check = false, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .sync = true };
 	struct perf_backend b = { .name = "fake", .rank = 0, .nranks = NRANKS, .run = fake_run, .sum_doubles = fake_sum };
 	static const char *const tag[2] = { "oop", "ip" };
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(perf_run(&o, &b, send, recv), 0);
-	FILE *f = fdopen(fd, "r");
-	assert_non_null(f);
-	assert_non_null(fgets(line, sizeof(line), f));
-	fclose(f);
-	unlink(json);
+	perf_run_json(&o, &b, send, recv, line, sizeof(line));
 	for (int k = 0; k < 2; k++) {
 		snprintf(key, sizeof(key), "\"%s_rank_us\":[", tag[k]);
 		const char *p = strstr(line, key);
