@@ -1408,8 +1408,8 @@ static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 	if (k->gdev && dp_async_alloc(k, s->bytes[SL_BUF_SCRATCH], snap, why) != 0)
 		return -1;
 	/* Scratch on the host, if any: most small calls need none (a gather's
-	 * leaf), and a malloc of one byte each was 2-3% of a leaf's time, the
-	 * spare being held by a call that lingered. */
+	 * leaf), and taking a block of one byte each was 2-3% of a leaf's time
+	 * (then a malloc). */
 	if ((!k->gdev || k->gdev->device < 0) && !(s->bytes[SL_BUF_SCRATCH] + snap)) {
 		k->buf[SL_BUF_SCRATCH] = &none;
 	} else if (!k->gdev || k->gdev->device < 0) {
