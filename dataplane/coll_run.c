@@ -165,8 +165,9 @@ static void stash_hold(struct dp_comm *comm, int src)
 /*
  * A collective's own buffer (scratch, in-place input copy): a block of its
  * size class from the engine's pool, which keeps it for the next call of
- * that class (pool.h: up to 256 KiB in the touched arena, larger ones
- * among the malloc'd blocks it keeps, DP_POOL_KEEP_BYTES).  A malloc and
+ * that class: a block on its class's free list, or malloc'd and kept among
+ * the DP_POOL_KEEP_BYTES of malloc'd blocks, never carved from the arena,
+ * which early packets and lingering copies need (pool.h dp_pool_get_kept).  A malloc and
  * free per call made glibc give the heap top back and fault it in again
  * (a 128 KiB in-place all-reduce: 10x its time); one spare buffer for all
  * calls was taken by whichever call came first, so two calls of different
@@ -179,7 +180,7 @@ static uint8_t *owned_get(struct dp_engine *e, uint64_t len)
 {
 	size_t carved = dp_pool_used(&e->pool);
 	uint64_t heap = e->pool.from_heap;
-	uint8_t *p = dp_pool_get(&e->pool, len);
+	uint8_t *p = dp_pool_get_kept(&e->pool, len);
 
 	if (dp_pool_used(&e->pool) != carved || e->pool.from_heap != heap)
 		e->count.owned_allocs++;

@@ -104,7 +104,7 @@ static uint32_t class_of(size_t len)
 	return c < DP_POOL_CLASSES ? c : BIG;
 }
 
-void *dp_pool_get(struct dp_pool *p, size_t len)
+static void *get(struct dp_pool *p, size_t len, bool carve)
 {
 	uint32_t c = class_of(len);
 	size_t size = c == BIG ? len : class_size(c);
@@ -117,7 +117,7 @@ void *dp_pool_get(struct dp_pool *p, size_t len)
 			p->kept -= b->size;
 		return b + 1;
 	}
-	if (c < DP_POOL_ARENA_CLASSES && (size_t)(p->end - p->next) >= sizeof(*b) + size) {
+	if (carve && c < DP_POOL_ARENA_CLASSES && (size_t)(p->end - p->next) >= sizeof(*b) + size) {
 		b = (struct dp_pool_block *)p->next;
 		p->next += sizeof(*b) + size;
 		UNPOISON(b, sizeof(*b) + size);
@@ -129,6 +129,16 @@ void *dp_pool_get(struct dp_pool *p, size_t len)
 	*b = (struct dp_pool_block){ .size = size, .cls = c, .heap = 1 };
 	p->from_heap++;
 	return b + 1;
+}
+
+void *dp_pool_get(struct dp_pool *p, size_t len)
+{
+	return get(p, len, true);
+}
+
+void *dp_pool_get_kept(struct dp_pool *p, size_t len)
+{
+	return get(p, len, false);
 }
 
 void dp_pool_put(struct dp_pool *p, void *blk)

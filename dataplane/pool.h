@@ -34,7 +34,7 @@ struct dp_pool {
 	uint8_t *base, *next, *end;   /* the arena; next: its first byte never handed out */
 	struct dp_pool_block *free[DP_POOL_CLASSES];
 	uint64_t kept;                /* bytes of malloc'd blocks on the free lists */
-	uint64_t from_heap;           /* blocks malloc'd since the arena was used up (or too large) */
+	uint64_t from_heap;           /* blocks malloc'd: the arena used up, too large, or kept (own buffers) */
 };
 
 /* Map and touch the arena; -1 with err set when it cannot be mapped. */
@@ -42,6 +42,13 @@ int dp_pool_init(struct dp_pool *p, char *err, size_t len);
 void dp_pool_fini(struct dp_pool *p);
 /* A block of at least len bytes, 16-byte aligned; NULL when out of memory. */
 void *dp_pool_get(struct dp_pool *p, size_t len);
+/* The same, but from a free block of its class or malloc, never carving the
+ * arena: for collectives' own buffers.  Carved blocks keep their class for
+ * good, and a reduce's leaf of 3 ranks, running ahead in place at 64 KiB,
+ * held ~256 such buffers in lingering calls: the whole arena, after which
+ * that rank's early packets as a gather's root came from malloc, 600-950
+ * fresh pages and 2-3x the time a 4 KiB call (perf/ALGORITHMS.md, regr17). */
+void *dp_pool_get_kept(struct dp_pool *p, size_t len);
 void dp_pool_put(struct dp_pool *p, void *blk);
 /* Bytes the block can hold. */
 size_t dp_pool_cap(const void *blk);

@@ -2284,6 +2284,39 @@ static void test_alternating_calls_keep_their_buffers(void **state)
 	teardown_cluster();
 }
 
+/* Collectives' own buffers never carve the pool's arena, whose carved
+ * blocks keep their size class for good: a 3-rank reduce's leaf running
+ * ahead in place at 64 KiB held ~256 of them in lingering calls, the whole
+ * arena, and that rank's early packets as a later gather's root came from
+ * malloc, 600-950 fresh pages a 2000-call run (perf/ALGORITHMS.md, regr17).
+ * Node 0's four in-place all-to-alls of 64 KiB run, waiting for node 1,
+ * each with its own buffer, none of them in the arena. */
+static void test_own_buffers_leave_the_arena(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl[MAXN];
+	size_t carved;
+	(void)state;
+
+	setup_cluster(2, &none, 5ull * 1000000000);
+	carved = dp_pool_used(&nodes[0].e.pool);
+	for (unsigned c = 0; c < 4; c++)
+		post_in_place(0, 1 + c, SL_OP_ALLTOALL, 8192, SL_ALGO_ID_DIRECT, c << 18);
+	dp_engine_poll(&nodes[0].e); /* node 1 has not posted: nothing comes to node 0 */
+	assert_int_equal(nodes[0].e.running, 4);
+	if (dp_pool_used(&nodes[0].e.pool) - carved >= 65536) /* their packets' own blocks: 4.6 KiB */
+		fail_msg("four running 64 KiB in-place all-to-alls carved %zu bytes of the arena, want their "
+			 "buffers elsewhere", dp_pool_used(&nodes[0].e.pool) - carved);
+	for (unsigned c = 0; c < 4; c++)
+		post_in_place(1, 1 + c, SL_OP_ALLTOALL, 8192, SL_ALGO_ID_DIRECT, c << 18);
+	for (unsigned c = 0; c < 4; c++) {
+		wait_all(cpl, 5000000);
+		for (unsigned i = 0; i < 2; i++)
+			assert_int_equal(cpl[i].status, SLUICE_OK);
+	}
+	teardown_cluster();
+}
+
 /* ---- engines on threads ---- */
 
 /* memports are single-threaded: one lock for every frame crossing. */
@@ -2660,6 +2693,7 @@ int main(void)
 		cmocka_unit_test(test_a_call_acknowledged_piecemeal_holds_back_no_timeout),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
 		cmocka_unit_test(test_small_call_leaves_the_big_calls_buffer),
+		cmocka_unit_test(test_own_buffers_leave_the_arena),
 		cmocka_unit_test(test_alternating_calls_keep_their_buffers),
 		cmocka_unit_test(test_a_client_that_left_fails_its_peers),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),

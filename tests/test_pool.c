@@ -37,6 +37,30 @@ static void test_blocks_come_back_by_size(void **state)
 	dp_pool_fini(&p);
 }
 
+/* A kept block (a collective's own buffer) never carves the arena, and
+ * comes back by size as any other; a free arena block of its class serves
+ * it. */
+static void test_kept_blocks_leave_the_arena(void **state)
+{
+	struct dp_pool p;
+	char err[256];
+	(void)state;
+
+	assert_int_equal(dp_pool_init(&p, err, sizeof(err)), 0);
+	void *k = dp_pool_get_kept(&p, 65536);
+	assert_non_null(k);
+	assert_int_equal(dp_pool_used(&p), 0);
+	dp_pool_put(&p, k);
+	assert_ptr_equal(dp_pool_get_kept(&p, 65536), k);
+	assert_int_equal(p.from_heap, 1);
+	void *a = dp_pool_get(&p, 1000);
+	dp_pool_put(&p, a);
+	assert_ptr_equal(dp_pool_get_kept(&p, 1000), a);
+	dp_pool_put(&p, k);
+	dp_pool_put(&p, a);
+	dp_pool_fini(&p);
+}
+
 /* Filling the whole arena with written blocks faults no page in: the pool
  * touched them when it started (a fault costs 10-14 us on the VMs sluice
  * is measured on, pool.h). */
@@ -197,6 +221,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blocks_come_back_by_size),
+		cmocka_unit_test(test_kept_blocks_leave_the_arena),
 		cmocka_unit_test(test_arena_faults_nothing_in),
 		cmocka_unit_test(test_arena_holds_a_receive_budget),
 		cmocka_unit_test(test_half_steps),
