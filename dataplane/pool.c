@@ -30,7 +30,8 @@
 struct dp_pool_block {
 	uint64_t size;     /* bytes after this header */
 	uint32_t cls;      /* size class, or BIG */
-	uint32_t heap;     /* from malloc, not the arena */
+	uint16_t heap;     /* from malloc, not the arena */
+	uint16_t own;      /* malloc'd and last handed out as an own buffer */
 };
 
 struct dp_pool_free_link {
@@ -104,7 +105,7 @@ static uint32_t class_of(size_t len)
 	return c < DP_POOL_CLASSES ? c : BIG;
 }
 
-static void *get(struct dp_pool *p, size_t len, bool carve)
+static void *get(struct dp_pool *p, size_t len, bool own)
 {
 	uint32_t c = class_of(len);
 	size_t size = c == BIG ? len : class_size(c);
@@ -115,9 +116,12 @@ static void *get(struct dp_pool *p, size_t len, bool carve)
 		p->free[c] = link_of(b)->next;
 		if (b->heap)
 			p->kept -= b->size;
+		if (b->own)
+			p->own_free[c]--;
+		b->own = own && b->heap;
 		return b + 1;
 	}
-	if (carve && c < DP_POOL_ARENA_CLASSES && (size_t)(p->end - p->next) >= sizeof(*b) + size) {
+	if (!own && c < DP_POOL_ARENA_CLASSES && (size_t)(p->end - p->next) >= sizeof(*b) + size) {
 		b = (struct dp_pool_block *)p->next;
 		p->next += sizeof(*b) + size;
 		UNPOISON(b, sizeof(*b) + size);
@@ -126,19 +130,19 @@ static void *get(struct dp_pool *p, size_t len, bool carve)
 	}
 	if (size > SIZE_MAX - sizeof(*b) || !(b = malloc(sizeof(*b) + size)))
 		return NULL;
-	*b = (struct dp_pool_block){ .size = size, .cls = c, .heap = 1 };
+	*b = (struct dp_pool_block){ .size = size, .cls = c, .heap = 1, .own = own };
 	p->from_heap++;
 	return b + 1;
 }
 
 void *dp_pool_get(struct dp_pool *p, size_t len)
 {
-	return get(p, len, true);
+	return get(p, len, false);
 }
 
 void *dp_pool_get_kept(struct dp_pool *p, size_t len)
 {
-	return get(p, len, false);
+	return get(p, len, true);
 }
 
 void dp_pool_put(struct dp_pool *p, void *blk)
@@ -148,12 +152,15 @@ void dp_pool_put(struct dp_pool *p, void *blk)
 	if (!blk)
 		return;
 	b = hdr_of(blk);
-	if (b->heap && (b->cls == BIG || p->kept + b->size > DP_POOL_KEEP_BYTES)) {
+	if (b->heap && (b->cls == BIG || p->kept + b->size > DP_POOL_KEEP_BYTES ||
+			(b->own && p->own_free[b->cls] >= DP_POOL_KEEP_OWN))) {
 		free(b);
 		return;
 	}
 	if (b->heap)
 		p->kept += b->size;
+	if (b->own)
+		p->own_free[b->cls]++;
 	link_of(b)->next = p->free[b->cls];
 	p->free[b->cls] = b;
 	POISON(b, sizeof(*b) + b->size);

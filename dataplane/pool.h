@@ -24,6 +24,13 @@
  * packets (256 of 16 KiB, in 24 KiB blocks) and lingering calls' copies. */
 #define DP_POOL_BYTES (16u << 20)
 #define DP_POOL_KEEP_BYTES (32u << 20) /* malloc'd blocks kept for reuse beyond it */
+/* Free own buffers kept per class, within DP_POOL_KEEP_BYTES.  A leaf's run
+ * of ~256 lingering 64 KiB in-place calls kept 14.9 MiB of them, and as a
+ * gather's root after it the rank's malloc'd early packets got fresh pages,
+ * 500-900 faults and 4x the time a run; freed to glibc, their pages serve
+ * again.  32 a class made a 32-in-flight sweep's next gather fault in 3 of
+ * 3 runs (perf/ALGORITHMS.md, ownkeep). */
+#define DP_POOL_KEEP_OWN 64
 #define DP_POOL_MIN_SHIFT 6            /* sizes 64 B ... */
 #define DP_POOL_ARENA_CLASSES 25       /* ... to 256 KiB from the arena ... */
 #define DP_POOL_CLASSES 41             /* ... to 64 MiB; larger blocks are malloc'd and freed */
@@ -34,6 +41,7 @@ struct dp_pool {
 	uint8_t *base, *next, *end;   /* the arena; next: its first byte never handed out */
 	struct dp_pool_block *free[DP_POOL_CLASSES];
 	uint64_t kept;                /* bytes of malloc'd blocks on the free lists */
+	uint32_t own_free[DP_POOL_CLASSES]; /* own buffers among them, per class */
 	uint64_t from_heap;           /* blocks malloc'd: the arena used up, too large, or kept (own buffers) */
 };
 

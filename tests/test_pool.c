@@ -61,6 +61,34 @@ static void test_kept_blocks_leave_the_arena(void **state)
 	dp_pool_fini(&p);
 }
 
+/* Of a run of own buffers freed at once (a leaf's ~256 lingering 64 KiB
+ * in-place calls), DP_POOL_KEEP_OWN stay on their class's list and the rest
+ * go back to glibc, for the next malloc (an early packet's, past the arena)
+ * to reuse; the kept ones serve the next run. */
+static void test_own_buffers_kept_are_bounded(void **state)
+{
+	enum { RUN = DP_POOL_KEEP_OWN + 8 };
+	static void *own[RUN];
+	struct dp_pool p;
+	char err[256];
+	(void)state;
+
+	assert_int_equal(dp_pool_init(&p, err, sizeof(err)), 0);
+	for (unsigned i = 0; i < RUN; i++)
+		assert_non_null(own[i] = dp_pool_get_kept(&p, 65536));
+	for (unsigned i = 0; i < RUN; i++)
+		dp_pool_put(&p, own[i]);
+	assert_int_equal(p.kept, (uint64_t)DP_POOL_KEEP_OWN * 65536);
+	uint64_t heap = p.from_heap;
+	for (unsigned i = 0; i < DP_POOL_KEEP_OWN; i++)
+		assert_non_null(own[i] = dp_pool_get_kept(&p, 65536));
+	assert_int_equal(p.from_heap, heap);
+	assert_int_equal(p.kept, 0);
+	for (unsigned i = 0; i < DP_POOL_KEEP_OWN; i++)
+		dp_pool_put(&p, own[i]);
+	dp_pool_fini(&p);
+}
+
 /* Filling the whole arena with written blocks faults no page in: the pool
  * touched them when it started (a fault costs 10-14 us on the VMs sluice
  * is measured on, pool.h). */
@@ -222,6 +250,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blocks_come_back_by_size),
 		cmocka_unit_test(test_kept_blocks_leave_the_arena),
+		cmocka_unit_test(test_own_buffers_kept_are_bounded),
 		cmocka_unit_test(test_arena_faults_nothing_in),
 		cmocka_unit_test(test_arena_holds_a_receive_budget),
 		cmocka_unit_test(test_half_steps),
