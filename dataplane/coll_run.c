@@ -167,23 +167,22 @@ static void stash_hold(struct dp_comm *comm, int src)
  * size class from the engine's pool, which keeps it for the next call of
  * that class: a block on its class's free list, or malloc'd and kept among
  * the DP_POOL_KEEP_BYTES of malloc'd blocks, never carved from the arena,
- * which early packets and lingering copies need (pool.h dp_pool_get_kept).  A malloc and
- * free per call made glibc give the heap top back and fault it in again
- * (a 128 KiB in-place all-reduce: 10x its time); one spare buffer for all
- * calls was taken by whichever call came first, so two calls of different
- * sizes in turn, or two running at once, still malloc'd one a round, and
- * where glibc mmaps such blocks (a fixed mmap threshold) faulted them in
- * every call: 0.96 ms a 512 KiB all-to-all instead of 0.04 (perf/ALGORITHMS.md,
- * spare (session 17)).
+ * which early packets and lingering copies need (pool.h dp_pool_get_kept).
+ * A malloc and free per call made glibc give the heap top back and fault
+ * it in again (a 128 KiB in-place all-reduce: 10x its time); one spare
+ * buffer for all calls was taken by whichever call came first, so two
+ * calls of different sizes in turn, or two running at once, still malloc'd
+ * one a round, and where glibc mmaps such blocks (a fixed mmap threshold)
+ * faulted them in every call: 0.96 ms a 512 KiB all-to-all instead of 0.04
+ * (perf/ALGORITHMS.md, spare (session 17)).
  */
 static uint8_t *owned_get(struct dp_engine *e, uint64_t len)
 {
-	size_t carved = dp_pool_used(&e->pool);
 	uint64_t heap = e->pool.from_heap;
 	uint8_t *p = dp_pool_get_kept(&e->pool, len);
 
-	if (dp_pool_used(&e->pool) != carved || e->pool.from_heap != heap)
-		e->count.owned_allocs++;
+	/* never carved from the arena: a fresh one is a malloc */
+	e->count.owned_allocs += e->pool.from_heap != heap;
 	return p;
 }
 
