@@ -781,7 +781,10 @@ static void mismatch(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, bo
 
 static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, int peer)
 {
-	mismatch(e, k->comm, k->seq, is_p2p(k->cmd.opcode), wire_kind(&k->cmd), wire_count(k, (uint32_t)peer, false),
+	/* this rank's call as it was made: a recv is named a recv, not the send its packets pair with */
+	uint8_t kind = (uint8_t)(k->cmd.opcode | k->cmd.algo << KIND_ALGO_SHIFT);
+
+	mismatch(e, k->comm, k->seq, is_p2p(k->cmd.opcode), kind, wire_count(k, (uint32_t)peer, false),
 		 dtype_op(&k->cmd), h, peer);
 }
 

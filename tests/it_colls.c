@@ -619,6 +619,12 @@ static void mismatch(enum mismatch m)
 			mismatch_names[m], sluice_get_error_string(res), sluice_last_error());
 		failures++;
 	}
+	/* the message names each side's call as it was made: rank 1's recv, not a send */
+	if (m == M_P2P && !strstr(sluice_last_error(), "rank 1 called recv(count=99")) {
+		fprintf(stderr, "rank %d: the recv size mismatch: the message does not name rank 1's recv: %s\n", rank,
+			sluice_last_error());
+		failures++;
+	}
 	/* reported as a mismatch, not left to the timeout (the machine may be
 	 * slow, so only the timeout bounds it) */
 	if (time(NULL) - t0 >= timeout_s) {
