@@ -163,11 +163,14 @@ static sluice_result_t config_debug(void)
 	if (!parse_level(level_s, &level))
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT,
 			       "SLUICE_DEBUG=\"%s\" is not valid: expected WARN, INFO or TRACE", level_s);
-	if (!parse_subsys(subsys_s, &mask, bad, sizeof(bad)))
+	if (!parse_subsys(subsys_s, &mask, bad, sizeof(bad))) {
+		char names[96] = "";
+		for (size_t i = 0; i < SUBSYS_COUNT; i++)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s, ", subsys_names[i].name);
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT,
 			       "SLUICE_DEBUG_SUBSYS=\"%s\" names an unknown subsystem \"%s\": expected a "
-			       "comma-separated list of INIT, ENV, MEM, BOOT, COMM, COLL or ALL",
-			       subsys_s, bad);
+			       "comma-separated list of %sor ALL", subsys_s, bad, names);
+	}
 	return SLUICE_OK;
 }
 
@@ -303,15 +306,22 @@ static struct {
 	_Atomic int rank;
 } logger = {.once = PTHREAD_ONCE_INIT, .rank = -1};
 
-/* Bad values are reported by sluice_init; here they simply leave logging off. */
+/* Bad values are reported by sluice_init; here they simply leave logging off.
+ * SLUICE_DEBUG_SUBSYS without SLUICE_DEBUG asks for those subsystems' INFO
+ * lines (SLUICE_DEBUG_SUBSYS=TUNING logs the planner's choices): naming a
+ * subsystem and getting nothing helps nobody. */
 static void log_init(void)
 {
+	const char *subsys = getenv("SLUICE_DEBUG_SUBSYS"), *level = getenv("SLUICE_DEBUG");
 	char bad[32];
+	bool subsys_ok = parse_subsys(subsys, &logger.mask, bad, sizeof(bad));
 
-	if (!parse_level(getenv("SLUICE_DEBUG"), &logger.level))
-		logger.level = SL_LOG_NONE;
-	if (!parse_subsys(getenv("SLUICE_DEBUG_SUBSYS"), &logger.mask, bad, sizeof(bad)))
+	if (!subsys_ok)
 		logger.mask = SUBSYS_ALL;
+	if (!parse_level(level, &logger.level))
+		logger.level = SL_LOG_NONE;
+	else if ((!level || !*level) && subsys && *subsys && subsys_ok)
+		logger.level = SL_LOG_INFO;
 	if (gethostname(logger.host, sizeof(logger.host)) != 0)
 		strcpy(logger.host, "?");
 	logger.host[sizeof(logger.host) - 1] = '\0';

@@ -4,6 +4,7 @@
 # bandwidth under TUNING, and all log the same figures (they plan alike or
 # their calls mismatch); with SLUICE_LINK_PROBE=0, or both link variables
 # given, nothing is measured and the planner says which figures it used;
+# SLUICE_DEBUG_SUBSYS=TUNING alone (no SLUICE_DEBUG) logs the choices too;
 # a bad SLUICE_LINK_PROBE fails communicator creation with a message.
 # usage: it_probe.sh SLUICE_RUN SLUICE_PERF
 set -u
@@ -29,6 +30,12 @@ for off in "SLUICE_LINK_PROBE=0" "SLUICE_LINK_LATENCY_US=20 SLUICE_LINK_GBPS=3";
 	! grep -q 'links measured' "$log" || fail "$off still measured the links"
 	grep -q 'predicted us' "$log" || fail "$off: the planner logged no choice"
 done
+
+# SLUICE_DEBUG_SUBSYS alone asks for that subsystem's INFO lines: the choices are logged
+ranks SLUICE_DEBUG= SLUICE_LINK_PROBE=0 || fail "a run with SLUICE_DEBUG_SUBSYS=TUNING alone failed"
+grep -q 'predicted us' "$log" || fail "SLUICE_DEBUG_SUBSYS=TUNING without SLUICE_DEBUG logged no choice"
+! grep ' INFO ' "$log" | grep -qv ' INFO TUNING ' || fail "SLUICE_DEBUG_SUBSYS=TUNING alone logged other subsystems"
+echo "it_probe: SLUICE_DEBUG_SUBSYS=TUNING alone logs the planner's choices"
 
 ranks SLUICE_LINK_PROBE=yes && fail "SLUICE_LINK_PROBE=yes was accepted"
 grep -q 'SLUICE_LINK_PROBE="yes" is not valid' "$log" || fail "SLUICE_LINK_PROBE=yes: no message saying why"

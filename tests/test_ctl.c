@@ -121,6 +121,7 @@ static void env_errors_are_clear(void **state)
 	setenv("SLUICE_DEBUG", "WARN", 1);
 	setenv("SLUICE_DEBUG_SUBSYS", "INIT,NET", 1);
 	assert_error(sluice_init(&ctx), SLUICE_ERR_INVALID_ARGUMENT, "unknown subsystem \"NET\"");
+	assert_non_null(strstr(sluice_last_error(), "TUNING")); /* every name it accepts */
 	unsetenv("SLUICE_DEBUG");
 	unsetenv("SLUICE_DEBUG_SUBSYS");
 
