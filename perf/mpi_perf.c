@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <mpi.h>
@@ -66,6 +67,23 @@ static ptrdiff_t gap(const void *a, const void *b)
 	return (const char *)a - (const char *)b;
 }
 
+/* All-to-allv in all-to-all's layout: n elements for every rank, block j
+ * for rank j.  The counts are allocated once, not timed with every call. */
+static int mpi_alltoallv(const void *send, void *recv, int n, MPI_Datatype t, int size)
+{
+	static int *counts;
+
+	if (!counts && !(counts = malloc(2 * (size_t)size * sizeof(int)))) {
+		fprintf(stderr, "mpi-allreduce-perf: no memory for all-to-allv's counts of %d ranks\n", size);
+		return MPI_ERR_NO_MEM;
+	}
+	for (int j = 0; j < size; j++) {
+		counts[j] = n;
+		counts[size + j] = j * n;
+	}
+	return MPI_Alltoallv(send, counts, counts + size, t, recv, counts, counts + size, t, MPI_COMM_WORLD);
+}
+
 /* One call; NCCL's in-place layouts (see sluice.h) become MPI_IN_PLACE. */
 static int mpi_call(enum perf_coll c, const void *send, void *recv, int n, MPI_Datatype t, MPI_Op op,
 		    int root, int rank, int size)
@@ -97,6 +115,8 @@ static int mpi_call(enum perf_coll c, const void *send, void *recv, int n, MPI_D
 	case PERF_SCATTER:
 		return MPI_Scatter(send, n, t, rank == root && send && gap(recv, send) == mine ? MPI_IN_PLACE : recv,
 				   n, t, root, MPI_COMM_WORLD);
+	case PERF_ALLTOALLV: return mpi_alltoallv(send, recv, n, t, size);
+	case PERF_BARRIER: return MPI_Barrier(MPI_COMM_WORLD);
 	default:
 		return MPI_Sendrecv(send, n, t, (rank + 1) % size, 0, recv, n, t, (rank + size - 1) % size, 0,
 				    MPI_COMM_WORLD, MPI_STATUS_IGNORE);

@@ -51,7 +51,7 @@ static const char *const coll_names[PERF_NCOLLS] = {
 	[PERF_ALLREDUCE] = "all_reduce", [PERF_ALLGATHER] = "all_gather",
 	[PERF_REDUCE_SCATTER] = "reduce_scatter", [PERF_BROADCAST] = "broadcast", [PERF_REDUCE] = "reduce",
 	[PERF_ALLTOALL] = "alltoall", [PERF_GATHER] = "gather", [PERF_SCATTER] = "scatter",
-	[PERF_SENDRECV] = "sendrecv",
+	[PERF_SENDRECV] = "sendrecv", [PERF_ALLTOALLV] = "alltoallv", [PERF_BARRIER] = "barrier",
 };
 
 const char *perf_coll_name(enum perf_coll c)
@@ -80,15 +80,23 @@ static bool coll_rooted(enum perf_coll c)
 /* The whole buffer is split in blocks of one per rank (nccl-tests' sizes). */
 static bool coll_blocked(enum perf_coll c)
 {
-	return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL || c == PERF_GATHER ||
-	       c == PERF_SCATTER;
+	return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL || c == PERF_ALLTOALLV ||
+	       c == PERF_GATHER || c == PERF_SCATTER;
+}
+
+/* Collectives without NCCL's in-place form: their in-place phase runs out of place. */
+static bool coll_in_place(enum perf_coll c)
+{
+	return c != PERF_SENDRECV && c != PERF_ALLTOALLV && c != PERF_BARRIER;
 }
 
 static double busbw_factor(enum perf_coll c, int n)
 {
 	if (c == PERF_ALLREDUCE)
 		return 2.0 * (n - 1) / n;
-	return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL ? (double)(n - 1) / n : 1.0;
+	return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL || c == PERF_ALLTOALLV
+		       ? (double)(n - 1) / n
+		       : 1.0;
 }
 
 static int parse_dtype(const char *s)
@@ -114,7 +122,7 @@ static void usage(FILE *f, const char *prog)
 	fprintf(f,
 		"usage: %s [flags]   (collective benchmark, nccl-tests columns)\n"
 		"  -C COLL   all_reduce (default) all_gather reduce_scatter broadcast reduce\n"
-		"            alltoall gather scatter sendrecv\n"
+		"            alltoall gather scatter sendrecv alltoallv barrier (one row: no bytes)\n"
 		"  -r ROOT   root of broadcast, reduce, gather, scatter (default 0)\n"
 		"  -b SIZE   smallest message in bytes (8, 1K, 64M, 1G; default 8)\n"
 		"  -e SIZE   largest message in bytes (default 64M)\n"
@@ -389,7 +397,7 @@ static bool recv_value(const struct perf_opts *o, int r, int n, size_t block, si
 	case PERF_REDUCE_SCATTER: *v = expected_value(op, n, (size_t)r * block + i); return true;
 	case PERF_BROADCAST: *v = input_value(op, o->root, n, i); return true;
 	case PERF_REDUCE: *v = expected_value(op, n, i); return r == o->root;
-	case PERF_ALLTOALL: *v = input_value(op, (int)blk, n, (size_t)r * block + in); return true;
+	case PERF_ALLTOALL: case PERF_ALLTOALLV: *v = input_value(op, (int)blk, n, (size_t)r * block + in); return true;
 	case PERF_GATHER: *v = input_value(op, (int)blk, n, in); return r == o->root;
 	case PERF_SCATTER: *v = input_value(op, o->root, n, (size_t)r * block + i); return true;
 	default: *v = input_value(op, (r + n - 1) % n, n, i); return true; /* sendrecv: from rank - 1 */
@@ -406,7 +414,8 @@ static void layout_of(const struct perf_opts *o, const struct perf_backend *b, s
 	switch (o->coll) {
 	case PERF_ALLGATHER: l->nsend = blk; l->nrecv = n * blk; break;
 	case PERF_REDUCE_SCATTER: l->nsend = n * blk; l->nrecv = blk; break;
-	case PERF_ALLTOALL: l->nsend = l->nrecv = n * blk; break;
+	case PERF_ALLTOALL: case PERF_ALLTOALLV: l->nsend = l->nrecv = n * blk; break;
+	case PERF_BARRIER: l->nsend = l->nrecv = 0; break;
 	case PERF_BROADCAST: l->nsend = root ? blk : 0; l->nrecv = blk; break;
 	case PERF_REDUCE: l->nsend = blk; l->nrecv = root ? blk : 0; break;
 	case PERF_GATHER: l->nsend = blk; l->nrecv = root ? n * blk : 0; break;
@@ -423,8 +432,9 @@ static void place(const struct perf_opts *o, const struct perf_backend *b, void 
 
 	l->send = send;
 	l->recv = recv;
-	/* sendrecv has no in-place form (the send would read what the recv overwrites) */
-	if (!in_place || o->coll == PERF_SENDRECV)
+	/* sendrecv has no in-place form (the send would read what the recv
+	 * overwrites), nor has all-to-allv (sluice and MPI_Alltoallv refuse it) */
+	if (!in_place || !coll_in_place(o->coll))
 		return;
 	switch (o->coll) {
 	case PERF_ALLGATHER: case PERF_GATHER: l->send = (char *)recv + mine; break;
@@ -442,7 +452,7 @@ static struct layout host_side(const struct perf_opts *o, const struct perf_back
 
 	if (!m)
 		return h;
-	if (in_place && o->coll != PERF_SENDRECV) /* place() put send inside recv */
+	if (in_place && coll_in_place(o->coll)) /* place() put send inside recv */
 		h.send = (const char *)m->recv_host + ((const char *)l->send - (const char *)recv);
 	else
 		h.send = (const char *)m->send_host + ((const char *)l->send - (const char *)send);
@@ -497,7 +507,7 @@ static double now_s(void)
 /* Iterations for a message of `bytes`: -n (or -w), capped by -B. */
 static unsigned scaled(unsigned n, size_t bytes, size_t budget)
 {
-	if (budget == 0 || n == 0)
+	if (budget == 0 || n == 0 || bytes == 0)
 		return n;
 	size_t fit = budget / bytes;
 	return fit < 1 ? 1 : fit < n ? (unsigned)fit : n;
@@ -729,10 +739,13 @@ static void print_footer(double wrong, double busbw_sum, unsigned nphases, bool 
 	printf("# Avg bus bandwidth    : %g \n#\n", nphases ? busbw_sum / nphases : 0.0);
 }
 
-/* Elements of a row: at least one per block, and whole blocks. */
+/* Elements of a row: at least one per block, and whole blocks (a barrier's: none). */
 static size_t rounded_count(const struct perf_opts *o, const struct perf_backend *b, size_t count)
 {
 	size_t n = coll_blocked(o->coll) ? (size_t)b->nranks : 1;
+
+	if (o->coll == PERF_BARRIER)
+		return 0;
 
 	return count / n ? count / n * n : n;
 }
@@ -777,7 +790,7 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 			if (json)
 				write_json(json, o, b, count * es, count, ph);
 		}
-		if (o->factor < 2 || size > SIZE_MAX / o->factor)
+		if (o->factor < 2 || size > SIZE_MAX / o->factor || o->coll == PERF_BARRIER)
 			break;
 	}
 	if (b->rank == 0 && rc == 0)

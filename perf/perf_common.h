@@ -16,7 +16,7 @@
 /* The collectives, as -C names them (nccl-tests' binaries without _perf). */
 enum perf_coll {
 	PERF_ALLREDUCE, PERF_ALLGATHER, PERF_REDUCE_SCATTER, PERF_BROADCAST, PERF_REDUCE,
-	PERF_ALLTOALL, PERF_GATHER, PERF_SCATTER, PERF_SENDRECV, PERF_NCOLLS
+	PERF_ALLTOALL, PERF_GATHER, PERF_SCATTER, PERF_SENDRECV, PERF_ALLTOALLV, PERF_BARRIER, PERF_NCOLLS
 };
 
 struct perf_opts {
@@ -53,7 +53,10 @@ struct perf_backend {
 	void *ctx;
 	/* One blocking call of coll, count elements per block (see perf_run);
 	 * in place when send and recv overlap as NCCL's in-place layout has
-	 * them.  sendrecv sends to rank + 1 and receives from rank - 1.
+	 * them.  sendrecv sends to rank + 1 and receives from rank - 1;
+	 * alltoallv sends count elements to every rank, block j of send to
+	 * rank j (all-to-all's layout, through the vector call); barrier moves
+	 * nothing (count 0, no buffers).
 	 * 0 on success, else -1 after printing why. */
 	int (*run)(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
 		   sluice_datatype_t dtype, sluice_redop_t op, int root);

@@ -17,7 +17,19 @@ struct sluice_side {
 	int rank, nranks;
 	double *scratch; /* dataplane-reachable buffer for sum_doubles */
 	int nscratch;    /* its doubles: PERF_SUM_MAX(nranks) */
+	size_t *vcounts, *vdispls; /* all-to-allv's, nranks each */
 };
+
+/* All-to-allv in all-to-all's layout: count elements for every rank, block j for rank j. */
+static sluice_result_t post_alltoallv(struct sluice_side *s, const void *send, void *recv, size_t count,
+				      sluice_datatype_t dtype, sluice_req_t **req)
+{
+	for (int j = 0; j < s->nranks; j++) {
+		s->vcounts[j] = count;
+		s->vdispls[j] = (size_t)j * count;
+	}
+	return sluice_alltoallv(s->comm, send, s->vcounts, s->vdispls, recv, s->vcounts, s->vdispls, dtype, req);
+}
 
 /* Print a failed call with sluice's own account of it. */
 static int fail(const char *what, sluice_result_t r)
@@ -40,6 +52,8 @@ static sluice_result_t post(struct sluice_side *s, enum perf_coll coll, const vo
 	case PERF_ALLTOALL: return sluice_alltoall(s->comm, send, recv, count, dtype, req);
 	case PERF_GATHER: return sluice_gather(s->comm, send, recv, count, dtype, root, req);
 	case PERF_SCATTER: return sluice_scatter(s->comm, send, recv, count, dtype, root, req);
+	case PERF_ALLTOALLV: return post_alltoallv(s, send, recv, count, dtype, req);
+	case PERF_BARRIER: return sluice_barrier(s->comm, req);
 	default: return SLUICE_ERR_INTERNAL; /* sendrecv: two requests, see sl_run */
 	}
 }
@@ -113,6 +127,12 @@ static int attach(struct sluice_side *s, struct perf_backend *b)
 	s->rank = b->rank;
 	s->nranks = b->nranks;
 	s->nscratch = PERF_SUM_MAX(b->nranks);
+	s->vcounts = calloc(2 * (size_t)s->nranks, sizeof(size_t));
+	if (!s->vcounts) {
+		fprintf(stderr, "sluice-perf: no memory for all-to-allv's counts of %d ranks\n", s->nranks);
+		return -1;
+	}
+	s->vdispls = s->vcounts + s->nranks;
 	if ((r = sluice_mem_alloc(s->ctx, (size_t)s->nscratch * sizeof(double), (void **)&s->scratch)) !=
 	    SLUICE_OK)
 		return fail("sluice_mem_alloc", r);
@@ -128,6 +148,7 @@ static void detach(struct sluice_side *s, void *send, void *recv)
 		sluice_mem_free(s->ctx, recv);
 	if (s->scratch)
 		sluice_mem_free(s->ctx, s->scratch);
+	free(s->vcounts);
 	if (s->comm)
 		sluice_comm_destroy(s->comm);
 	if (s->ctx)

@@ -16,6 +16,7 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
            picks, embedded below two cores per rank)
   -C LIST  collectives, comma-separated, or all (default all_reduce): all_reduce
            all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv
+           alltoallv barrier (every collective Open MPI has)
   -R ROOT  root of the rooted collectives (default 0)
   -b SIZE  smallest message (default 8)
   -e SIZE  largest message (default 64M)
@@ -81,7 +82,7 @@ fi
 out=$(mktemp -d /tmp/vs-openmpi.XXXXXX)
 if [ "$keep" = 0 ]; then trap 'rm -rf "$out"' EXIT; fi
 if [ "$colls" = all ]; then
-	colls=all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,gather,scatter,sendrecv
+	colls=all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,gather,scatter,sendrecv,alltoallv,barrier
 fi
 
 # Join the two JSON-lines files on size (several lines per size: one per
