@@ -131,6 +131,9 @@ static void usage(FILE *f, const char *prog)
 		"  -w N      warmup iterations per size (default 5)\n"
 		"  -B SIZE   cap each size's iterations at SIZE bytes reduced (default 0: no cap)\n"
 		"  -c 0|1    check every element of one extra run (default 1)\n"
+		"  -z 0|1    1 (default): wait for each call before the next; 0: keep up to 16 calls\n"
+		"            in flight (nccl-tests' default), each call's time then from the previous\n"
+		"            call's end to its own\n"
 		"  -S        start each phase's timed calls on every rank together (a barrier after\n"
 		"            the warmup); without it a rank times its calls from its own warmup's end\n"
 		"  -G        buffers in GPU memory, GPU = local rank (sluice-perf built with CUDA)\n"
@@ -230,8 +233,8 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 	int opt, v;
 
 	*o = (struct perf_opts){ .coll = PERF_ALLREDUCE, .min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
-				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
-	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:d:o:J:g:t:GSh")) != -1) {
+				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .blocking = true };
+	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:z:d:o:J:g:t:GSh")) != -1) {
 		switch (opt) {
 		case 'C': set_choice(perf_parse_coll(optarg), &v, "collective", optarg, prog); o->coll = v; break;
 		case 'r': o->root = (int)parse_uint(optarg, prog, 'r'); break;
@@ -242,6 +245,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 		case 'n': o->iters = parse_uint(optarg, prog, 'n'); break;
 		case 'w': o->warmup = parse_uint(optarg, prog, 'w'); break;
 		case 'c': o->check = parse_uint(optarg, prog, 'c') != 0; break;
+		case 'z': o->blocking = parse_uint(optarg, prog, 'z') != 0; break;
 		case 'd': set_choice(parse_dtype(optarg), &v, "datatype", optarg, prog); o->dtype = v; break;
 		case 'o': set_choice(parse_op(optarg), &v, "op", optarg, prog); o->op = v; break;
 		case 'J': o->json = optarg; break;
@@ -513,12 +517,43 @@ static unsigned scaled(unsigned n, size_t bytes, size_t budget)
 	return fit < 1 ? 1 : fit < n ? (unsigned)fit : n;
 }
 
+/* -z 0: `times` calls, up to PERF_WINDOW in flight, finished in posting
+ * order; with us, each call's time from the previous one's end (or the
+ * start) to its own end. */
+static int repeat_in_flight(const struct perf_backend *b, const struct perf_opts *o, const struct layout *l,
+			    unsigned times, double *us)
+{
+	double t = us ? now_s() : 0;
+	unsigned posted = 0, done = 0;
+
+	while (done < times) {
+		if (posted < times && posted - done < PERF_WINDOW) {
+			if (b->post(b->ctx, posted % PERF_WINDOW, o->coll, l->nsend ? l->send : NULL,
+				    l->nrecv ? l->recv : NULL, l->block, o->dtype, o->op, o->root) < 0)
+				return -1;
+			posted++;
+			continue;
+		}
+		if (b->wait(b->ctx, done % PERF_WINDOW) < 0)
+			return -1;
+		if (us) {
+			double end = now_s();
+			us[done] = (end - t) * 1e6;
+			t = end;
+		}
+		done++;
+	}
+	return 0;
+}
+
 /* `times` calls; with us, each call's time in us into us[k]. */
 static int repeat(const struct perf_backend *b, const struct perf_opts *o, const struct layout *l,
 		  unsigned times, double *us)
 {
 	double t = us ? now_s() : 0;
 
+	if (!o->blocking)
+		return repeat_in_flight(b, o, l, times, us);
 	for (unsigned k = 0; k < times; k++) {
 		if (b->run(b->ctx, o->coll, l->nsend ? l->send : NULL, l->nrecv ? l->recv : NULL, l->block,
 			   o->dtype, o->op, o->root) < 0)
@@ -599,8 +634,8 @@ static void print_header(const struct perf_opts *o, const struct perf_backend *b
 {
 	printf("# %s %s perf: %d ranks, one per process\n", b->name, coll_names[o->coll], b->nranks);
 	printf("# minBytes %zu maxBytes %zu step: %u(factor) warmup iters: %u iters: %u "
-	       "byte budget: %zu validation: %d\n#\n",
-	       o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->budget, o->check);
+	       "byte budget: %zu validation: %d blocking: %d\n#\n",
+	       o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->budget, o->check, o->blocking);
 	printf("# %58s %28s %27s %26s\n", "out-of-place", "in-place", "out-of-place rank 0",
 	       "in-place rank 0");
 	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %7s\n",
@@ -639,9 +674,10 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 	static const char *const tag[2] = { "oop", "ip" };
 
 	fprintf(f, "{\"tool\":\"%s\",\"coll\":\"%s\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,"
-		"\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%u,\"synced\":%s", b->name,
-		coll_names[o->coll], b->nranks, bytes, count, dtypes[o->dtype].name, op_names[o->op],
-		coll_rooted(o->coll) ? o->root : -1, scaled(o->iters, bytes, o->budget), o->sync ? "true" : "false");
+		"\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%u,\"synced\":%s,\"blocking\":%s",
+		b->name, coll_names[o->coll], b->nranks, bytes, count, dtypes[o->dtype].name, op_names[o->op],
+		coll_rooted(o->coll) ? o->root : -1, scaled(o->iters, bytes, o->budget), o->sync ? "true" : "false",
+		o->blocking ? "true" : "false");
 	for (int k = 0; k < 2; k++) {
 		double alg = (double)bytes / ph[k].time_us * 1e-3;
 		fprintf(f, ",\"%s_time_us\":%.6g,\"%s_algbw\":%.6g,\"%s_busbw\":%.6g", tag[k],
@@ -761,6 +797,12 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 	if (o->root >= b->nranks) {
 		if (b->rank == 0)
 			fprintf(stderr, "%s: -r %d is not a rank: the run has %d ranks\n", b->name, o->root, b->nranks);
+		return 2;
+	}
+	if (!o->blocking && !b->post) {
+		if (b->rank == 0)
+			fprintf(stderr, "%s: -z 0 (calls in flight together) is not supported by this tool: use -z 1\n",
+				b->name);
 		return 2;
 	}
 	if (o->coll == PERF_SENDRECV && b->nranks < 2) {

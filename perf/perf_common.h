@@ -32,7 +32,12 @@ struct perf_opts {
 	const char *json;        /* -J: JSON lines file, or NULL */
 	bool gpu;                /* -G: buffers in GPU memory (sluice-perf built with CUDA) */
 	bool sync;               /* -S: a barrier before each phase's timed calls */
+	bool blocking;           /* -z 1 (default): wait for each call before the next; -z 0: keep
+				  * PERF_WINDOW calls in flight (the backend's post and wait) */
 };
+
+/* -z 0: calls in flight at once (far below sluice's 256 submission slots) */
+#define PERF_WINDOW 16u
 
 /* Buffers the host cannot read (GPU memory): perf_run fills and checks
  * these host copies and moves them with copy. */
@@ -60,6 +65,12 @@ struct perf_backend {
 	 * 0 on success, else -1 after printing why. */
 	int (*run)(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
 		   sluice_datatype_t dtype, sluice_redop_t op, int root);
+	/* -z 0: start a call as run would, in slot (< PERF_WINDOW), without
+	 * waiting for it; wait finishes the slot's call.  NULL: the tool has no
+	 * calls in flight together, and refuses -z 0.  0 or -1 as above. */
+	int (*post)(void *ctx, unsigned slot, enum perf_coll coll, const void *send, void *recv, size_t count,
+		    sluice_datatype_t dtype, sluice_redop_t op, int root);
+	int (*wait)(void *ctx, unsigned slot);
 	/* vals[i] = sum over ranks of vals[i], n <= PERF_SUM_MAX(nranks); 0 or -1 as above */
 	int (*sum_doubles)(void *ctx, double *vals, int n);
 	const struct perf_mirror *mirror; /* NULL: send and recv are host memory */

@@ -18,6 +18,8 @@ struct sluice_side {
 	double *scratch; /* dataplane-reachable buffer for sum_doubles */
 	int nscratch;    /* its doubles: PERF_SUM_MAX(nranks) */
 	size_t *vcounts, *vdispls; /* all-to-allv's, nranks each */
+	/* the requests of each -z 0 slot (sendrecv's two), and one more for run */
+	sluice_req_t *slots[PERF_WINDOW + 1][2];
 };
 
 /* All-to-allv in all-to-all's layout: count elements for every rank, block j for rank j. */
@@ -59,9 +61,9 @@ static sluice_result_t post(struct sluice_side *s, enum perf_coll coll, const vo
 }
 
 /* Send to rank + 1 and receive from rank - 1, as one group. */
-static int sl_sendrecv(struct sluice_side *s, const void *send, void *recv, size_t count, sluice_datatype_t dtype)
+static int sl_sendrecv(struct sluice_side *s, const void *send, void *recv, size_t count, sluice_datatype_t dtype,
+		       sluice_req_t *reqs[2])
 {
-	sluice_req_t *reqs[2];
 	sluice_result_t r;
 
 	sluice_group_start();
@@ -73,25 +75,45 @@ static int sl_sendrecv(struct sluice_side *s, const void *send, void *recv, size
 	}
 	if ((r = sluice_group_end()) != SLUICE_OK)
 		return fail("sluice_group_end", r);
-	for (int k = 0; k < 2; k++)
-		if ((r = sluice_wait(reqs[k])) != SLUICE_OK)
-			return fail("sluice_wait", r);
 	return 0;
 }
 
+/* Start a call in slot (its requests wait there for sl_wait). */
+static int sl_post(void *ctx, unsigned slot, enum perf_coll coll, const void *send, void *recv, size_t count,
+		   sluice_datatype_t dtype, sluice_redop_t op, int root)
+{
+	struct sluice_side *s = ctx;
+	sluice_req_t **reqs = s->slots[slot];
+	sluice_result_t r;
+
+	reqs[0] = reqs[1] = NULL;
+	if (coll == PERF_SENDRECV)
+		return sl_sendrecv(s, send, recv, count, dtype, reqs);
+	if ((r = post(s, coll, send, recv, count, dtype, op, root, &reqs[0])) != SLUICE_OK)
+		return fail(perf_coll_name(coll), r);
+	return 0;
+}
+
+static int sl_wait(void *ctx, unsigned slot)
+{
+	struct sluice_side *s = ctx;
+	int rc = 0;
+
+	for (int k = 0; k < 2; k++) {
+		sluice_req_t *req = s->slots[slot][k];
+		sluice_result_t r;
+		s->slots[slot][k] = NULL;
+		if (req && (r = sluice_wait(req)) != SLUICE_OK && rc == 0)
+			rc = fail("sluice_wait", r);
+	}
+	return rc;
+}
+
+/* One blocking call, in the slot past -z 0's. */
 static int sl_run(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
 		  sluice_datatype_t dtype, sluice_redop_t op, int root)
 {
-	struct sluice_side *s = ctx;
-	sluice_req_t *req;
-	sluice_result_t r;
-
-	if (coll == PERF_SENDRECV)
-		return sl_sendrecv(s, send, recv, count, dtype);
-	if ((r = post(s, coll, send, recv, count, dtype, op, root, &req)) != SLUICE_OK)
-		return fail(perf_coll_name(coll), r);
-	r = sluice_wait(req);
-	return r == SLUICE_OK ? 0 : fail("sluice_wait", r);
+	return sl_post(ctx, PERF_WINDOW, coll, send, recv, count, dtype, op, root) < 0 ? -1 : sl_wait(ctx, PERF_WINDOW);
 }
 
 /* The side channel is sluice itself: one float64 sum all-reduce. */
@@ -226,7 +248,7 @@ int main(int argc, char **argv)
 {
 	struct perf_opts o;
 	struct sluice_side s = { 0 };
-	struct perf_backend b = { .name = "sluice", .ctx = &s, .run = sl_run,
+	struct perf_backend b = { .name = "sluice", .ctx = &s, .run = sl_run, .post = sl_post, .wait = sl_wait,
 				  .sum_doubles = sl_sum_doubles };
 	void *send = NULL, *recv = NULL;
 	struct perf_mirror mirror = { 0 };
