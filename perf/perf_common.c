@@ -90,13 +90,13 @@ static bool coll_in_place(enum perf_coll c)
 	return c != PERF_SENDRECV && c != PERF_ALLTOALLV && c != PERF_BARRIER;
 }
 
+/* nccl-tests' factors: every collective of one block per rank (gather and
+ * scatter too: the root's link carries the n-1 other blocks) x (n-1)/n. */
 static double busbw_factor(enum perf_coll c, int n)
 {
 	if (c == PERF_ALLREDUCE)
 		return 2.0 * (n - 1) / n;
-	return c == PERF_ALLGATHER || c == PERF_REDUCE_SCATTER || c == PERF_ALLTOALL || c == PERF_ALLTOALLV
-		       ? (double)(n - 1) / n
-		       : 1.0;
+	return coll_blocked(c) ? (double)(n - 1) / n : 1.0;
 }
 
 static int parse_dtype(const char *s)
