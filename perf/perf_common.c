@@ -233,7 +233,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 	int opt, v;
 
 	*o = (struct perf_opts){ .coll = PERF_ALLREDUCE, .min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
-				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .blocking = true };
+				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
 	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:z:d:o:J:g:t:GSh")) != -1) {
 		switch (opt) {
 		case 'C': set_choice(perf_parse_coll(optarg), &v, "collective", optarg, prog); o->coll = v; break;
@@ -245,7 +245,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 		case 'n': o->iters = parse_uint(optarg, prog, 'n'); break;
 		case 'w': o->warmup = parse_uint(optarg, prog, 'w'); break;
 		case 'c': o->check = parse_uint(optarg, prog, 'c') != 0; break;
-		case 'z': o->blocking = parse_uint(optarg, prog, 'z') != 0; break;
+		case 'z': o->in_flight = parse_uint(optarg, prog, 'z') == 0; break;
 		case 'd': set_choice(parse_dtype(optarg), &v, "datatype", optarg, prog); o->dtype = v; break;
 		case 'o': set_choice(parse_op(optarg), &v, "op", optarg, prog); o->op = v; break;
 		case 'J': o->json = optarg; break;
@@ -552,7 +552,7 @@ static int repeat(const struct perf_backend *b, const struct perf_opts *o, const
 {
 	double t = us ? now_s() : 0;
 
-	if (!o->blocking)
+	if (o->in_flight)
 		return repeat_in_flight(b, o, l, times, us);
 	for (unsigned k = 0; k < times; k++) {
 		if (b->run(b->ctx, o->coll, l->nsend ? l->send : NULL, l->nrecv ? l->recv : NULL, l->block,
@@ -635,7 +635,7 @@ static void print_header(const struct perf_opts *o, const struct perf_backend *b
 	printf("# %s %s perf: %d ranks, one per process\n", b->name, coll_names[o->coll], b->nranks);
 	printf("# minBytes %zu maxBytes %zu step: %u(factor) warmup iters: %u iters: %u "
 	       "byte budget: %zu validation: %d blocking: %d\n#\n",
-	       o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->budget, o->check, o->blocking);
+	       o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->budget, o->check, !o->in_flight);
 	printf("# %58s %28s %27s %26s\n", "out-of-place", "in-place", "out-of-place rank 0",
 	       "in-place rank 0");
 	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %7s\n",
@@ -677,7 +677,7 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 		"\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%u,\"synced\":%s,\"blocking\":%s",
 		b->name, coll_names[o->coll], b->nranks, bytes, count, dtypes[o->dtype].name, op_names[o->op],
 		coll_rooted(o->coll) ? o->root : -1, scaled(o->iters, bytes, o->budget), o->sync ? "true" : "false",
-		o->blocking ? "true" : "false");
+		o->in_flight ? "false" : "true");
 	for (int k = 0; k < 2; k++) {
 		double alg = (double)bytes / ph[k].time_us * 1e-3;
 		fprintf(f, ",\"%s_time_us\":%.6g,\"%s_algbw\":%.6g,\"%s_busbw\":%.6g", tag[k],
@@ -799,7 +799,7 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 			fprintf(stderr, "%s: -r %d is not a rank: the run has %d ranks\n", b->name, o->root, b->nranks);
 		return 2;
 	}
-	if (!o->blocking && !b->post) {
+	if (o->in_flight && !b->post) {
 		if (b->rank == 0)
 			fprintf(stderr, "%s: -z 0 (calls in flight together) is not supported by this tool: use -z 1\n",
 				b->name);

@@ -32,8 +32,8 @@ struct perf_opts {
 	const char *json;        /* -J: JSON lines file, or NULL */
 	bool gpu;                /* -G: buffers in GPU memory (sluice-perf built with CUDA) */
 	bool sync;               /* -S: a barrier before each phase's timed calls */
-	bool blocking;           /* -z 1 (default): wait for each call before the next; -z 0: keep
-				  * PERF_WINDOW calls in flight (the backend's post and wait) */
+	bool in_flight;          /* -z 0: keep PERF_WINDOW calls in flight (the backend's post and
+				  * wait); false, -z 1 (the default): wait for each call before the next */
 };
 
 /* -z 0: calls in flight at once (far below sluice's 256 submission slots) */

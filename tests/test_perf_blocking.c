@@ -68,12 +68,12 @@ static int fake_sum(void *ctx, double *vals, int n)
 
 /* One 64-byte all-reduce size, `warmup` and `iters` calls a phase, out of
  * place then in place, unchecked; the -J line into line. */
-static const char *events_of(bool blocking, unsigned warmup, unsigned iters, char *line, int len)
+static const char *events_of(bool in_flight, unsigned warmup, unsigned iters, char *line, int len)
 {
 	static float send[64], recv[64];
 	struct perf_opts o = { .coll = PERF_ALLREDUCE, .min_bytes = 64, .max_bytes = 64, .factor = 2, .iters = iters,
 			       .warmup = warmup, .check = false, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM,
-			       .blocking = blocking };
+			       .in_flight = in_flight };
 	struct perf_backend b = { .name = "fake", .rank = 0, .nranks = 1, .run = fake_run, .post = fake_post,
 				  .wait = fake_wait, .sum_doubles = fake_sum };
 
@@ -87,7 +87,7 @@ static void test_blocking_waits_for_each_call(void **state)
 {
 	char line[1024];
 	(void)state;
-	assert_string_equal(events_of(true, 2, 3, line, sizeof(line)), "rrrrrrrrrrs");
+	assert_string_equal(events_of(false, 2, 3, line, sizeof(line)), "rrrrrrrrrrs");
 	assert_non_null(strstr(line, "\"blocking\":true"));
 }
 
@@ -95,7 +95,7 @@ static void test_in_flight_posts_before_it_waits(void **state)
 {
 	char line[1024];
 	(void)state;
-	assert_string_equal(events_of(false, 2, 3, line, sizeof(line)), "ppwwpppwwwppwwpppwwws");
+	assert_string_equal(events_of(true, 2, 3, line, sizeof(line)), "ppwwpppwwwppwwpppwwws");
 	assert_non_null(strstr(line, "\"blocking\":false"));
 }
 
@@ -106,14 +106,14 @@ static void test_in_flight_keeps_the_window(void **state)
 	(void)state;
 	snprintf(want, sizeof(want), "%.16s%s%.16s%.16s%s%.16ss", "pppppppppppppppp", "wpwp", "wwwwwwwwwwwwwwww",
 		 "pppppppppppppppp", "wpwp", "wwwwwwwwwwwwwwww");
-	assert_string_equal(events_of(false, 0, 18, line, sizeof(line)), want);
+	assert_string_equal(events_of(true, 0, 18, line, sizeof(line)), want);
 }
 
 static void test_in_flight_needs_post(void **state)
 {
 	static float send[64], recv[64];
 	struct perf_opts o = { .coll = PERF_ALLREDUCE, .min_bytes = 64, .max_bytes = 64, .factor = 2, .iters = 1,
-			       .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .blocking = false };
+			       .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .in_flight = true };
 	struct perf_backend b = { .name = "fake", .rank = 0, .nranks = 1, .run = fake_run, .sum_doubles = fake_sum };
 	(void)state;
 	nevents = 0;

@@ -58,7 +58,7 @@ static void test_busbw_factors(void **state)
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		struct perf_opts o = { .coll = want[i].c, .min_bytes = 4096, .max_bytes = 4096, .factor = 2, .iters = 2,
-				       .warmup = 0, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM, .blocking = true };
+				       .warmup = 0, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
 		struct perf_backend b = { .name = "fake", .rank = 0, .nranks = 4, .run = fake_run,
 					  .sum_doubles = fake_sum };
 		perf_run_json(&o, &b, send, recv, line, sizeof(line));
