@@ -31,28 +31,15 @@
 #define MAX_COUNT 65537
 #define GUARD 64
 
-enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALLTOALL, GATHER, SCATTER, NCOLLS };
-static const char *const coll_names[NCOLLS] = { "allreduce", "allgather", "reduce_scatter", "broadcast",
-						"reduce", "alltoall", "gather", "scatter" };
-
 static int rank, nranks, failures;
 
 #include "it_common.h"
+#include "it_values.h"
+#include "it_shapes.h"
 
 static sluice_ctx_t *ctx;
 static sluice_comm_t *comm;
 static uint8_t *bufa, *bufb;
-
-static bool is_float(sluice_datatype_t t)
-{
-	return t == SLUICE_FLOAT16 || t == SLUICE_FLOAT32 || t == SLUICE_FLOAT64 || t == SLUICE_BFLOAT16 ||
-	       t == SLUICE_FLOAT8_E4M3 || t == SLUICE_FLOAT8_E5M2;
-}
-
-static bool is_unsigned(sluice_datatype_t t)
-{
-	return t == SLUICE_UINT8 || t == SLUICE_UINT32 || t == SLUICE_UINT64;
-}
 
 /* Element i of rank r's input: small integers, exact in every type, whose
  * sums, products (of 1s and 2s) and extremes are exact too. */
@@ -63,96 +50,6 @@ static double input(int r, size_t i, sluice_datatype_t t, sluice_redop_t op)
 	if (op == SLUICE_PROD)
 		return v % 3 == 0 ? 2 : 1;
 	return (double)(v % 7) - (is_unsigned(t) ? 0 : 3);
-}
-
-/* ---- float16 and bfloat16, enough for small integers and their averages ---- */
-
-static float half_to_float(uint16_t h)
-{
-	int e = (h >> 10) & 31, m = h & 1023;
-	float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), e - 25);
-	return h & 0x8000 ? -v : v;
-}
-
-/* Round to nearest even through float's bits; inputs are normal and small. */
-static uint16_t float_to_half(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	uint32_t sign = (u >> 16) & 0x8000u, abs = u & 0x7fffffffu;
-	if (abs < 0x38800000u) /* below half's normal range: only 0 occurs here */
-		return (uint16_t)sign;
-	uint32_t v = abs - ((127u - 15u) << 23);
-	return (uint16_t)(sign | ((v + 0xfffu + ((v >> 13) & 1u)) >> 13));
-}
-
-static uint16_t float_to_bf16(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* fp8 of a small integer (|v| < 16: exact in both formats). */
-static uint8_t fp8_of_small(float f, unsigned mant_bits, unsigned bias)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	if (f == 0)
-		return 0;
-	uint32_t e = ((u >> 23) & 0xffu) - 127u + bias;
-	return (uint8_t)(((u >> 24) & 0x80u) | (e << mant_bits) | ((u & 0x7fffffu) >> (23 - mant_bits)));
-}
-
-/* OCP e4m3: bias 7, 3 mantissa bits, NaN S.1111.111; e5m2 is half's top byte. */
-static double e4m3_value(uint8_t b)
-{
-	int e = (b >> 3) & 15, m = b & 7;
-	double v = (b & 0x7f) == 0x7f ? NAN : e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
-	return b & 0x80 ? -v : v;
-}
-
-static void store(void *buf, size_t i, sluice_datatype_t t, double v)
-{
-	switch (t) {
-	case SLUICE_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-	case SLUICE_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-	case SLUICE_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-	case SLUICE_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-	case SLUICE_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-	case SLUICE_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-	case SLUICE_FLOAT16: ((uint16_t *)buf)[i] = float_to_half((float)v); break;
-	case SLUICE_FLOAT32: ((float *)buf)[i] = (float)v; break;
-	case SLUICE_FLOAT64: ((double *)buf)[i] = v; break;
-	case SLUICE_BFLOAT16: ((uint16_t *)buf)[i] = float_to_bf16((float)v); break;
-	case SLUICE_FLOAT8_E4M3: ((uint8_t *)buf)[i] = fp8_of_small((float)v, 3, 7); break;
-	case SLUICE_FLOAT8_E5M2: ((uint8_t *)buf)[i] = fp8_of_small((float)v, 2, 15); break;
-	default: break;
-	}
-}
-
-static double load(const void *buf, size_t i, sluice_datatype_t t)
-{
-	switch (t) {
-	case SLUICE_INT8: return ((const int8_t *)buf)[i];
-	case SLUICE_UINT8: return ((const uint8_t *)buf)[i];
-	case SLUICE_INT32: return ((const int32_t *)buf)[i];
-	case SLUICE_UINT32: return ((const uint32_t *)buf)[i];
-	case SLUICE_INT64: return (double)((const int64_t *)buf)[i];
-	case SLUICE_UINT64: return (double)((const uint64_t *)buf)[i];
-	case SLUICE_FLOAT16: return half_to_float(((const uint16_t *)buf)[i]);
-	case SLUICE_FLOAT32: return ((const float *)buf)[i];
-	case SLUICE_FLOAT64: return ((const double *)buf)[i];
-	case SLUICE_BFLOAT16: {
-		uint32_t u = (uint32_t)((const uint16_t *)buf)[i] << 16;
-		float f;
-		memcpy(&f, &u, 4);
-		return f;
-	}
-	case SLUICE_FLOAT8_E4M3: return e4m3_value(((const uint8_t *)buf)[i]);
-	case SLUICE_FLOAT8_E5M2: return half_to_float((uint16_t)(((const uint8_t *)buf)[i] << 8));
-	default: return NAN;
-	}
 }
 
 /* ---- the reference ---- */
@@ -192,64 +89,7 @@ static bool expected(enum coll c, size_t i, size_t count, int root, sluice_datat
 	}
 }
 
-/* Elements in this rank's send and recv buffers (sluice.h's table). */
-static void sizes(enum coll c, size_t count, int root, size_t *ns, size_t *nr)
-{
-	size_t n = (size_t)nranks;
-	size_t s[NCOLLS] = { count, count, n * count, rank == root ? count : 0, count, n * count, count,
-			     rank == root ? n * count : 0 };
-	size_t r[NCOLLS] = { count, n * count, count, count, rank == root ? count : 0, n * count,
-			     rank == root ? n * count : 0, count };
-	*ns = s[c];
-	*nr = r[c];
-}
-
-/* NCCL's in-place layouts: where send sits in recv (or recv in send), in elements. */
-static bool in_place_at(enum coll c, size_t count, int root, size_t *send_at, size_t *recv_at)
-{
-	*send_at = *recv_at = 0;
-	switch (c) {
-	case ALLGATHER: *send_at = (size_t)rank * count; return true;
-	case GATHER: *send_at = (size_t)rank * count; return rank == root;
-	case REDUCE_SCATTER: *recv_at = (size_t)rank * count; return true;
-	case SCATTER: *recv_at = (size_t)rank * count; return rank == root;
-	case BROADCAST: case REDUCE: return rank == root;
-	default: return true;
-	}
-}
-
-static sluice_result_t post(enum coll c, const void *s, void *r, size_t count, sluice_datatype_t t,
-			    sluice_redop_t op, int root, sluice_req_t **req)
-{
-	switch (c) {
-	case ALLREDUCE: return sluice_allreduce(comm, s, r, count, t, op, req);
-	case ALLGATHER: return sluice_allgather(comm, s, r, count, t, req);
-	case REDUCE_SCATTER: return sluice_reduce_scatter(comm, s, r, count, t, op, req);
-	case BROADCAST: return sluice_broadcast(comm, s, r, count, t, root, req);
-	case REDUCE: return sluice_reduce(comm, s, r, count, t, op, root, req);
-	case ALLTOALL: return sluice_alltoall(comm, s, r, count, t, req);
-	case GATHER: return sluice_gather(comm, s, r, count, t, root, req);
-	default: return sluice_scatter(comm, s, r, count, t, root, req);
-	}
-}
-
 /* ---- 1: every collective against the reference ---- */
-
-/* Relative error allowed: none where every partial result is exact (the
- * inputs are small integers), a few roundings' worth for AVG's division and
- * for e5m2's sums (2 mantissa bits: 9 is already inexact). */
-static double tolerance(sluice_datatype_t t, sluice_redop_t op)
-{
-	bool avg = op == SLUICE_AVG;
-
-	switch (t) {
-	case SLUICE_FLOAT64: return avg ? 1e-12 : 0;
-	case SLUICE_FLOAT32: return avg ? 1e-6 : 0;
-	case SLUICE_FLOAT8_E4M3: return avg ? 0.2 : 0;
-	case SLUICE_FLOAT8_E5M2: return avg || op == SLUICE_SUM ? 0.4 : 0;
-	default: return avg ? 1e-2 : 0;
-	}
-}
 
 static void run_case(enum coll c, size_t count, sluice_datatype_t t, sluice_redop_t op, int root, bool in_place)
 {
@@ -272,7 +112,7 @@ static void run_case(enum coll c, size_t count, sluice_datatype_t t, sluice_redo
 		store(send, i, t, input(rank, i, t, op));
 	if (!in_place) /* nothing may be written past the result (in place, the input follows it) */
 		memset(recv + nr * es, 0x5a, GUARD);
-	CHECK(post(c, ns ? send : NULL, nr ? recv : NULL, count, t, op, root, &req));
+	CHECK(post(comm, c, ns ? send : NULL, nr ? recv : NULL, count, t, op, root, &req));
 	CHECK(sluice_wait(req));
 	for (size_t i = 0; i < nr; i++) {
 		double want, got = load(recv, i, t);
