@@ -1134,11 +1134,16 @@ static uint32_t replay_stash(struct dp_engine *e, struct dp_coll *k)
  * sends A's last step behind B's first, while this rank, waiting for A,
  * has not posted B.  Until A moves again, each timer pass past STARVED_NS
  * reopens the windows (packets that then find the stash full are refused,
- * and held again past that point). */
+ * and held again past that point).  Every communicator's: a peer's flow
+ * carries all of them, and B may be on another one, whose stash no call
+ * of its own drains while this rank waits for A (it_mix, seed 5). */
 static void stash_starves(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
-	if (k->comm->stash_held && now >= k->last_progress_ns + STARVED_NS)
-		stash_release(e, k->comm);
+	if (now < k->last_progress_ns + STARVED_NS)
+		return;
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+		if (e->comms[i].live && e->comms[i].stash_held)
+			stash_release(e, &e->comms[i]);
 }
 
 /* Rank src has closed: its calls are over and its communicator is gone,

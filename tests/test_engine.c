@@ -7,7 +7,8 @@
  * drop/duplicate/reorder, bitwise-identical results on every rank,
  * mismatched calls reported on every rank, a root that runs hundreds of
  * calls ahead of its peer (lingering calls, early packets), early packets
- * that hold the window and a post that must reopen it, the peer dying
+ * that hold the window and a post that must reopen it (or a starving call
+ * of another communicator, whose packets share the flow), the peer dying
  * while it holds the window, a dead peer turned into a timeout error that
  * names it, lingering calls behind the oldest that end by the timeout when
  * their peer dies or never acknowledges (also behind an older call that
@@ -1362,15 +1363,21 @@ static void test_two_calls_ahead_waits_for_a_post(void **state)
 	teardown_cluster();
 }
 
-/* An all-reduce of count int32s at element off of both buffers, all ranks' inputs rank + 1 + base. */
-static void post_sum_at(struct node *n, uint64_t tag, uint64_t count, uint64_t off, int32_t base)
+/* An all-reduce on communicator comm of count int32s at element off of
+ * both buffers, all ranks' inputs rank + 1 + base. */
+static void post_sum_on(struct node *n, uint32_t comm, uint64_t tag, uint64_t count, uint64_t off, int32_t base)
 {
-	struct sl_cmd cmd = { .req = tag, .opcode = SL_OP_ALLREDUCE, .comm = 0, .count = count, .dtype = SLUICE_INT32,
+	struct sl_cmd cmd = { .req = tag, .opcode = SL_OP_ALLREDUCE, .comm = comm, .count = count, .dtype = SLUICE_INT32,
 			      .redop = SLUICE_SUM, .send_region = 0, .recv_region = 1, .send_off = off * 4,
 			      .recv_off = off * 4 };
 	for (uint64_t j = 0; j < count; j++)
 		((int32_t *)n->send)[off + j] = (int32_t)(n - nodes) + 1 + base;
 	assert_true(sl_spsc_enqueue(&n->submit, &cmd));
+}
+
+static void post_sum_at(struct node *n, uint64_t tag, uint64_t count, uint64_t off, int32_t base)
+{
+	post_sum_on(n, 0, tag, count, off, base);
 }
 
 static void expect_done(unsigned i, uint64_t tag, uint64_t count, uint64_t off, int32_t want)
@@ -1442,6 +1449,41 @@ static void test_held_stash_starves_no_posted_call(void **state)
 	expect_done(0, 0, a, 0, 3);
 	expect_done(0, 1, b, a, 23);
 	expect_done(1, 1, b, a, 23);
+	teardown_cluster();
+}
+
+/* The same across two communicators of the same ranks, whose packets share
+ * one flow: the peer posts B on communicator 1, then A on communicator 0;
+ * this rank posts A first (legal: they are independent).  B's early
+ * packets hold the flow's window before A's come behind them, and A's
+ * starvation must reopen it although its own communicator holds nothing
+ * (it_mix seed 5, 3 ranks gated: a recv on one communicator timed out, its
+ * data behind a stash the other held, whose next call the rank would post
+ * only after that recv). */
+static void test_held_stash_starves_no_call_of_another_communicator(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2; /* packets per half */
+	unsigned p = 0;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	for (unsigned i = 0; i < 2; i++) {
+		struct dp_comm c = { .key = 0x5eed0000abceull, .key32 = 0xabce, .rank = i, .nranks = 2,
+				     .client = &nodes[i].e.clients[0], .node = { 0, 1 } };
+		ctl(&nodes[i], DP_CTL_ADD_COMM, 1, &c);
+	}
+	post_sum_on(&nodes[0], 1, 1, b, a, 10);
+	post_sum_on(&nodes[0], 0, 0, a, 0, 0);
+	for (; p < 100000 && !nodes[1].e.comms[1].stash_held; p++)
+		poll_all();
+	assert_true(nodes[1].e.comms[1].stash_held);
+	post_sum_on(&nodes[1], 0, 0, a, 0, 0);
+	expect_done(1, 0, a, 0, 3);
+	post_sum_on(&nodes[1], 1, 1, b, a, 10);
+	expect_done(1, 1, b, a, 23);
+	expect_done(0, 0, a, 0, 3);
+	expect_done(0, 1, b, a, 23);
 	teardown_cluster();
 }
 
@@ -2679,6 +2721,7 @@ int main(void)
 		cmocka_unit_test(test_one_call_overruns_the_stash),
 		cmocka_unit_test(test_two_calls_ahead_waits_for_a_post),
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
+		cmocka_unit_test(test_held_stash_starves_no_call_of_another_communicator),
 		cmocka_unit_test(test_two_ahead_do_not_hold_a_waiting_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
