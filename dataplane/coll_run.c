@@ -136,6 +136,7 @@ static void stash_release(struct dp_engine *e, struct dp_comm *comm)
 	if (!comm->stash_held)
 		return;
 	comm->stash_held = 0;
+	e->stash_holding--;
 	memset(comm->held_from, 0, sizeof(comm->held_from));
 	sl_tp_resume(e->tp);
 }
@@ -156,9 +157,10 @@ static bool stash_open(struct dp_comm *comm)
 	return (comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash))) != NULL;
 }
 
-static void stash_hold(struct dp_comm *comm, int src)
+static void stash_hold(struct dp_engine *e, struct dp_comm *comm, int src)
 {
-	comm->stash_held += !comm->held_from[src];
+	if (!comm->held_from[src])
+		e->stash_holding += comm->stash_held++ == 0;
 	comm->held_from[src] = true;
 }
 
@@ -1070,7 +1072,7 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 		return;
 	}
 	if (!stash_open(comm) || comm->nstash >= DP_STASH_MAX || !(s = keep_packet(e, h, payload, in_place))) {
-		stash_hold(comm, src);
+		stash_hold(e, comm, src);
 		*res = SL_DELIVER_RETRY;
 		return;
 	}
@@ -1088,7 +1090,7 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	 * peer posted first is not held at every few MiB */
 	if (++comm->nstash_from[src] >= comm->hold_share ||
 	    (comm->stash_bytes_from[src] >= comm->hold_bytes && calls_ahead(comm, h, src) > 0))
-		stash_hold(comm, src);
+		stash_hold(e, comm, src);
 	*res = comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
 
@@ -1123,7 +1125,7 @@ static uint32_t replay_stash(struct dp_engine *e, struct dp_coll *k)
 		if (comm->held_from[r] && comm->nstash_from[r] <= comm->resume_share &&
 		    comm->stash_bytes_from[r] <= comm->resume_bytes) {
 			comm->held_from[r] = false;
-			comm->stash_held--;
+			e->stash_holding -= --comm->stash_held == 0;
 			sl_tp_resume_node(e->tp, comm->node[r]);
 		}
 	}
@@ -1139,9 +1141,9 @@ static uint32_t replay_stash(struct dp_engine *e, struct dp_coll *k)
  * of its own drains while this rank waits for A (it_mix, seed 5). */
 static void stash_starves(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
-	if (now < k->last_progress_ns + STARVED_NS)
+	if (!e->stash_holding || now < k->last_progress_ns + STARVED_NS)
 		return;
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+	for (unsigned i = 0; e->stash_holding && i < DP_MAX_COMMS; i++)
 		if (e->comms[i].live && e->comms[i].stash_held)
 			stash_release(e, &e->comms[i]);
 }

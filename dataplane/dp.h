@@ -368,6 +368,7 @@ struct dp_engine {
 	uint32_t gated;           /* of which wait on a reducer (a GPU kernel), which wakes nobody */
 	uint32_t lingering;       /* of which reported done to their clients */
 	uint32_t closing;         /* communicators whose destroy waits for peers' closing words */
+	uint32_t stash_holding;   /* communicators whose stash holds a sender (coll_run.c stash_starves) */
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
 	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
 	struct dp_notices *notices; /* abort notices not yet acknowledged */

@@ -1484,6 +1484,8 @@ static void test_held_stash_starves_no_call_of_another_communicator(void **state
 	expect_done(1, 1, b, a, 23);
 	expect_done(0, 0, a, 0, 3);
 	expect_done(0, 1, b, a, 23);
+	assert_false(nodes[1].e.comms[1].stash_held);
+	assert_int_equal(nodes[1].e.stash_holding, 0);
 	teardown_cluster();
 }
 
