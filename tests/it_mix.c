@@ -58,7 +58,7 @@ static const char *const extra_names[] = { "alltoallv", "barrier", "sendrecv" };
 struct call {
 	uint32_t id;
 	int kind, comm, root;
-	size_t count; /* elements per block; for all-to-allv and send/recv, the largest part */
+	size_t count; /* elements per block (all-to-allv, send/recv: vcount_max) */
 	sluice_datatype_t t;
 	sluice_redop_t op;
 	bool in_place, grouped;

@@ -18,8 +18,14 @@ declare -A modes=(
 	[channels2]='-n 2 --daemons --channels 2|'
 	[gated3]="-n 3 --embedded|SLUICE_GATE_HOST=1 SLUICE_CHUNK_SIZE=4K SLUICE_FAULT=$faults"
 	[chunks3]='-n 3 --embedded|SLUICE_CHUNK_SIZE=4K SLUICE_ALGO=rd,tree,pairwise,direct'
+	# many small calls: lingering ones, leaves and roots running ahead, early packets
+	[small4]='-n 4 --embedded|MIX_MAX_BYTES=70000 MIX_CALLS=1500'
+	[small3]="-n 3 --daemons|MIX_MAX_BYTES=70000 MIX_CALLS=1500 SLUICE_FAULT=$faults"
+	[channels3]='-n 3 --embedded --channels 2|'
+	# 1 KiB packets: stashes reach DP_STASH_HOLD packets, senders are held
+	[packets3]="-n 3 --embedded --payload 1024|SLUICE_FAULT=$faults"
 )
-read -r -a names <<<"${MIX_MODES:-plain4 faults4 daemons3 channels2 gated3 chunks3}"
+read -r -a names <<<"${MIX_MODES:-plain4 faults4 daemons3 channels2 gated3 chunks3 small4 small3 channels3 packets3}"
 logs=${MIX_LOGS:-/tmp}
 failed=0 calls=0
 for ((s = first; s < first + seeds; s++)); do
@@ -38,7 +44,7 @@ for ((s = first; s < first + seeds; s++)); do
 	if [ $rc -ne 0 ]; then
 		failed=$((failed + 1))
 		echo "it_mix.sh: seed $s ($mode) FAILED (status $rc, $(($(date +%s) - start)) s), log $log; replay:"
-		echo "  ${envs[*]} MIX_CALLS=$MIX_CALLS MIX_MAX_BYTES=$MIX_MAX_BYTES $run ${opts[*]} --timeout 20 -- $prog $s"
+		echo "  MIX_CALLS=$MIX_CALLS MIX_MAX_BYTES=$MIX_MAX_BYTES ${envs[*]} $run ${opts[*]} --timeout 20 -- $prog $s"
 		grep -v '^\[sluiced' "$log" | grep -m 5 -E 'rank [0-9]+:|sluice-run' | sed 's/^/  /'
 	else
 		echo "it_mix.sh: seed $s ($mode) ok, $(($(date +%s) - start)) s: ${line#*calls }"
