@@ -12,7 +12,8 @@
  * limits (dataplane/dp.h, pool.h, ctl/plan.c), random datatype, op, root,
  * in place or not.  Each rank keeps up to K calls in flight (K redrawn now
  * and then, 1..MIX_FLIGHT) and retires them in its own random order,
- * through sluice_wait, sluice_test spins or sluice_test sweeps.  Each
+ * through sluice_wait, sluice_test spins or sluice_test sweeps, and now
+ * and then stops a while before a post, so that ranks drift apart.  Each
  * call's buffers are carved from one registered area, freshly filled,
  * fenced by guard bytes, and checked when it is done: results exactly (the
  * inputs are small integers named by the call) or within it_values.h's
@@ -604,6 +605,19 @@ static void retire_some(void)
 	retire(i);
 }
 
+/* Now and then this rank stops a while before its next post (its own
+ * random draw): ranks drift apart, so that some run calls ahead (early
+ * packets, held senders, lingering calls) and others catch up. */
+static void stall(void)
+{
+	uint64_t r = below(&local_rng, 512);
+
+	if (r < 16) {
+		struct timespec ts = { .tv_nsec = (long)(r < 15 ? below(&local_rng, 2000) : 30000) * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static long env_long(const char *name, long dflt)
 {
 	const char *s = getenv(name);
@@ -660,6 +674,7 @@ int main(int argc, char **argv)
 		size_t off;
 		while (nflight >= k_now || (nflight && !carve(call_bytes(&k), &off)))
 			retire_some();
+		stall();
 		flight[nflight] = k;
 		post_call(&flight[nflight++]);
 		kinds[k.kind]++;
