@@ -95,7 +95,9 @@ function get(line, key,    m) {
 	m = substr(line, RSTART, RLENGTH)
 	return substr(m, index(m, ":") + 1)
 }
-function ratio(a, b) { return (b > 0) ? a / b : 0 }
+# no ratio where Open MPI has nothing to divide by (the busbw of a barrier): "-"
+function ratio(a, b) { return (b > 0) ? a / b : "" }
+function cell(x) { return x == "" ? sprintf("  %12s", "-") : sprintf("  %12.2f", x) }
 function median(v, n,    i, j, t) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
 	return n == 0 ? 0 : (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2)
@@ -133,10 +135,14 @@ END {
 		if (!((1, size) in cnt)) continue
 		n++
 		for (k = 1; k <= 4; k++) r[k, n] = ratio(med(1, size, k), med(2, size, k))
-		printf "  %10s  %12.2f  %12.2f  %12.2f  %12.2f\n", size, r[1, n], r[2, n], r[3, n], r[4, n]
+		printf "  %10s%s%s%s%s\n", size, cell(r[1, n]), cell(r[2, n]), cell(r[3, n]), cell(r[4, n])
 	}
-	for (k = 1; k <= 4; k++) { for (i = 1; i <= n; i++) col[i] = r[k, i]; m[k] = median(col, n) }
-	printf "# %10s  %12.2f  %12.2f  %12.2f  %12.2f\n", "median", m[1], m[2], m[3], m[4]
+	for (k = 1; k <= 4; k++) {
+		j = 0
+		for (i = 1; i <= n; i++) if (r[k, i] != "") col[++j] = r[k, i]
+		m[k] = j ? median(col, j) : ""
+	}
+	printf "# %10s%s%s%s%s\n", "median", cell(m[1]), cell(m[2]), cell(m[3]), cell(m[4])
 }' "$1" "$2"
 }
 
