@@ -1054,6 +1054,23 @@ static void late_release(struct dp_engine *e, const struct dp_comm *comm)
 	}
 }
 
+/*
+ * The stash holds DP_STASH_MAX packets, unless a posted call waits on the
+ * sender: what it waits for may be queued behind this packet, and a
+ * refused packet stops the flow there (its cumulative point: the sender
+ * sends at most a window past it).  A posted call that starved reopens the
+ * held windows every timer pass (stash_starves), each round bringing a
+ * window more of early packets; once they filled the stash, the next was
+ * refused and the call's data, further behind, never came, while the rank
+ * would post their call only after it (it_mix seed 629: 1 KiB packets,
+ * 4 MiB calls).  Taken past the cap, they still hold the sender, and
+ * the calls the sender ran ahead bound them.
+ */
+static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, int src)
+{
+	return comm->nstash >= DP_STASH_MAX && !waits_on(e, comm->node[src]);
+}
+
 /* An early packet waits in its frame only for the next call, which this
  * rank is about to post (a peer that posted first), and not for a rooted
  * one, whose root runs calls ahead and would hold the frames as long: the
@@ -1071,7 +1088,7 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 		*res = SL_DELIVER_RETRY;
 		return;
 	}
-	if (!stash_open(comm) || comm->nstash >= DP_STASH_MAX || !(s = keep_packet(e, h, payload, in_place))) {
+	if (!stash_open(comm) || stash_full(e, comm, src) || !(s = keep_packet(e, h, payload, in_place))) {
 		stash_hold(e, comm, src);
 		*res = SL_DELIVER_RETRY;
 		return;
@@ -1088,7 +1105,7 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	/* by bytes only from a call past the next: the next one's own packets
 	 * are taken in as before (a post drains them), so a large call whose
 	 * peer posted first is not held at every few MiB */
-	if (++comm->nstash_from[src] >= comm->hold_share ||
+	if (++comm->nstash_from[src] >= comm->hold_share || comm->nstash >= DP_STASH_MAX ||
 	    (comm->stash_bytes_from[src] >= comm->hold_bytes && calls_ahead(comm, h, src) > 0))
 		stash_hold(e, comm, src);
 	*res = comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
@@ -1135,8 +1152,8 @@ static uint32_t replay_stash(struct dp_engine *e, struct dp_coll *k)
 /* A held stash can starve a posted call: a peer that posted calls A and B
  * sends A's last step behind B's first, while this rank, waiting for A,
  * has not posted B.  Until A moves again, each timer pass past STARVED_NS
- * reopens the windows (packets that then find the stash full are refused,
- * and held again past that point).  Every communicator's: a peer's flow
+ * reopens the windows (the packets that come are held again, and taken
+ * past the stash's cap: stash_full).  Every communicator's: a peer's flow
  * carries all of them, and B may be on another one, whose stash no call
  * of its own drains while this rank waits for A (it_mix, seed 5). */
 static void stash_starves(struct dp_engine *e, struct dp_coll *k, uint64_t now)

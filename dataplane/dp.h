@@ -23,7 +23,7 @@
 
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
-#define DP_STASH_MAX 4096 /* early packets kept per communicator */
+#define DP_STASH_MAX 4096 /* early packets kept per communicator (more while a posted call waits on their sender) */
 /* A communicator holds a sender's window (SL_DELIVER_HOLD) from its share
  * of DP_STASH_HOLD early packets on (each of nranks - 1 senders the same)
  * until it is down to its share of DP_STASH_RESUME: what they still have
@@ -174,8 +174,9 @@ struct dp_comm {
 	uint32_t nstash;
 	/* Each sender is held on its own early packets (DP_STASH_HOLD shared
 	 * out among the senders): a rank far ahead must not fill the stash
-	 * and so hold the one whose packet the posted call waits for. */
-	uint16_t nstash_from[SL_MAX_RANKS];
+	 * and so hold the one whose packet the posted call waits for.  32 bits:
+	 * past DP_STASH_MAX while a posted call waits (coll_run.c stash_full). */
+	uint32_t nstash_from[SL_MAX_RANKS];
 	uint32_t stash_bytes_from[SL_MAX_RANKS]; /* their payload bytes */
 	bool held_from[SL_MAX_RANKS];
 	uint32_t hold_share, resume_share; /* a sender's shares, set with the stash (coll_run.c stash_open) */

@@ -1452,6 +1452,39 @@ static void test_held_stash_starves_no_posted_call(void **state)
 	teardown_cluster();
 }
 
+/* The same with B's first half longer than the stash (DP_STASH_MAX packets
+ * of 512 bytes): each round that A's starvation reopened the window took
+ * another window of B's early packets, until the stash was full and the
+ * next was refused.  A refused packet stops the flow's cumulative point,
+ * and the sender sends at most a window past it: A's last step, thousands
+ * of packets behind, never came, and this rank would post B only after A
+ * (it_mix seed 629, 3 ranks of 1 KiB packets reordered: "made no
+ * progress ... waiting for rank N"). */
+static void test_a_starving_call_is_not_stopped_by_a_full_stash(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_MAX + 4 * SL_MAX_WINDOW) * 512 / 4 * 2; /* packets per half */
+	unsigned p = 0;
+	(void)state;
+
+	cluster_payload = 512;
+	setup_cluster(2, &none, 10ull * 1000000000);
+	post_sum_at(&nodes[0], 0, a, 0, 0);
+	post_sum_at(&nodes[0], 1, b, a, 10);
+	for (; p < 100000 && !holding(1); p++)
+		poll_all();
+	assert_true(holding(1));
+	post_sum_at(&nodes[1], 0, a, 0, 0);
+	expect_done(1, 0, a, 0, 3);
+	assert_true(nodes[1].e.comms[0].nstash > DP_STASH_MAX); /* the case: the stash took more than its cap */
+	post_sum_at(&nodes[1], 1, b, a, 10);
+	expect_done(0, 0, a, 0, 3);
+	expect_done(0, 1, b, a, 23);
+	expect_done(1, 1, b, a, 23);
+	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
+	teardown_cluster();
+}
+
 /* The same across two communicators of the same ranks, whose packets share
  * one flow: the peer posts B on communicator 1, then A on communicator 0;
  * this rank posts A first (legal: they are independent).  B's early
@@ -2724,6 +2757,7 @@ int main(void)
 		cmocka_unit_test(test_two_calls_ahead_waits_for_a_post),
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_held_stash_starves_no_call_of_another_communicator),
+		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
 		cmocka_unit_test(test_two_ahead_do_not_hold_a_waiting_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
