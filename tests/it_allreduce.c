@@ -61,15 +61,8 @@ static double load(const void *buf, size_t i, sluice_datatype_t t)
 static double reference(size_t i, sluice_datatype_t t, sluice_redop_t op)
 {
 	double acc = input(0, i, t);
-	for (int r = 1; r < nranks; r++) {
-		double x = input(r, i, t);
-		switch (op) {
-		case SLUICE_PROD: acc *= x; break;
-		case SLUICE_MAX: acc = x > acc ? x : acc; break;
-		case SLUICE_MIN: acc = x < acc ? x : acc; break;
-		default: acc += x; break;
-		}
-	}
+	for (int r = 1; r < nranks; r++)
+		acc = reduce_step(op, acc, input(r, i, t));
 	return op == SLUICE_AVG ? acc / nranks : acc;
 }
 

@@ -58,15 +58,8 @@ static double reduced(size_t i, sluice_datatype_t t, sluice_redop_t op)
 {
 	double acc = input(0, i, t, op);
 
-	for (int r = 1; r < nranks; r++) {
-		double x = input(r, i, t, op);
-		switch (op) {
-		case SLUICE_PROD: acc *= x; break;
-		case SLUICE_MAX: acc = x > acc ? x : acc; break;
-		case SLUICE_MIN: acc = x < acc ? x : acc; break;
-		default: acc += x; break;
-		}
-	}
+	for (int r = 1; r < nranks; r++)
+		acc = reduce_step(op, acc, input(r, i, t, op));
 	return op == SLUICE_AVG ? acc / nranks : acc;
 }
 

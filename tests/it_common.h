@@ -1,8 +1,8 @@
 /*
  * it_common.h: what every integration-test rank program shares: a CHECK
  * that stops the rank with sluice's own account of a failed call, a seeded
- * mixer for reproducible inputs, and a byte hash for comparing results
- * across ranks.  Each program defines `static int rank` before including it.
+ * mixer for reproducible inputs, a byte hash for comparing results
+ * across ranks, and the reference's reduction step.  Each program defines `static int rank` before including it.
  */
 #ifndef SLUICE_IT_COMMON_H
 #define SLUICE_IT_COMMON_H
@@ -39,6 +39,18 @@ static inline uint64_t hash_bytes(const void *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
 	return h;
+}
+
+/* The reference's reduction of one more rank's value x into acc (AVG sums:
+ * the caller divides by the rank count at the end). */
+static inline double reduce_step(sluice_redop_t op, double acc, double x)
+{
+	switch (op) {
+	case SLUICE_PROD: return acc * x;
+	case SLUICE_MAX: return x > acc ? x : acc;
+	case SLUICE_MIN: return x < acc ? x : acc;
+	default: return acc + x;
+	}
 }
 
 #endif

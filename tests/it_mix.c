@@ -121,15 +121,8 @@ static double reduced(uint32_t id, size_t i, sluice_datatype_t t, sluice_redop_t
 {
 	double acc = input(id, 0, i, t, op);
 
-	for (int r = 1; r < nranks; r++) {
-		double x = input(id, r, i, t, op);
-		switch (op) {
-		case SLUICE_PROD: acc *= x; break;
-		case SLUICE_MAX: acc = x > acc ? x : acc; break;
-		case SLUICE_MIN: acc = x < acc ? x : acc; break;
-		default: acc += x; break;
-		}
-	}
+	for (int r = 1; r < nranks; r++)
+		acc = reduce_step(op, acc, input(id, r, i, t, op));
 	return op == SLUICE_AVG ? acc / nranks : acc;
 }
 
@@ -341,6 +334,19 @@ static void post_coll(struct call *k)
 	k->nreqs = k->left = 1;
 }
 
+/* A call of parts (all-to-allv, send/recv): its send area, then its recv
+ * area, each fenced by guards, at base; recv filled with a marker. */
+static void lay_out_parts(struct call *k, uint8_t *base, size_t sbytes, size_t rbytes)
+{
+	k->sbytes = sbytes;
+	k->rbytes = rbytes;
+	k->send = base + GUARD;
+	k->recv = k->send + k->sbytes + 2 * GUARD;
+	fence(k->send, k->sbytes);
+	fence(k->recv, k->rbytes);
+	memset(k->recv, 0x5a, k->rbytes);
+}
+
 /* All-to-allv: parts back to back with a gap of (peer % 3) elements. */
 static void post_alltoallv(struct call *k, uint8_t *base)
 {
@@ -355,14 +361,8 @@ static void post_alltoallv(struct call *k, uint8_t *base)
 		so += sc[j] + (size_t)j % 3;
 		ro += rc[j] + (size_t)j % 3;
 	}
-	k->sbytes = so * es;
-	k->rbytes = ro * es;
-	k->send = base + GUARD;
-	k->recv = k->send + k->sbytes + 2 * GUARD;
-	fence(k->send, k->sbytes);
-	fence(k->recv, k->rbytes);
+	lay_out_parts(k, base, so * es, ro * es);
 	memset(k->send, 0x3c, k->sbytes);
-	memset(k->recv, 0x5a, k->rbytes);
 	for (int j = 0; j < nranks; j++)
 		for (size_t e = 0; e < sc[j]; e++)
 			store(k->send, sd[j] + e, k->t, part_value(k, rank, j, e));
@@ -385,13 +385,7 @@ static void post_p2p(struct call *k, uint8_t *base)
 		so += part_count(k, rank, j) + 1;
 		ro += part_count(k, j, rank) + 1;
 	}
-	k->sbytes = so * es;
-	k->rbytes = ro * es;
-	k->send = base + GUARD;
-	k->recv = k->send + k->sbytes + 2 * GUARD;
-	fence(k->send, k->sbytes);
-	fence(k->recv, k->rbytes);
-	memset(k->recv, 0x5a, k->rbytes);
+	lay_out_parts(k, base, so * es, ro * es);
 	for (int j = 0; j < nranks; j++) {
 		if (j == rank)
 			continue;

@@ -1426,16 +1426,16 @@ static void test_two_ahead_do_not_hold_a_waiting_call(void **state)
 	teardown_cluster();
 }
 
-/* A peer posts calls A and B together; this rank posts B only once A is
- * done (both legal).  B's early packets hold the window before A's last
- * step, which the peer sends behind them, has come: the held window must
- * not starve A. */
-static void test_held_stash_starves_no_posted_call(void **state)
+/* A peer posts calls A (64 KiB halves) and B (b elements a half) together;
+ * this rank posts B only once A is done (both legal), so B's early packets
+ * hold the window before A's last step, which the peer sends behind them,
+ * has come.  Returns the stash's size when A was done. */
+static uint32_t a_done_behind_bs_early_packets(uint64_t b)
 {
 	struct sl_memport_faults none = { 0 };
-	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2; /* packets per half */
+	uint64_t a = 64 * 1024 / 4 * 2;
+	uint32_t stashed;
 	unsigned p = 0;
-	(void)state;
 
 	setup_cluster(2, &none, 10ull * 1000000000);
 	post_sum_at(&nodes[0], 0, a, 0, 0);
@@ -1445,11 +1445,21 @@ static void test_held_stash_starves_no_posted_call(void **state)
 	assert_true(holding(1));
 	post_sum_at(&nodes[1], 0, a, 0, 0);
 	expect_done(1, 0, a, 0, 3);
+	stashed = nodes[1].e.comms[0].nstash;
 	post_sum_at(&nodes[1], 1, b, a, 10);
 	expect_done(0, 0, a, 0, 3);
 	expect_done(0, 1, b, a, 23);
 	expect_done(1, 1, b, a, 23);
+	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
 	teardown_cluster();
+	return stashed;
+}
+
+/* The held window must not starve A. */
+static void test_held_stash_starves_no_posted_call(void **state)
+{
+	(void)state;
+	a_done_behind_bs_early_packets((DP_STASH_HOLD + 200) * 1024 / 4 * 2);
 }
 
 /* The same with B's first half longer than the stash (DP_STASH_MAX packets
@@ -1462,27 +1472,10 @@ static void test_held_stash_starves_no_posted_call(void **state)
  * progress ... waiting for rank N"). */
 static void test_a_starving_call_is_not_stopped_by_a_full_stash(void **state)
 {
-	struct sl_memport_faults none = { 0 };
-	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_MAX + 4 * SL_MAX_WINDOW) * 512 / 4 * 2; /* packets per half */
-	unsigned p = 0;
 	(void)state;
-
 	cluster_payload = 512;
-	setup_cluster(2, &none, 10ull * 1000000000);
-	post_sum_at(&nodes[0], 0, a, 0, 0);
-	post_sum_at(&nodes[0], 1, b, a, 10);
-	for (; p < 100000 && !holding(1); p++)
-		poll_all();
-	assert_true(holding(1));
-	post_sum_at(&nodes[1], 0, a, 0, 0);
-	expect_done(1, 0, a, 0, 3);
-	assert_true(nodes[1].e.comms[0].nstash > DP_STASH_MAX); /* the case: the stash took more than its cap */
-	post_sum_at(&nodes[1], 1, b, a, 10);
-	expect_done(0, 0, a, 0, 3);
-	expect_done(0, 1, b, a, 23);
-	expect_done(1, 1, b, a, 23);
-	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
-	teardown_cluster();
+	/* the case: the stash took more than its cap */
+	assert_true(a_done_behind_bs_early_packets((DP_STASH_MAX + 4 * SL_MAX_WINDOW) * 512 / 4 * 2) > DP_STASH_MAX);
 }
 
 /* The same across two communicators of the same ranks, whose packets share
