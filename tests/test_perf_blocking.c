@@ -17,25 +17,10 @@
 #include <cmocka.h>
 
 #include "perf_common.h"
+#include "perf_fake.h"
 #include "perf_json.h"
 
-static char events[128];
-static size_t nevents;
 static unsigned slots[1024], nposted, nwaited; /* each post's slot, in posting order */
-
-static void note(char c)
-{
-	if (nevents + 1 < sizeof(events))
-		events[nevents++] = c;
-}
-
-static int fake_run(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
-		    sluice_datatype_t dtype, sluice_redop_t op, int root)
-{
-	(void)ctx, (void)coll, (void)send, (void)recv, (void)count, (void)dtype, (void)op, (void)root;
-	note('r');
-	return 0;
-}
 
 static int fake_post(void *ctx, unsigned slot, enum perf_coll coll, const void *send, void *recv, size_t count,
 		     sluice_datatype_t dtype, sluice_redop_t op, int root)
@@ -56,13 +41,6 @@ static int fake_wait(void *ctx, unsigned slot)
 	assert_true(nwaited < nposted);
 	assert_int_equal(slot, slots[nwaited++ % 1024]); /* the oldest call in flight */
 	note('w');
-	return 0;
-}
-
-static int fake_sum(void *ctx, double *vals, int n)
-{
-	(void)ctx, (void)vals, (void)n; /* one rank: the sum is the value */
-	note('s');
 	return 0;
 }
 

@@ -17,31 +17,8 @@
 #include <cmocka.h>
 
 #include "perf_common.h"
+#include "perf_fake.h"
 #include "perf_json.h"
-
-static char events[64];
-static size_t nevents;
-
-static void note(char c)
-{
-	if (nevents + 1 < sizeof(events))
-		events[nevents++] = c;
-}
-
-static int fake_run(void *ctx, enum perf_coll coll, const void *send, void *recv, size_t count,
-		    sluice_datatype_t dtype, sluice_redop_t op, int root)
-{
-	(void)ctx, (void)coll, (void)send, (void)recv, (void)count, (void)dtype, (void)op, (void)root;
-	note('r');
-	return 0;
-}
-
-static int fake_sum(void *ctx, double *vals, int n)
-{
-	(void)ctx, (void)vals, (void)n; /* one rank: the sum is the value */
-	note('s');
-	return 0;
-}
 
 /* One 64-byte all-reduce size, 2 warmup and 3 timed calls a phase, out of
  * place then in place, unchecked. */
