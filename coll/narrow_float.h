@@ -93,7 +93,10 @@ SL_NF_FN float sl_e4m3_widen(uint8_t b)
 	return sl_bits_to_float(sign | (em == 0x7fu ? 0x7fc00000u : em >= 0x08u ? normal : sub));
 }
 
-/* binary32 -> e4m3, round to nearest even, saturating (reduce.h says why). */
+/* binary32 -> e4m3, round to nearest even, saturating (reduce.h says why).
+ * A NaN becomes the positive NaN, 0x7f: which operand's NaN x + y or x * y
+ * returns is the compiler's choice (it may swap them), so a NaN's sign
+ * would differ between builds and between kernel families. */
 SL_NF_FN uint8_t sl_e4m3_narrow(float f)
 {
 	uint32_t u = sl_float_to_bits(f);
@@ -102,11 +105,10 @@ SL_NF_FN uint8_t sl_e4m3_narrow(float f)
 	uint32_t normal = (v + 0x7ffffu + ((v >> 20) & 1u)) >> 20;
 	/* below 2^-6: 16384's ulp is 2^-9, e4m3's subnormal step (as in sl_half_narrow) */
 	uint32_t sub = sl_float_to_bits(sl_bits_to_float(abs) + 16384.0f) - 0x46800000u;
-	uint32_t r = abs > 0x7f800000u ? 0x7fu
-		     : abs > 0x43e00000u ? 0x7eu /* beyond 448, Inf too: saturate */
+	uint32_t r = abs > 0x43e00000u ? 0x7eu /* beyond 448, Inf too: saturate */
 		     : abs >= 0x3c800000u ? normal : sub;
 
-	return (uint8_t)(sign | r);
+	return (uint8_t)(abs > 0x7f800000u ? 0x7fu : sign | r);
 }
 
 /* OCP e5m2 is binary16's top byte: IEEE-like, Inf and NaN, max 57344. */
@@ -115,7 +117,8 @@ SL_NF_FN float sl_e5m2_widen(uint8_t b)
 	return sl_half_widen((uint16_t)(b << 8));
 }
 
-/* binary32 -> e5m2, round to nearest even, saturating finite values. */
+/* binary32 -> e5m2, round to nearest even, saturating finite values; a
+ * NaN becomes the positive NaN 0x7e (as in sl_e4m3_narrow). */
 SL_NF_FN uint8_t sl_e5m2_narrow(float f)
 {
 	uint32_t u = sl_float_to_bits(f);
@@ -124,12 +127,11 @@ SL_NF_FN uint8_t sl_e5m2_narrow(float f)
 	uint32_t normal = (v + 0xfffffu + ((v >> 21) & 1u)) >> 21;
 	/* below 2^-14: 128's ulp is 2^-16, e5m2's subnormal step */
 	uint32_t sub = sl_float_to_bits(sl_bits_to_float(abs) + 128.0f) - 0x43000000u;
-	uint32_t r = abs > 0x7f800000u ? 0x7eu
-		     : abs == 0x7f800000u ? 0x7cu
+	uint32_t r = abs == 0x7f800000u ? 0x7cu
 		     : abs > 0x47600000u ? 0x7bu /* beyond 57344: saturate */
 		     : abs >= 0x38800000u ? normal : sub;
 
-	return (uint8_t)(sign | r);
+	return (uint8_t)(abs > 0x7f800000u ? 0x7eu : sign | r);
 }
 
 #endif

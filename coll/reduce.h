@@ -58,7 +58,9 @@ bool sl_simd_select(enum sl_simd s);
  * a finite value beyond the largest finite one (448 for e4m3, 57344 for
  * e5m2) becomes that value with its sign, as NCCL's fp8 reductions do, so a
  * sum that runs over stays a usable number instead of an Inf (e4m3 has no
- * Inf at all).  An Inf input stays Inf in e5m2 and saturates in e4m3. */
+ * Inf at all).  An Inf input stays Inf in e5m2 and saturates in e4m3.  An
+ * fp8 NaN is always the positive one (0x7f, 0x7e), so that every kernel
+ * family and build gives the same bits (narrow_float.h says why). */
 float sl_half_to_float(uint16_t h);
 uint16_t sl_float_to_half(float f);
 float sl_bf16_to_float(uint16_t h);

@@ -2,18 +2,20 @@
  * reduce_avx2.c: the AVX2 kernel family (with F16C), compiled through
  * function target attributes so that the rest of the build stays baseline;
  * simd.c only lets these run on a CPU that has both.  The generic loops
- * vectorize to 256 bits; float16 and bfloat16 have their own loops (the
- * compiler does not find F16C's conversions), bit for bit the scalar ones.
+ * vectorize to 256 bits; float16, bfloat16 and fp8 have their own loops
+ * (the compiler does not find F16C's conversions, and its code for the fp8
+ * ones is long), bit for bit the scalar ones.
  */
 #include "reduce_impl.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "fp8_simd.h"
+
 #define AVX2 __attribute__((target("avx2,f16c")))
 
 SL_GENERIC_FNS(avx2, AVX2)
-SL_FP8_FNS(avx2, AVX2)
 
 /* FMAX and FMIN's NaN rule: pick x where x wins or is a NaN, else y. */
 #define V_PICK(x, y, CMP) \
@@ -51,8 +53,54 @@ AVX2 static inline void bf16_narrow(uint8_t *p, __m256 f)
 	_mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
 }
 
+/* fp8 (fp8_simd.h says how): eight float32 lanes from eight halves... */
+AVX2 static inline __m256 fp8_widen(__m128i h, const struct sl_fp8_format *fmt)
+{
+	__m256 f = _mm256_cvtph_ps(h);
+	return fmt->scale == 1.0f ? f : _mm256_mul_ps(f, _mm256_set1_ps(1.0f / fmt->scale));
+}
+
+/* ...and back: rounded to fmt, as halves. */
+AVX2 static inline __m128i fp8_round(__m256 f, const struct sl_fp8_format *fmt)
+{
+	__m256 abs = _mm256_and_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+	__m256 c = fmt->max == __builtin_inff() ? abs : _mm256_min_ps(_mm256_set1_ps(fmt->max), abs);
+	__m256i e = _mm256_and_si256(_mm256_castps_si256(c), _mm256_set1_epi32(0x7f800000));
+	e = _mm256_min_epi32(_mm256_max_epi32(e, _mm256_set1_epi32(fmt->min_normal)), _mm256_set1_epi32(fmt->top));
+	__m256 magic = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32((23 - fmt->mant_bits) << 23)));
+	__m256 r = _mm256_sub_ps(_mm256_add_ps(c, magic), magic);
+	__m256 sign = _mm256_xor_ps(f, abs);
+	r = fmt->scale == 1.0f ? _mm256_or_ps(r, sign) : _mm256_mul_ps(r, _mm256_or_ps(_mm256_set1_ps(fmt->scale), sign));
+	r = _mm256_blendv_ps(r, _mm256_set1_ps(fmt->nan), _mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+	return _mm256_cvtps_ph(r, _MM_FROUND_TO_ZERO);
+}
+
+/* Sixteen fp8 elements a step, as two sets of eight float32 lanes; the
+ * scalar family does the tail. */
+#define FP8_HALF(tn, k, VEXPR)                                                                   \
+	({                                                                                       \
+		__m256 x = fp8_widen(_mm256_extracti128_si256(ha, k), &sl_fp8_##tn);             \
+		__m256 y = fp8_widen(_mm256_extracti128_si256(hb, k), &sl_fp8_##tn);             \
+		fp8_round((VEXPR), &sl_fp8_##tn);                                                \
+	})
+
+#define FP8_LOOP(tn, T, OP, VEXPR)                                                           \
+	AVX2 static void tn##_##OP##_avx2(void *dst, const void *pa, const void *pb, size_t n) \
+	{                                                                                    \
+		uint8_t *d = dst;                                                            \
+		const uint8_t *a = pa, *b = pb;                                              \
+		size_t i = 0;                                                                \
+		for (; i + 16 <= n; i += 16) {                                               \
+			__m256i ha = sl_##tn##_halves(_mm_loadu_si128((const __m128i *)(a + i))); \
+			__m256i hb = sl_##tn##_halves(_mm_loadu_si128((const __m128i *)(b + i))); \
+			__m128i lo = FP8_HALF(tn, 0, VEXPR), hi = FP8_HALF(tn, 1, VEXPR);     \
+			_mm_storeu_si128((__m128i *)(d + i), sl_##tn##_codes(_mm256_set_m128i(hi, lo))); \
+		}                                                                            \
+		sl_kernels_scalar[T][SL_##OP](d + i, a + i, b + i, n - i);                   \
+	}
+
 /* Eight 16-bit elements at a time; the scalar family does the tail. */
-#define NARROW_LOOP(tn, T, OP, VEXPR)                                                        \
+#define NARROW_LOOP(tn, T, OP, VEXPR)                                                    \
 	AVX2 static void tn##_##OP##_avx2(void *dst, const void *pa, const void *pb, size_t n) \
 	{                                                                                    \
 		uint8_t *d = dst;                                                            \
@@ -65,22 +113,25 @@ AVX2 static inline void bf16_narrow(uint8_t *p, __m256 f)
 		sl_kernels_scalar[T][SL_##OP](d + 2 * i, a + 2 * i, b + 2 * i, n - i);       \
 	}
 
-#define NARROW_FNS(tn, T)                                           \
-	NARROW_LOOP(tn, T, SUM, _mm256_add_ps(x, y))                 \
-	NARROW_LOOP(tn, T, PROD, _mm256_mul_ps(x, y))                \
-	NARROW_LOOP(tn, T, MAX, V_PICK(x, y, _CMP_GT_OQ))            \
-	NARROW_LOOP(tn, T, MIN, V_PICK(x, y, _CMP_LT_OQ))
+#define NARROW_FNS(LOOP, tn, T)                                     \
+	LOOP(tn, T, SUM, _mm256_add_ps(x, y))                        \
+	LOOP(tn, T, PROD, _mm256_mul_ps(x, y))                       \
+	LOOP(tn, T, MAX, V_PICK(x, y, _CMP_GT_OQ))                   \
+	LOOP(tn, T, MIN, V_PICK(x, y, _CMP_LT_OQ))
 
-NARROW_FNS(f16, SL_FLOAT16)
-NARROW_FNS(bf16, SL_BFLOAT16)
+NARROW_FNS(NARROW_LOOP, f16, SL_FLOAT16)
+NARROW_FNS(NARROW_LOOP, bf16, SL_BFLOAT16)
+NARROW_FNS(FP8_LOOP, e4m3, SL_FLOAT8_E4M3)
+NARROW_FNS(FP8_LOOP, e5m2, SL_FLOAT8_E5M2)
 
 #define NARROW_ROW(tn) { tn##_SUM_avx2, tn##_PROD_avx2, tn##_MAX_avx2, tn##_MIN_avx2, tn##_SUM_avx2 }
 
 const sl_kernel_table sl_kernels_avx2 = {
 	SL_GENERIC_ROWS(avx2),
-	SL_FP8_ROWS(avx2),
 	[SL_FLOAT16] = NARROW_ROW(f16),
 	[SL_BFLOAT16] = NARROW_ROW(bf16),
+	[SL_FLOAT8_E4M3] = NARROW_ROW(e4m3),
+	[SL_FLOAT8_E5M2] = NARROW_ROW(e5m2),
 };
 
 /* float32 and float64 with non-temporal stores: the plain kernel up to

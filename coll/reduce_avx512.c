@@ -11,6 +11,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "fp8_simd.h"
+
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")))
 
 SL_GENERIC_FNS(avx512, AVX512)
@@ -49,58 +51,45 @@ AVX512 static inline __m256i bf16_narrow(__m512 f)
 	return _mm512_cvtepi32_epi16(r); /* keeps each lane's low 16 bits */
 }
 
-/* fp8 through the same float32 arithmetic.  e5m2 is binary16's top byte,
- * so the hardware's half conversion widens it; e4m3's bits shifted into a
- * half's fields are its value times 2^-8, subnormals included, and the
- * all-ones pattern is its NaN. */
-AVX512 static inline __m512 e5m2_widen(__m128i v)
+/* fp8 (fp8_simd.h says how): sixteen halves to float32 lanes and back. */
+AVX512 static inline __m512 fp8_widen(__m256i h, const struct sl_fp8_format *fmt)
 {
-	return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(v), 8));
+	__m512 f = _mm512_cvtph_ps(h);
+	return fmt->scale == 1.0f ? f : _mm512_mul_ps(f, _mm512_set1_ps(1.0f / fmt->scale));
+}
+
+AVX512 static inline __m256i fp8_round(__m512 f, const struct sl_fp8_format *fmt)
+{
+	__m512 abs = _mm512_abs_ps(f);
+	__m512 c = fmt->max == __builtin_inff() ? abs : _mm512_min_ps(_mm512_set1_ps(fmt->max), abs);
+	__m512i e = _mm512_and_si512(_mm512_castps_si512(c), _mm512_set1_epi32(0x7f800000));
+	e = _mm512_min_epi32(_mm512_max_epi32(e, _mm512_set1_epi32(fmt->min_normal)), _mm512_set1_epi32(fmt->top));
+	__m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_set1_epi32((23 - fmt->mant_bits) << 23)));
+	__m512 r = _mm512_sub_ps(_mm512_add_ps(c, magic), magic);
+	__m512 sign = _mm512_xor_ps(f, abs);
+	r = fmt->scale == 1.0f ? _mm512_or_ps(r, sign) : _mm512_mul_ps(r, _mm512_or_ps(_mm512_set1_ps(fmt->scale), sign));
+	r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_ps(fmt->nan));
+	return _mm512_cvtps_ph(r, _MM_FROUND_TO_ZERO);
 }
 
 AVX512 static inline __m512 e4m3_widen(__m128i v)
 {
-	__m256i w = _mm256_cvtepu8_epi16(v), em = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
-	__m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_xor_si256(w, em), 8), _mm256_slli_epi16(em, 7));
-	__m512i f = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f)));
-	__mmask16 nan = _mm256_cmpeq_epi16_mask(em, _mm256_set1_epi16(0x7f));
-	return _mm512_castsi512_ps(_mm512_mask_or_epi32(f, nan, f, _mm512_set1_epi32(0x7fc00000)));
+	return fp8_widen(sl_e4m3_halves(v), &sl_fp8_e4m3);
 }
 
-/* sl_e4m3_narrow and sl_e5m2_narrow lane by lane, for a format with m
- * mantissa bits and exponent bias `bias`: round to nearest even (the
- * integer trick for normals, an add of `magic`, whose ulp is the subnormal
- * step, below `min_normal`), saturate above `max_bits` to `max_code`, then
- * Inf and NaN.  inf_code 0: the format has none. */
-AVX512 static inline __m128i fp8_narrow(__m512 f, int m, int bias, float magic, int min_normal, int max_bits,
-					int max_code, int inf_code, int nan_code)
+AVX512 static inline __m512 e5m2_widen(__m128i v)
 {
-	__m512i u = _mm512_castps_si512(f), abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-	__m512i v = _mm512_sub_epi32(abs, _mm512_set1_epi32((127 - bias) << 23));
-	__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 23 - m), _mm512_set1_epi32(1));
-	__m512i half_ulp = _mm512_set1_epi32((1 << (22 - m)) - 1);
-	__m512i normal = _mm512_srli_epi32(_mm512_add_epi32(v, _mm512_add_epi32(half_ulp, lsb)), 23 - m);
-	__m512 shifted = _mm512_add_ps(_mm512_castsi512_ps(abs), _mm512_set1_ps(magic));
-	__m512i sub = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(_mm512_set1_ps(magic)));
-	__m512i r = _mm512_mask_blend_epi32(_mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(min_normal)), sub, normal);
-	r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(max_bits)), _mm512_set1_epi32(max_code));
-	if (inf_code)
-		r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)),
-					  _mm512_set1_epi32(inf_code));
-	r = _mm512_mask_mov_epi32(r, _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)),
-				  _mm512_set1_epi32(nan_code));
-	__m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
-	return _mm512_cvtepi32_epi8(_mm512_or_si512(r, sign));
+	return fp8_widen(sl_e5m2_halves(v), &sl_fp8_e5m2);
 }
 
 AVX512 static inline __m128i e4m3_narrow(__m512 f)
 {
-	return fp8_narrow(f, 3, 7, 16384.0f, 0x3c800000, 0x43e00000, 0x7e, 0, 0x7f);
+	return sl_e4m3_codes(fp8_round(f, &sl_fp8_e4m3));
 }
 
 AVX512 static inline __m128i e5m2_narrow(__m512 f)
 {
-	return fp8_narrow(f, 2, 15, 128.0f, 0x38800000, 0x47600000, 0x7b, 0x7c, 0x7e);
+	return sl_e5m2_codes(fp8_round(f, &sl_fp8_e5m2));
 }
 
 /* Sixteen elements a step (ES bytes each), plain loads and stores; the last

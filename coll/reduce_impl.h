@@ -5,8 +5,8 @@
  * conversions are in narrow_float.h).  Each kernel family (reduce_scalar.c,
  * reduce_avx2.c, reduce_avx512.c) instantiates the same generic loops under
  * its own target attribute, so that the compiler vectorizes one source for
- * each instruction set; the families add hand-written loops only where the
- * compiler's code is poor (float16, bfloat16, and fp8 in AVX-512).
+ * each instruction set; the vector families add hand-written loops where the
+ * compiler's code is poor (float16, bfloat16, fp8).
  */
 #ifndef SLUICE_REDUCE_IMPL_H
 #define SLUICE_REDUCE_IMPL_H
@@ -109,11 +109,6 @@ static inline float sl_wide_min(float x, float y) { return SL_FMIN(x, y); }
 	SL_FLOAT_FNS(f32, F, ATTR, float)                                    \
 	SL_FLOAT_FNS(f64, F, ATTR, double)
 
-/* fp8 as generic loops (the compiler's vector code for these is long). */
-#define SL_FP8_FNS(F, ATTR)                                                   \
-	SL_WIDENED_FNS(e4m3, F, ATTR, uint8_t, sl_e4m3_widen, sl_e4m3_narrow) \
-	SL_WIDENED_FNS(e5m2, F, ATTR, uint8_t, sl_e5m2_widen, sl_e5m2_narrow)
-
 /* A table row; AVG reduces as SUM (sl_scale_avg divides once at the end). */
 #define SL_ROW(tn, F) { tn##_sum_##F, tn##_prod_##F, tn##_max_##F, tn##_min_##F, tn##_sum_##F }
 
@@ -122,7 +117,5 @@ static inline float sl_wide_min(float x, float y) { return SL_FMIN(x, y); }
 	[SL_INT32] = SL_ROW(i32, F), [SL_UINT32] = SL_ROW(u32, F),             \
 	[SL_INT64] = SL_ROW(i64, F), [SL_UINT64] = SL_ROW(u64, F),             \
 	[SL_FLOAT32] = SL_ROW(f32, F), [SL_FLOAT64] = SL_ROW(f64, F)
-
-#define SL_FP8_ROWS(F) [SL_FLOAT8_E4M3] = SL_ROW(e4m3, F), [SL_FLOAT8_E5M2] = SL_ROW(e5m2, F)
 
 #endif
