@@ -51,7 +51,8 @@ typedef enum {
 	 * A finite result beyond the format's largest finite value saturates to
 	 * it (448 for e4m3, 57344 for e5m2), as NCCL's fp8 reductions do: e4m3
 	 * has no Inf to overflow to, and a saturated sum stays usable.  NaN stays
-	 * NaN (e4m3: S.1111.111); an Inf input stays Inf in e5m2. */
+	 * NaN, always the positive one (0x7f in e4m3, 0x7e in e5m2), so that
+	 * every CPU and build gives the same bits; an Inf input stays Inf in e5m2. */
 	SLUICE_FLOAT8_E4M3 = 10,
 	SLUICE_FLOAT8_E5M2 = 11,
 	SLUICE_DATATYPE_COUNT
