@@ -75,8 +75,9 @@ AVX2 static inline __m128i fp8_round(__m256 f, const struct sl_fp8_format *fmt)
 	return _mm256_cvtps_ph(r, _MM_FROUND_TO_ZERO);
 }
 
-/* Sixteen fp8 elements a step, as two sets of eight float32 lanes; the
- * scalar family does the tail. */
+/* Sixteen fp8 elements a step, as two sets of eight float32 lanes: FP8_HALF
+ * reduces set k of the step's halves ha and hb.  The scalar family does the
+ * tail. */
 #define FP8_HALF(tn, k, VEXPR)                                                                   \
 	({                                                                                       \
 		__m256 x = fp8_widen(_mm256_extracti128_si256(ha, k), &sl_fp8_##tn);             \
