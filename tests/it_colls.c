@@ -18,6 +18,11 @@
  *    gets SLUICE_ERR_MISMATCH, quickly (where only a pair disagrees, or a
  *    rank's part of a small rooted call was complete first, on its next call
  *    or its destroy); rank 0 alone makes one more call: every destroy says so.
+ *    With IT_COLLS_HOLD=S, every rank waits S seconds after its result in the
+ *    op, count and recv-size cases before it calls or destroys anything: a
+ *    rank that did not find the mismatch itself (blocked in the call, or in
+ *    its next one) must hear it from the finder's notice within S/2, not from
+ *    the finder's closing words at its destroy.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -25,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sluice/sluice.h>
 
@@ -405,11 +411,12 @@ static void mismatch(enum mismatch m)
 	bool odd = rank == 1;
 	sluice_req_t *req;
 	sluice_result_t res;
-	const char *limit = getenv("SLUICE_TIMEOUT");
-	long timeout_s = limit ? atol(limit) : 30;
+	const char *limit = getenv("SLUICE_TIMEOUT"), *hold = getenv("IT_COLLS_HOLD");
+	double timeout_s = limit ? atof(limit) : 30;
+	unsigned hold_s = hold && (m == M_OP || m == M_COUNT || m == M_P2P) ? (unsigned)atoi(hold) : 0;
 
 	CHECK(sluice_comm_init_env(ctx, &comm));
-	time_t t0 = time(NULL);
+	double t0 = now_s();
 	switch (m) {
 	case M_OP: res = sluice_allreduce(comm, bufa, bufb, 100, SLUICE_INT32, odd ? SLUICE_MAX : SLUICE_SUM, &req); break;
 	case M_COUNT: res = sluice_broadcast(comm, bufa, bufb, odd ? 101 : 100, SLUICE_INT32, 0, &req); break;
@@ -459,12 +466,14 @@ static void mismatch(enum mismatch m)
 		failures++;
 	}
 	/* reported as a mismatch, not left to the timeout (the machine may be
-	 * slow, so only the timeout bounds it) */
-	if (time(NULL) - t0 >= timeout_s) {
-		fprintf(stderr, "rank %d: the %s mismatch took %ld s to report (timeout %ld s)\n", rank,
-			mismatch_names[m], (long)(time(NULL) - t0), timeout_s);
+	 * slow, so only the timeout bounds it), nor, held, to the finder's destroy */
+	double took = now_s() - t0, bound = hold_s > 0 ? hold_s / 2.0 : timeout_s;
+	if (took >= bound) {
+		fprintf(stderr, "rank %d: the %s mismatch took %.1f s to report (bound %.1f s: %s)\n", rank,
+			mismatch_names[m], took, bound, hold_s > 0 ? "the ranks hold for twice that" : "the timeout");
 		failures++;
 	}
+	sleep(hold_s);
 	/* a failure reported already is not reported again */
 	if (!destroyed)
 		CHECK(sluice_comm_destroy(comm));

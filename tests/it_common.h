@@ -2,7 +2,7 @@
  * it_common.h: what every integration-test rank program shares: a CHECK
  * that stops the rank with sluice's own account of a failed call, a seeded
  * mixer for reproducible inputs, a byte hash for comparing results
- * across ranks, and the reference's reduction step.  Each program defines `static int rank` before including it.
+ * across ranks, the reference's reduction step, and a monotonic clock.  Each program defines `static int rank` before including it.
  */
 #ifndef SLUICE_IT_COMMON_H
 #define SLUICE_IT_COMMON_H
@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <sluice/sluice.h>
 
@@ -51,6 +52,15 @@ static inline double reduce_step(sluice_redop_t op, double acc, double x)
 	case SLUICE_MIN: return x < acc ? x : acc;
 	default: return acc + x;
 	}
+}
+
+/* Seconds on the monotonic clock. */
+static inline double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 #endif

@@ -29,14 +29,6 @@ static int rank = -1;
 
 #include "it_common.h"
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static sluice_result_t send_to(sluice_comm_t *comm, const int32_t *buf, int peer)
 {
 	sluice_req_t *req;

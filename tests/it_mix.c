@@ -532,13 +532,6 @@ static void check(struct call *k)
 
 /* ---- retiring calls ---- */
 
-static uint64_t now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec;
-}
-
 /* Ends request j of k if done (or, with block, waits); true once it is. */
 static bool finish_req(struct call *k, int j, int how)
 {
@@ -549,11 +542,11 @@ static bool finish_req(struct call *k, int j, int how)
 	if (how == 0) {
 		r = sluice_wait(k->reqs[j]);
 	} else {
-		uint64_t t0 = now_s();
+		double t0 = now_s();
 		while ((r = sluice_test(k->reqs[j])) == SLUICE_IN_PROGRESS) {
 			if (how == 2)
 				return false; /* a sweep tests each once */
-			if (now_s() - t0 > (uint64_t)timeout_s + 10)
+			if (now_s() - t0 > timeout_s + 10)
 				die(k, "sluice_test spun past the timeout", r);
 			sched_yield();
 		}
