@@ -195,6 +195,7 @@ static sluice_result_t hello(struct sluice_ctx *ctx)
 			       SL_MAX_CHANNELS);
 	ctx->client_id = reply.value;
 	ctx->nch = reply.channels;
+	ctx->payload = reply.payload;
 	return SLUICE_OK;
 }
 

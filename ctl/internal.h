@@ -137,6 +137,7 @@ struct sluice_ctx {
 	uint32_t client_id;           /* from HELLO */
 	struct sl_client_page *page;  /* the client page, mapped shared */
 	unsigned nch;                 /* the dataplane's channels (HELLO's answer) */
+	uint32_t payload;             /* its bytes of data per packet (HELLO's answer) */
 	struct sl_spsc submit[SL_MAX_CHANNELS];   /* our producer sides */
 	struct sl_spsc complete[SL_MAX_CHANNELS]; /* our consumer sides */
 	pthread_mutex_t call_lock;    /* one socket request at a time */

@@ -33,6 +33,7 @@
  * predicted cost of every candidate.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -366,15 +367,22 @@ static void log_choice(const struct sluice_comm *comm, const struct sl_call *cal
 {
 	char parts_s[96] = "";
 
-	char costs_s[256] = "", chunk_s[48] = "the dataplane's default";
+	char costs_s[256] = "", chunk_s[96];
 	size_t len = 0;
+	/* what the dataplane runs: whole packets of its own, at most 64 */
+	uint64_t used = sl_chunk_used(out->chunk_bytes, comm->ctx->payload);
+	const char *whose = !out->chunk_bytes ? "the dataplane's default" : cfg.chunk ? "SLUICE_CHUNK_SIZE" : "";
 
 	for (uint32_t a = 1; a < SL_ALGO_ID_COUNT && len < sizeof(costs_s); a++)
 		if (isfinite(cost[a]))
 			len += (size_t)snprintf(costs_s + len, sizeof(costs_s) - len, "%s%s %.1f", len ? ", " : "",
 						algo_names[a], cost[a]);
-	if (out->chunk_bytes)
-		snprintf(chunk_s, sizeof(chunk_s), "%u bytes%s", out->chunk_bytes, cfg.chunk ? " (SLUICE_CHUNK_SIZE)" : "");
+	if (out->chunk_bytes && out->chunk_bytes != used)
+		snprintf(chunk_s, sizeof(chunk_s), "%" PRIu64 " bytes (asked %u%s%s)", used, out->chunk_bytes,
+			 *whose ? ", " : "", whose);
+	else
+		snprintf(chunk_s, sizeof(chunk_s), "%" PRIu64 " bytes%s%s%s", used, *whose ? " (" : "", whose,
+			 *whose ? ")" : "");
 	if (out->parts > 1)
 		snprintf(parts_s, sizeof(parts_s), " in %u slices of %.0f bytes, one per channel,", out->parts, b);
 	b *= out->parts;

@@ -30,7 +30,6 @@
 #include "dp.h"
 #include "reduce.h"
 
-#define CHUNK_PACKETS 32 /* default pipeline unit, in packets (at most 64) */
 #define TIMER_NS 1000000ull
 /* A call whose data has not come this long after its post sends its lazy
  * call checks (schedule.c): only a mismatch waits for them. */
@@ -1415,14 +1414,6 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 	return NULL;
 }
 
-/* The descriptor's chunk size in whole packets, within what a mask tracks. */
-static uint64_t chunk_bytes(const struct dp_engine *e, const struct sl_cmd *cmd)
-{
-	uint64_t pkts = cmd->chunk_bytes ? (cmd->chunk_bytes + e->payload - 1) / e->payload : CHUNK_PACKETS;
-
-	return (pkts > 64 ? 64 : pkts) * e->payload;
-}
-
 /* Scratch and, in place when the schedule asks, a copy of the input to run
  * on: taken here for host buffers, by the reducer for gated ones. */
 static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
@@ -1508,8 +1499,8 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 		.coll = (enum sl_coll)cmd->opcode, .algo = (enum sl_algo)cmd->algo,
 		.nranks = comm->nranks, .rank = comm->rank, .root = cmd->root, .count = cmd->count,
 		.esize = (uint32_t)sl_dtype_size(cmd->dtype), .payload = e->payload,
-		.chunk_bytes = chunk_bytes(e, cmd), .stride = cmd->block_stride, .send_bytes = bytes[0],
-		.recv_bytes = bytes[1],
+		.chunk_bytes = sl_chunk_used(cmd->chunk_bytes, e->payload), .stride = cmd->block_stride,
+		.send_bytes = bytes[0], .recv_bytes = bytes[1],
 	};
 
 	if ((*why = buffers_gpu(c, cmd, bytes, &gpu, buf)) || dp_gdev_for(e, gpu, &gdev, buf) != 0) {

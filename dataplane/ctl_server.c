@@ -346,6 +346,7 @@ static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd,
 {
 	r->node = s->e[0]->node;
 	r->channels = s->nch;
+	r->payload = s->e[0]->payload;
 	if (m->version != SL_ABI_VERSION) {
 		reply_err(r, SLUICE_ERR_INVALID_USAGE, "request of ABI version %u, this dataplane speaks %u: "
 			  "use libsluice and sluiced from the same build", m->version, SL_ABI_VERSION);

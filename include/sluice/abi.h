@@ -34,7 +34,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 6
+#define SL_ABI_VERSION 7
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -88,7 +88,7 @@ struct sl_cmd {
 	uint32_t algo;        /* enum sl_algo_id; 0 = the dataplane's (ring where it applies, else direct) */
 	uint64_t send_off;    /* byte offsets within the regions */
 	uint64_t recv_off;
-	uint32_t chunk_bytes; /* pipeline unit; 0 = the dataplane's default.  Rounded to whole packets */
+	uint32_t chunk_bytes; /* pipeline unit; 0 = the dataplane's default.  Runs as sl_chunk_used's */
 	uint32_t meta_region; /* ALLTOALLV: registered memory holding its struct sl_vmeta */
 	uint64_t meta_off;
 	/* Bytes from one per-rank block to the next in the buffers that hold
@@ -99,6 +99,16 @@ struct sl_cmd {
 	 * block apart.  At least count * element size; 0 for other opcodes. */
 	uint64_t block_stride;
 };
+
+/* The chunk a command's chunk_bytes runs with on a dataplane of payload
+ * bytes per packet (HELLO's answer): whole packets, at most 64 of them (a
+ * chunk's packets are one 64-bit mask's), 32 for 0. */
+static inline uint64_t sl_chunk_used(uint32_t chunk_bytes, uint32_t payload)
+{
+	uint64_t pkts = chunk_bytes ? (chunk_bytes + (uint64_t)payload - 1) / payload : 32;
+
+	return (pkts > 64 ? 64 : pkts) * payload;
+}
 
 /* ALLTOALLV's arguments, in elements, one entry per rank (only nranks
  * used): the dataplane reads them from registered memory at post. */
@@ -277,6 +287,7 @@ struct sl_ctl_reply {
 	uint32_t value;           /* client id, region id or comm handle */
 	uint32_t node;            /* this dataplane's node id */
 	uint32_t channels;        /* its channels (engines), 1 to SL_MAX_CHANNELS */
+	uint32_t payload;         /* bytes of data per packet: sl_chunk_used's */
 	char msg[SL_ERRMSG_LEN];  /* why, when status is not SLUICE_OK */
 };
 
