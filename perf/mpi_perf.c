@@ -43,6 +43,14 @@ static MPI_Op mpi_op(sluice_redop_t op)
 	}
 }
 
+/* The datatypes and ops MPI has no built-in one for (perf_backend.lacks). */
+static const char *mpi_lacks(sluice_datatype_t t, sluice_redop_t op, bool reduces)
+{
+	if (mpi_type(t) == MPI_DATATYPE_NULL)
+		return "MPI has no built-in half, bfloat16 or fp8";
+	return reduces && mpi_op(op) == MPI_OP_NULL ? "MPI has no built-in avg" : NULL;
+}
+
 static size_t mpi_size(MPI_Datatype t)
 {
 	int size = 0;
@@ -148,7 +156,7 @@ int main(int argc, char **argv)
 {
 	struct perf_opts o;
 	struct perf_backend b = { .name = "mpi", .run = mpi_run,
-				  .sum_doubles = mpi_sum_doubles };
+				  .sum_doubles = mpi_sum_doubles, .lacks = mpi_lacks };
 	int rc = 1;
 
 	perf_parse(argc, argv, &o); /* before MPI_Init: -h and bad flags just exit */
@@ -161,12 +169,6 @@ int main(int argc, char **argv)
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
-	if (mpi_type(o.dtype) == MPI_DATATYPE_NULL || mpi_op(o.op) == MPI_OP_NULL) {
-		if (b.rank == 0)
-			fprintf(stderr, "mpi-allreduce-perf: MPI has no built-in half, bfloat16, fp8 or avg\n");
-		MPI_Finalize();
-		return 2;
-	}
 	size_t bytes = o.max_bytes < 8 * 256 ? 8 * 256 : o.max_bytes;
 	void *send = NULL, *recv = NULL;
 	if (MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, &send) != MPI_SUCCESS ||

@@ -139,8 +139,9 @@ static void usage(FILE *f, const char *prog)
 		"  -G        buffers in GPU memory, GPU = local rank (sluice-perf built with CUDA)\n"
 		"  -d TYPE   int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
 		"            f8e4m3 f8e5m2\n"
-		"            (default float)\n"
-		"  -o OP     sum prod max min avg (default sum; reducing collectives only)\n"
+		"            (default float), or all: each in turn, a table each\n"
+		"  -o OP     sum prod max min avg (default sum; reducing collectives only), or all:\n"
+		"            each in turn, a table each (avg on an integer type is skipped: an error)\n"
 		"  -J FILE   also write one JSON object per size to FILE (rank 0), with each rank's\n"
 		"            own average call as oop_rank_us and ip_rank_us (lists by rank)\n"
 		"  -g 1, -t 1  accepted for nccl-tests command lines: one rank per process\n"
@@ -204,13 +205,13 @@ static void set_choice(int v, int *out, const char *what, const char *s, const c
 	*out = v;
 }
 
-/* Checks that need every flag parsed first. */
-/* SUM's per-element spread (1 + i % spread): 5, but 1 for the fp8 types,
- * whose 2 or 3 mantissa bits hold the partial sums of 1..5 per rank exactly
- * only for very few ranks; with 1 they stay small integers (exact up to 8 in
- * e5m2, 16 in e4m3). */
+/* SUM's per-element spread (1 + i % spread) in the table being run: 5, but
+ * 1 for the fp8 types, whose 2 or 3 mantissa bits hold the partial sums of
+ * 1..5 per rank exactly only for very few ranks; with 1 they stay small
+ * integers (exact up to 8 in e5m2, 16 in e4m3). */
 static int sum_spread = 5;
 
+/* Checks that need every flag parsed first. */
 static void validate(const struct perf_opts *o, const char *prog)
 {
 	const char *why = NULL;
@@ -246,8 +247,20 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 		case 'w': o->warmup = parse_uint(optarg, prog, 'w'); break;
 		case 'c': o->check = parse_uint(optarg, prog, 'c') != 0; break;
 		case 'z': o->in_flight = parse_uint(optarg, prog, 'z') == 0; break;
-		case 'd': set_choice(parse_dtype(optarg), &v, "datatype", optarg, prog); o->dtype = v; break;
-		case 'o': set_choice(parse_op(optarg), &v, "op", optarg, prog); o->op = v; break;
+		case 'd':
+			o->all_dtypes = !strcmp(optarg, "all");
+			if (!o->all_dtypes) {
+				set_choice(parse_dtype(optarg), &v, "datatype", optarg, prog);
+				o->dtype = v;
+			}
+			break;
+		case 'o':
+			o->all_ops = !strcmp(optarg, "all");
+			if (!o->all_ops) {
+				set_choice(parse_op(optarg), &v, "op", optarg, prog);
+				o->op = v;
+			}
+			break;
 		case 'J': o->json = optarg; break;
 		case 'G': o->gpu = true; break;
 		case 'S': o->sync = true; break;
@@ -267,7 +280,6 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 		exit(2);
 	}
 	validate(o, prog);
-	sum_spread = o->dtype == SLUICE_FLOAT8_E4M3 || o->dtype == SLUICE_FLOAT8_E5M2 ? 1 : 5;
 }
 
 /* ---- the data pattern ---- */
@@ -675,7 +687,8 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 
 	fprintf(f, "{\"tool\":\"%s\",\"coll\":\"%s\",\"nranks\":%d,\"size\":%zu,\"count\":%zu,"
 		"\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d,\"iters\":%u,\"synced\":%s,\"blocking\":%s",
-		b->name, coll_names[o->coll], b->nranks, bytes, count, dtypes[o->dtype].name, op_names[o->op],
+		b->name, coll_names[o->coll], b->nranks, bytes, count, dtypes[o->dtype].name,
+		coll_reduces(o->coll) ? op_names[o->op] : "none",
 		coll_rooted(o->coll) ? o->root : -1, scaled(o->iters, bytes, o->budget), o->sync ? "true" : "false",
 		o->in_flight ? "false" : "true");
 	for (int k = 0; k < 2; k++) {
@@ -786,13 +799,56 @@ static size_t rounded_count(const struct perf_opts *o, const struct perf_backend
 	return count / n ? count / n * n : n;
 }
 
-int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv)
+/* One table: every size of o's datatype and op.  0, 1 when an element
+ * was wrong, -1 when a call failed. */
+static int run_table(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv,
+		     double *sums, FILE *json)
 {
 	size_t es = dtypes[o->dtype].size;
 	double wrong = 0, busbw_sum = 0;
 	unsigned nphases = 0;
+
+	sum_spread = o->dtype == SLUICE_FLOAT8_E4M3 || o->dtype == SLUICE_FLOAT8_E5M2 ? 1 : 5;
+	if (b->rank == 0)
+		print_header(o, b);
+	for (size_t size = o->min_bytes; size <= o->max_bytes; size *= o->factor) {
+		size_t count = rounded_count(o, b, size / es);
+		struct phase ph[2];
+		if (run_size(o, b, send, recv, count, ph, sums) < 0)
+			return -1;
+		wrong += (ph[0].wrong > 0 ? ph[0].wrong : 0) + (ph[1].wrong > 0 ? ph[1].wrong : 0);
+		if (b->rank == 0) {
+			busbw_sum += print_row(o, b, count * es, count, ph);
+			nphases += 2;
+			if (json)
+				write_json(json, o, b, count * es, count, ph);
+		}
+		if (o->factor < 2 || size > SIZE_MAX / o->factor || o->coll == PERF_BARRIER)
+			break;
+	}
+	if (b->rank == 0)
+		print_footer(wrong, busbw_sum, nphases, o->check);
+	return wrong > 0;
+}
+
+/* Why -d all or -o all skips the table of o's datatype and op, or NULL. */
+static const char *skipped(const struct perf_opts *o, const struct perf_backend *b)
+{
+	bool reduces = coll_reduces(o->coll);
+
+	if (reduces && o->op == SLUICE_AVG && o->dtype <= SLUICE_UINT64)
+		return "avg on an integer type is an error (as in NCCL)";
+	return b->lacks ? b->lacks(o->dtype, o->op, reduces) : NULL;
+}
+
+int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv)
+{
+	bool reduces = coll_reduces(o->coll), all_ops = o->all_ops && reduces; /* one table where no op matters */
+	int t0 = o->all_dtypes ? 0 : (int)o->dtype, t1 = o->all_dtypes ? SLUICE_DATATYPE_COUNT - 1 : t0;
+	int op0 = all_ops ? 0 : (int)o->op, op1 = all_ops ? SLUICE_REDOP_COUNT - 1 : op0;
+	int rc = 0, tables = 0;
+	const char *why;
 	bool json_failed;
-	int rc = 0;
 
 	if (o->root >= b->nranks) {
 		if (b->rank == 0)
@@ -810,35 +866,47 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 			fprintf(stderr, "%s: sendrecv needs at least 2 ranks\n", b->name);
 		return 2;
 	}
+	/* a datatype and op named: refused where the tool lacks them (sluice refuses avg on integers itself) */
+	if (!o->all_dtypes && !all_ops && b->lacks && (why = b->lacks(o->dtype, o->op, reduces))) {
+		if (b->rank == 0)
+			fprintf(stderr, "%s: -d %s -o %s: %s\n", b->name, dtypes[o->dtype].name, op_names[o->op], why);
+		return 2;
+	}
 	double *sums = malloc(PERF_SUM_MAX(b->nranks) * sizeof(*sums));
 	if (!sums) {
 		fprintf(stderr, "%s: no memory for %d ranks' call times\n", b->name, b->nranks);
 		return 1;
 	}
 	FILE *json = open_json(o, b, &json_failed);
-	if (b->rank == 0)
-		print_header(o, b);
-	for (size_t size = o->min_bytes; size <= o->max_bytes; size *= o->factor) {
-		size_t count = rounded_count(o, b, size / es);
-		struct phase ph[2];
-		if (run_size(o, b, send, recv, count, ph, sums) < 0) {
-			rc = 1;
-			break;
+	for (int t = t0; t <= t1; t++) {
+		for (int op = op0; op <= op1; op++) {
+			struct perf_opts one = *o;
+			one.dtype = (sluice_datatype_t)t;
+			one.op = (sluice_redop_t)op;
+			if ((o->all_dtypes || all_ops) && (why = skipped(&one, b))) {
+				if (b->rank == 0)
+					printf("# skipped %s %s: %s\n#\n", dtypes[t].name, reduces ? op_names[op] : "none",
+					       why);
+				continue;
+			}
+			int r = run_table(&one, b, send, recv, sums, json);
+			tables++;
+			if (r < 0) {
+				rc = 1;
+				goto out; /* a failed call may have broken the communicator */
+			}
+			rc |= r;
 		}
-		wrong += (ph[0].wrong > 0 ? ph[0].wrong : 0) + (ph[1].wrong > 0 ? ph[1].wrong : 0);
-		if (b->rank == 0) {
-			busbw_sum += print_row(o, b, count * es, count, ph);
-			nphases += 2;
-			if (json)
-				write_json(json, o, b, count * es, count, ph);
-		}
-		if (o->factor < 2 || size > SIZE_MAX / o->factor || o->coll == PERF_BARRIER)
-			break;
 	}
-	if (b->rank == 0 && rc == 0)
-		print_footer(wrong, busbw_sum, nphases, o->check);
+	if (tables == 0) {
+		if (b->rank == 0)
+			fprintf(stderr, "%s: this tool runs none of the datatypes and ops -d and -o name (see the notes)\n",
+				b->name);
+		rc = 2;
+	}
+out:
 	if (json)
 		fclose(json);
 	free(sums);
-	return rc || json_failed || wrong > 0;
+	return rc ? rc : json_failed;
 }

@@ -29,6 +29,7 @@ struct perf_opts {
 	bool check;              /* -c */
 	sluice_datatype_t dtype; /* -d */
 	sluice_redop_t op;       /* -o */
+	bool all_dtypes, all_ops; /* -d all, -o all: each in turn, a table each (ops: reducing collectives) */
 	const char *json;        /* -J: JSON lines file, or NULL */
 	bool gpu;                /* -G: buffers in GPU memory (sluice-perf built with CUDA) */
 	bool sync;               /* -S: a barrier before each phase's timed calls */
@@ -74,15 +75,22 @@ struct perf_backend {
 	/* vals[i] = sum over ranks of vals[i], n <= PERF_SUM_MAX(nranks); 0 or -1 as above */
 	int (*sum_doubles)(void *ctx, double *vals, int n);
 	const struct perf_mirror *mirror; /* NULL: send and recv are host memory */
+	/* NULL, or why the tool has no such datatype, or op where the
+	 * collective reduces (reduces false: op means nothing); -d all and -o
+	 * all skip such a table with a note, a datatype and op given by name
+	 * are refused.  NULL: every one is there. */
+	const char *(*lacks)(sluice_datatype_t dtype, sluice_redop_t op, bool reduces);
 };
 
 /* Parse argv; on -h prints usage and exits 0, on a bad flag exits 2. */
 void perf_parse(int argc, char **argv, struct perf_opts *o);
 
-/* Run every size, print the table on rank 0; send and recv hold max_bytes.
+/* Run every size, print the table on rank 0 (a table for each datatype and
+ * op that -d all and -o all name); send and recv hold max_bytes.
  * A row's size is nccl-tests': the whole buffer (all-gather's recv,
  * reduce-scatter's send, all-to-all's), so a block is size / nranks there.
- * Returns 0, or 1 when a call failed or any element was wrong. */
+ * Returns 0, or 1 when a call failed or any element was wrong, or 2 when
+ * the options cannot run here. */
 int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send, void *recv);
 
 /* "all_reduce" and so on, for messages. */
