@@ -49,7 +49,14 @@
 #define BULK_LEN 8192u
 #define BURST 32
 #define HOLD_MAX 16384u /* more than a port's tx pool holds */
-#define LOOP_TIMEOUT_NS (20ull * 1000000000ull)
+/* How long a side may go without progress (a frame sent or received)
+ * before it gives up: on a loaded machine either process may get a core
+ * for a few milliseconds in a hundred, so the whole run's length says
+ * nothing; a side that stopped does not recover within this. */
+#define STALL_NS (20ull * 1000000000ull)
+#define LINK_UP_MS 30000u /* as sluiced's (dp_main.c): EAL and memif's handshake are slow under load */
+/* The parent's backstop: more than a side's stalls and link wait can add up to */
+#define RUN_NS (150ull * 1000000000ull)
 
 /* Frame: Ethernet header, then kind, sequence number and length, then the pattern. */
 #define ETHERTYPE_LOCAL 0x88b5 /* IEEE local experimental */
@@ -131,7 +138,7 @@ static void fill_frame(struct sl_pkt *p, const uint8_t *mac, enum kind k, uint32
 static int send_ctl(struct sl_port *port, enum kind k)
 {
 	struct sl_pkt p;
-	uint64_t deadline = now_ns() + LOOP_TIMEOUT_NS;
+	uint64_t deadline = now_ns() + STALL_NS;
 
 	if (port->ops->alloc(port, &p, 1) != 1)
 		return -1;
@@ -147,7 +154,7 @@ static int send_ctl(struct sl_port *port, enum kind k)
 /* Poll until a control frame of kind k arrives; anything else is an error. */
 static int wait_ctl(struct sl_port *port, enum kind k)
 {
-	uint64_t deadline = now_ns() + LOOP_TIMEOUT_NS;
+	uint64_t deadline = now_ns() + STALL_NS;
 	struct sl_pkt p;
 
 	while (now_ns() < deadline) {
@@ -172,11 +179,11 @@ static int run_sender(void *arg)
 	struct sl_pkt pend[BURST];
 	uint16_t npend = 0;
 	uint32_t seq = 0;
-	uint64_t deadline = now_ns() + LOOP_TIMEOUT_NS;
+	uint64_t deadline = now_ns() + STALL_NS;
 
 	while (seq < N_MIXED + N_BULK || npend > 0) {
 		if (now_ns() > deadline) {
-			fprintf(stderr, "sender: timed out at seq %u\n", seq);
+			fprintf(stderr, "sender: nothing sent for %llu s, at seq %u\n", STALL_NS / 1000000000ull, seq);
 			return -1;
 		}
 		/* Unsent frames stay pending and go first next time (tx_full). */
@@ -186,6 +193,8 @@ static int run_sender(void *arg)
 			fill_frame(&pend[npend + i], port->mac, K_DATA, seq++);
 		npend += got;
 		uint16_t sent = port->ops->tx_burst(port, pend, npend);
+		if (sent)
+			deadline = now_ns() + STALL_NS;
 		memmove(pend, pend + sent, (npend - sent) * sizeof(pend[0]));
 		npend -= sent;
 	}
@@ -225,7 +234,7 @@ static int run_receiver(void *arg)
 	struct sl_pkt pkts[BURST];
 	uint32_t expect = 0;
 	uint64_t t_bulk = 0, t_end = 0;
-	uint64_t deadline = now_ns() + LOOP_TIMEOUT_NS;
+	uint64_t deadline = now_ns() + STALL_NS;
 	struct rusage ru0, ru1;
 	int rc = 0;
 	/* Hold every tx buffer the port has while receiving: frames waiting to
@@ -244,14 +253,16 @@ static int run_receiver(void *arg)
 	}
 	while (rc == 0 && expect < N_MIXED + N_BULK) {
 		if (now_ns() > deadline) {
-			fprintf(stderr, "receiver: timed out with %u of %u frames (holding %u tx buffers)\n",
-				expect, N_MIXED + N_BULK, nheld);
+			fprintf(stderr, "receiver: nothing received for %llu s, with %u of %u frames (holding %u tx "
+				"buffers)\n", STALL_NS / 1000000000ull, expect, N_MIXED + N_BULK, nheld);
 			rc = -1;
 			break;
 		}
 		/* Never past the last data frame: BYE may follow it in the same burst. */
 		uint16_t n = port->ops->rx_burst(port, pkts,
 						 (uint16_t)RTE_MIN((uint32_t)BURST, N_MIXED + N_BULK - expect));
+		if (n)
+			deadline = now_ns() + STALL_NS;
 		for (uint16_t i = 0; i < n && rc == 0; i++)
 			rc = check_frame(&pkts[i], expect++);
 		if (expect > N_MIXED && t_bulk == 0) {
@@ -319,7 +330,7 @@ static void *side_main(void *arg)
 		goto out;
 	}
 	s->port = sl_dpdk_port_open(s->devargs, TEST_MAX_FRAME, 1024, 1024, err, sizeof(err));
-	if (s->port == NULL || sl_port_wait_up(s->port, 10000, err, sizeof(err)) != 0) {
+	if (s->port == NULL || sl_port_wait_up(s->port, LINK_UP_MS, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s: %s\n", s->role, err);
 		goto out;
 	}
@@ -403,7 +414,7 @@ static void test_memif_two_processes(void **state)
 	pids[1] = spawn(&srv, true);
 	assert_true(pids[0] > 0 && pids[1] > 0);
 
-	deadline = now_ns() + 25000000000ull;
+	deadline = now_ns() + RUN_NS;
 	for (int left = 2; left > 0 && now_ns() < deadline;) {
 		for (int i = 0; i < 2; i++)
 			if (status[i] == -1 && waitpid(pids[i], &status[i], WNOHANG) == pids[i])
