@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # it_mix.sh: the mixed-call soak: it_mix over many seeds, each seed in the
 # next of several setups (4 ranks, faults injected, daemons, two channels,
-# the gated path, small chunks with algorithms forced).  A failing seed's
+# the gated path, small chunks with algorithms forced, 4 ranks as daemons).  A failing seed's
 # log is kept and its replay command printed; the run goes on.
 # usage: it_mix.sh SLUICE_RUN IT_MIX [SEEDS [FIRST_SEED]]
 #   env: MIX_CALLS (default 300), MIX_MAX_BYTES (default 4 MiB), MIX_MODES (space-separated
@@ -24,8 +24,11 @@ declare -A modes=(
 	[channels3]='-n 3 --embedded --channels 2|'
 	# 1 KiB packets: stashes reach DP_STASH_HOLD packets, senders are held
 	[packets3]="-n 3 --embedded --payload 1024|SLUICE_FAULT=$faults"
+	# 4 sluiced and 4 ranks: 8 processes, more than cores on small machines
+	[daemons4]='-n 4 --daemons|'
+	[daemons4f]="-n 4 --daemons|SLUICE_FAULT=$faults"
 )
-read -r -a names <<<"${MIX_MODES:-plain4 faults4 daemons3 channels2 gated3 chunks3 small4 small3 channels3 packets3}"
+read -r -a names <<<"${MIX_MODES:-plain4 faults4 daemons3 channels2 gated3 chunks3 small4 small3 channels3 packets3 daemons4 daemons4f}"
 logs=${MIX_LOGS:-/tmp}
 failed=0 calls=0
 for ((s = first; s < first + seeds; s++)); do
