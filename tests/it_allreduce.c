@@ -10,13 +10,19 @@
  * the ranks also compare a hash of their results (all-reduced with MAX and
  * MIN) to check every rank holds the same bits.
  * usage: it_allreduce [MAX_COUNT [ROUNDS]]: ROUNDS repeats the whole set
- * (default 1), for tests that change the network while it runs.
+ * (default 1), for tests that change the network while it runs.  With
+ * IT_ALLREDUCE_UNTIL=FILE, ROUNDS is a cap: the ranks agree after each round
+ * whether FILE exists, and once it does run AFTER_ROUNDS more (the change
+ * it marks has traffic after it however slow the machine, and a loaded run
+ * does not go on for all ROUNDS).
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sluice/sluice.h>
 
@@ -64,6 +70,19 @@ static double reference(size_t i, sluice_datatype_t t, sluice_redop_t op)
 	for (int r = 1; r < nranks; r++)
 		acc = reduce_step(op, acc, input(r, i, t));
 	return op == SLUICE_AVG ? acc / nranks : acc;
+}
+
+#define AFTER_ROUNDS 2
+
+/* Does FILE exist, by every rank's agreement (MAX: once one sees it)? */
+static bool seen_by_all(const char *file, uint64_t *scratch)
+{
+	sluice_req_t *req;
+
+	scratch[0] = access(file, F_OK) == 0;
+	CHECK(sluice_allreduce(comm, scratch, scratch + 1, 1, SLUICE_UINT64, SLUICE_MAX, &req));
+	CHECK(sluice_wait(req));
+	return scratch[1] != 0;
 }
 
 /* Every rank holds the same bytes: MAX and MIN of the hash agree. */
@@ -131,6 +150,7 @@ int main(int argc, char **argv)
 	static const sluice_datatype_t types[] = { SLUICE_FLOAT32, SLUICE_FLOAT64, SLUICE_INT32, SLUICE_INT64 };
 	size_t max_count = argc > 1 ? strtoull(argv[1], NULL, 0) : 1000003;
 	long rounds = argc > 2 ? strtol(argv[2], NULL, 0) : 1;
+	const char *until = getenv("IT_ALLREDUCE_UNTIL");
 	uint8_t *a, *b;
 	uint64_t *scratch;
 	int failures = 0, cases = 0;
@@ -153,6 +173,8 @@ int main(int argc, char **argv)
 				}
 			}
 		}
+		if (until && round + AFTER_ROUNDS + 1 < rounds && seen_by_all(until, scratch))
+			rounds = round + AFTER_ROUNDS + 1;
 	}
 	/* The other ops, once each on a mid size; AVG on floating point only. */
 #define UPTO(c) ((c) < max_count ? (size_t)(c) : max_count)

@@ -14,22 +14,28 @@ fi
 logs=$(mktemp -d /tmp/tp-multipath.XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 
-# sixteen rounds of every case: several seconds even on a quiet machine, so the cut lands mid-run
-"$run" --net veth --links 2 -n 2 --timeout 20 --keep-logs "$logs" -- "$prog" 1000003 16 &
+# at most sixteen rounds of every case: several seconds even on a quiet machine, so the cut
+# lands mid-run; the ranks stop two rounds after they see the cut's mark (it_allreduce.c),
+# so a loaded machine does not run all sixteen (289 s at load 27, near meson's 300)
+IT_ALLREDUCE_UNTIL=$logs/cut "$run" --net veth --links 2 -n 2 --timeout 20 --keep-logs "$logs" -- "$prog" 1000003 16 &
 pid=$!
-ranks=""
-for _ in $(seq 300); do
+# The ranks start once the namespaces, bridges and dataplanes are up: 21-30 s
+# after sluice-run at load 18-20, where this waited 30 s; so wait while
+# sluice-run lives, up to most of meson's 300 s.
+ranks="" deadline=$((SECONDS + 240))
+while [ $SECONDS -lt $deadline ] && kill -0 $pid 2>/dev/null; do
 	ranks=$(pgrep -P $pid -x "$(basename "$prog")") # the ranks, not sluice-run's own subshells
 	[ -n "$ranks" ] && break
 	sleep 0.1
 done
-[ -n "$ranks" ] || { echo "it_multipath: the ranks of sluice-run (pid $pid) never started" >&2; wait $pid; exit 1; }
+[ -n "$ranks" ] || { echo "it_multipath: the ranks of sluice-run (pid $pid) never started ($SECONDS s)" >&2; wait $pid; exit 1; }
 sleep 0.5
 if ! ip -n "sl$pid-h0" link set veth1 down; then
 	echo "it_multipath: could not cut veth1 in sl$pid-h0" >&2; wait $pid; exit 1
 fi
 cut_mid_run=0
 kill -0 $ranks 2>/dev/null && cut_mid_run=1
+touch "$logs/cut"
 wait $pid
 rc=$?
 [ $rc -eq 0 ] || { echo "it_multipath: the all-reduce failed (status $rc) after a link was cut" >&2; exit 1; }
