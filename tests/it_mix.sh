@@ -27,8 +27,9 @@ declare -A modes=(
 	# 4 sluiced and 4 ranks: 8 processes, more than cores on small machines
 	[daemons4]='-n 4 --daemons|'
 	[daemons4f]="-n 4 --daemons|SLUICE_FAULT=$faults"
+	[packets4d]="-n 4 --daemons --payload 1024|SLUICE_FAULT=$faults"
 )
-read -r -a names <<<"${MIX_MODES:-plain4 faults4 daemons3 channels2 gated3 chunks3 small4 small3 channels3 packets3 daemons4 daemons4f}"
+read -r -a names <<<"${MIX_MODES:-plain4 faults4 daemons3 channels2 gated3 chunks3 small4 small3 channels3 packets3 daemons4 daemons4f packets4d}"
 logs=${MIX_LOGS:-/tmp}
 failed=0 calls=0
 for ((s = first; s < first + seeds; s++)); do
