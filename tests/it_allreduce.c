@@ -17,8 +17,8 @@
  * does not go on for all ROUNDS).
  */
 #include <inttypes.h>
-#include <stdbool.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
