@@ -32,7 +32,7 @@ if has tests; then
   grep -h -E "^(reduce|large|lifecycle|mem|stage):|FAIL" build-dev/meson-logs/testlog.txt | head -40
 fi
 if has colls; then
-  timeout 580 meson test -C build-dev --no-rebuild ${COLLS_TESTS:-gpu_colls_2ranks_embedded gpu_colls_2ranks_daemons gpu_colls_2ranks_daemons_4channels} --print-errorlogs 2>&1 | tee "$out/colls.txt" | grep -E "^ *[0-9]+/|ok:|FAIL" | tail -70
+  timeout 580 meson test -C build-dev --no-rebuild ${COLLS_TESTS:-gpu_colls_2ranks_embedded gpu_colls_2ranks_daemons gpu_colls_2ranks_daemons_4channels gpu_colls_3ranks_embedded gpu_colls_4ranks_daemons} --print-errorlogs 2>&1 | tee "$out/colls.txt" | grep -E "^ *[0-9]+/|ok:|FAIL" | tail -70
   cp build-dev/meson-logs/testlog.txt "$out/colls-testlog.txt"
 fi
 if has bench; then
