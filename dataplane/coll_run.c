@@ -22,10 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <sluice/sluice.h>
+#include <sluice/touch.h>
 
 #include "dp.h"
 #include "reduce.h"
@@ -140,20 +142,30 @@ static void stash_release(struct dp_engine *e, struct dp_comm *comm)
 	sl_tp_resume(e->tp);
 }
 
-/* The stash's table, made at the first early packet, with each sender's
- * share of DP_STASH_HOLD and DP_STASH_RESUME (and of their bytes): divided
- * once here, not for every early packet.  False when out of memory. */
-static bool stash_open(struct dp_comm *comm)
+/* comm's tables of early packets and of ended rooted calls, in one
+ * mapping made and touched when the communicator is added (sluice/touch.h),
+ * not at its first early packet or first ended call: a 2-rank broadcast
+ * root faulted the ended calls' 8 pages in when its first lingering call
+ * ended, inside its first barrier, and came out of it 100-250 us after its
+ * leaf, which then waited as long in its first timed call
+ * (perf/ALGORITHMS.md, stall8).  Also each sender's share of DP_STASH_HOLD
+ * and DP_STASH_RESUME (and of their bytes), divided once here.  False when
+ * out of memory. */
+bool dp_comm_open_tables(struct dp_comm *comm)
 {
 	uint32_t senders = comm->nranks > 1 ? comm->nranks - 1 : 1;
+	void *t = mmap(NULL, DP_COMM_TABLES_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (comm->stash)
-		return true;
+	if (t == MAP_FAILED)
+		return false;
+	sl_touch(t, DP_COMM_TABLES_BYTES);
+	comm->stash = t;
+	comm->done = (struct dp_done_call *)(comm->stash + DP_STASH_BUCKETS);
 	comm->hold_share = DP_STASH_HOLD / senders;
 	comm->resume_share = DP_STASH_RESUME / senders;
 	comm->hold_bytes = DP_STASH_HOLD_BYTES / senders;
 	comm->resume_bytes = DP_STASH_RESUME_BYTES / senders;
-	return (comm->stash = calloc(DP_STASH_BUCKETS, sizeof(*comm->stash))) != NULL;
+	return true;
 }
 
 static void stash_hold(struct dp_engine *e, struct dp_comm *comm, int src)
@@ -795,8 +807,7 @@ static void done_note(const struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
 
-	if (!is_rooted(k->cmd.opcode) || k->status != SLUICE_OK ||
-	    (!comm->done && !(comm->done = calloc(DP_DONE_CALLS, sizeof(*comm->done)))))
+	if (!is_rooted(k->cmd.opcode) || k->status != SLUICE_OK)
 		return;
 	comm->done[k->seq % DP_DONE_CALLS] = (struct dp_done_call){
 		.seq = k->seq, .kind = wire_kind(&k->cmd), .dtype_op = dtype_op(&k->cmd), .count = wire_count(k, 0, false),
@@ -809,9 +820,9 @@ static void done_note(const struct dp_coll *k)
  * waits, or sent data this call never expected.  True when it was known. */
 static bool late_packet(struct dp_engine *e, struct dp_comm *comm, const struct sl_hdr *h, int src)
 {
-	const struct dp_done_call *d = comm->done ? &comm->done[h->seq % DP_DONE_CALLS] : NULL;
+	const struct dp_done_call *d = &comm->done[h->seq % DP_DONE_CALLS];
 
-	if (!d || !d->kind || d->seq != h->seq || packet_is_p2p(h))
+	if (!d->kind || d->seq != h->seq || packet_is_p2p(h))
 		return false;
 	if (h->kind != d->kind || h->dtype_op != d->dtype_op || h->count != d->count) {
 		mismatch(e, comm, d->seq, false, d->kind, d->count, d->dtype_op, h, src);
@@ -1087,7 +1098,7 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 		*res = SL_DELIVER_RETRY;
 		return;
 	}
-	if (!stash_open(comm) || stash_full(e, comm, src) || !(s = keep_packet(e, h, payload, in_place))) {
+	if (stash_full(e, comm, src) || !(s = keep_packet(e, h, payload, in_place))) {
 		stash_hold(e, comm, src);
 		*res = SL_DELIVER_RETRY;
 		return;
@@ -1115,10 +1126,10 @@ static uint32_t replay_stash(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
 	uint32_t applied = 0;
-	struct dp_stash_bucket *b = comm->stash ? &comm->stash[k->seq % DP_STASH_BUCKETS] : NULL;
+	struct dp_stash_bucket *b = &comm->stash[k->seq % DP_STASH_BUCKETS];
 	struct dp_stashed **p, *kept = NULL;
 
-	for (p = b ? &b->head : NULL; p && *p;) {
+	for (p = &b->head; *p;) {
 		struct dp_stashed *s = *p;
 		int src = rank_of_node(comm, s->hdr.src_node);
 		if (!packet_is_for(k, &s->hdr, src)) {
@@ -1916,11 +1927,10 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 			k = next;
 		}
 	}
-	for (unsigned b = 0; comm->stash && b < DP_STASH_BUCKETS; b++)
+	for (unsigned b = 0; b < DP_STASH_BUCKETS; b++)
 		free_packets(e, comm->stash[b].head);
-	free(comm->stash);
+	munmap(comm->stash, DP_COMM_TABLES_BYTES);
 	stash_release(e, comm);
-	free(comm->done);
 	if (!comm->closing_sent) /* its client left, or the engine stops: the peers need not wait */
 		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
 	e->closing -= comm->close_waiting;

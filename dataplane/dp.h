@@ -166,8 +166,9 @@ struct dp_comm {
 	 * move theirs on): none can time out before this plus the timeout. */
 	uint64_t linger_since_ns;
 	/* Early packets, by sequence number modulo DP_STASH_BUCKETS, each
-	 * bucket oldest first: a post looks in its own bucket only.  Allocated
-	 * at the first early packet (16 KiB). */
+	 * bucket oldest first: a post looks in its own bucket only.  Made
+	 * with the communicator (dp_comm_open_tables: the first 16 KiB of
+	 * DP_COMM_TABLES_BYTES). */
 	struct dp_stash_bucket {
 		struct dp_stashed *head, *tail;
 	} *stash;
@@ -185,7 +186,7 @@ struct dp_comm {
 	/* The calls of rooted collectives that ended here, by sequence number
 	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so
 	 * that a packet that comes after its call ended is still compared with
-	 * it (schedule.c).  Allocated at the first (16 KiB). */
+	 * it (schedule.c).  Made with the communicator (the 32 KiB after stash). */
 	struct dp_done_call {
 		uint32_t seq;
 		uint8_t kind, dtype_op;
@@ -448,6 +449,11 @@ void dp_notices_free_all(struct dp_engine *e);
 enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const uint8_t *payload);
 void dp_msg_acked(void *engine, struct sl_tp_msg *m);
 void dp_flow_dead(void *engine, uint16_t node);
+/* A communicator's tables of early packets and of ended rooted calls, one mapping. */
+#define DP_COMM_TABLES_BYTES \
+	(DP_STASH_BUCKETS * sizeof(struct dp_stash_bucket) + DP_DONE_CALLS * sizeof(struct dp_done_call))
+/* Make comm's tables as it is added (coll_run.c says why then); false when out of memory. */
+bool dp_comm_open_tables(struct dp_comm *comm);
 void dp_comm_release(struct dp_engine *e, struct dp_comm *comm);
 /* The client destroys comm (request r): refused (1, r->why) while calls run,
  * done at once, or DP_CTL_LATER: answered through r->done once the calls that

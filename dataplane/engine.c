@@ -205,6 +205,13 @@ static int32_t ctl_add_comm(struct dp_engine *e, struct dp_ctl_req *r)
 		}
 	}
 	e->comms[r->index] = *src;
+	if (!dp_comm_open_tables(&e->comms[r->index])) {
+		memset(&e->comms[r->index], 0, sizeof(e->comms[r->index]));
+		snprintf(r->why, SL_ERRMSG_LEN, "no memory for the communicator's tables of early packets and "
+			 "ended calls (%zu KiB): free memory, or destroy communicators no longer used",
+			 DP_COMM_TABLES_BYTES >> 10);
+		return 1;
+	}
 	e->comms[r->index].live = true;
 	return 0;
 }
