@@ -69,7 +69,7 @@ static bool is_p2p(uint32_t opcode)
 
 /* ---- completions ---- */
 
-static bool post_cpl(struct dp_client *c, uint64_t req, int32_t status, const char *why)
+static bool post_cpl(struct dp_engine *e, struct dp_client *c, uint64_t req, int32_t status, const char *why)
 {
 	struct sl_cpl cpl;
 
@@ -86,8 +86,17 @@ static bool post_cpl(struct dp_client *c, uint64_t req, int32_t status, const ch
 	/* seq_cst on both sides of the handshake: the client stores its
 	 * sleeping flag then reads cpl_seq, we bump cpl_seq then read the flag. */
 	atomic_fetch_add_explicit(&c->page->cpl_seq, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&c->page->client_sleeping, memory_order_seq_cst))
-		syscall(SYS_futex, &c->page->cpl_seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	if (!atomic_load_explicit(&c->page->client_sleeping, memory_order_seq_cst))
+		return true;
+	syscall(SYS_futex, &c->page->cpl_seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	/* An embedded application's wait woken: it drives next (its next
+	 * call's wait), as after an ordinary hand-back, so the engine's thread
+	 * parks between calls (engine.c park) rather than spin on the core it
+	 * likely shares with the woken thread: a 2-rank broadcast's first call
+	 * after a long wait held its rank's core 50-180 us that way
+	 * (perf/ALGORITHMS.md, stall8). */
+	if (c->drives)
+		atomic_store_explicit(&e->drove_ns, dp_now_ns(NULL), memory_order_relaxed);
 	return true;
 }
 
@@ -97,7 +106,7 @@ static void reject(struct dp_engine *e, struct dp_client *c, const struct sl_cmd
 {
 	e->count.cmd_rejected++;
 	/* The client bounds its outstanding requests by the ring, so this fits. */
-	(void)post_cpl(c, cmd->req, status, why);
+	(void)post_cpl(e, c, cmd->req, status, why);
 }
 
 /* ---- collectives ---- */
@@ -351,7 +360,7 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 		comm->linger_ready -= k->linger_ready;
 		e->lingering--;
 	} else {
-		if (!post_cpl(comm->client, k->cmd.req, k->status, k->why))
+		if (!post_cpl(e, comm->client, k->cmd.req, k->status, k->why))
 			return false;
 		if (k->status == SLUICE_OK)
 			e->count.colls_done++;
@@ -534,7 +543,7 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 {
 	if (!copy_sources(e, k))
 		return false; /* no memory: it finishes the ordinary way */
-	if (!post_cpl(k->comm->client, k->cmd.req, SLUICE_OK, ""))
+	if (!post_cpl(e, k->comm->client, k->cmd.req, SLUICE_OK, ""))
 		return false;
 	e->count.colls_done++;
 	list_drop(&k->comm->colls, &k->comm->colls_tail, k);

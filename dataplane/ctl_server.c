@@ -132,9 +132,18 @@ static void remove_all(struct server *s, const struct dp_ctl_req *req, struct sl
 	}
 }
 
+/* Whether the client on fd is this very process (the embedded dataplane). */
+static bool peer_is_us(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid == getpid();
+}
+
 static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 {
-	struct dp_client c = { .id = (uint32_t)ci };
+	struct dp_client c = { .id = (uint32_t)ci, .drives = peer_is_us(fd) };
 
 	if (s->conns[ci].hello) {
 		reply_err(r, SLUICE_ERR_INVALID_USAGE, "HELLO sent twice on one connection");
@@ -165,15 +174,6 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 	}
 	s->conns[ci].hello = true;
 	r->value = (uint32_t)ci;
-}
-
-/* Whether the client on fd is this very process (the embedded dataplane). */
-static bool peer_is_us(int fd)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid == getpid();
 }
 
 /* A client's GPU buffer: its own pointer when it lives in this process,

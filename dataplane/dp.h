@@ -102,6 +102,7 @@ struct dp_client {
 	struct sl_client_page *page;
 	size_t page_len;
 	bool owner;               /* this engine unmaps the page; the other channels' engines borrow it */
+	bool drives;              /* this process (an embedded dataplane's application): its waits drive the engine */
 	struct sl_channel_bell *bell; /* this engine's doorbell in the page */
 	struct sl_spsc submit;    /* consumer side */
 	struct sl_spsc complete;  /* producer side */

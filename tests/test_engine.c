@@ -2750,6 +2750,40 @@ static void test_control_request_wakes_a_parked_thread(void **state)
 	teardown_cluster();
 }
 
+/* An engine's thread that wakes a napping application thread of its own
+ * process for a completion (an embedded wait that handed the engine back)
+ * parks, as between the application's calls: the woken thread drives next,
+ * and a thread that spun instead held the core it shares with it 50-180 us
+ * (perf/ALGORITHMS.md, stall8).  Not for a client in another process: a
+ * daemon's engine has a core of its own and nobody to drive it. */
+static void test_parked_after_waking_its_application(void **state)
+{
+	struct runner r[2];
+	uint64_t deadline;
+	(void)state;
+
+	start_engines(r, 17, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 1000000 });
+	nodes[0].e.clients[0].drives = true; /* before the post, which the engine reads after */
+	for (unsigned i = 0; i < 2; i++)
+		atomic_store(&nodes[i].page->client_sleeping, 1); /* both applications nap */
+	post_rung(&nodes[0], 1, 100);
+	post_rung(&nodes[1], 1, 100);
+	wait_done(0, 100);
+	wait_done(1, 100);
+	deadline = now_ms() + 2000;
+	while (!*(volatile uint64_t *)&nodes[0].e.idle.count.parks && now_ms() < deadline) /* racy: the thread's */
+		usleep(100);
+	stop_engines(r);
+	if (!nodes[0].e.idle.count.parks)
+		fail_msg("having woken its napping application for a completion, the engine's thread never parked "
+			 "(slept %llu times, spun %llu idle passes)", (unsigned long long)nodes[0].e.idle.count.sleeps,
+			 (unsigned long long)nodes[0].e.idle.count.spins);
+	if (nodes[1].e.idle.count.parks)
+		fail_msg("the engine's thread parked %llu times after waking a client of another process: nobody "
+			 "drives it then", (unsigned long long)nodes[1].e.idle.count.parks);
+	teardown_cluster();
+}
+
 /* --busy-poll: the same calls, and no engine ever sleeps. */
 static void test_busy_poll_never_sleeps(void **state)
 {
@@ -2823,6 +2857,7 @@ int main(void)
 		cmocka_unit_test(test_parked_between_the_applications_calls),
 		cmocka_unit_test(test_not_parked_while_a_call_runs),
 		cmocka_unit_test(test_control_request_wakes_a_parked_thread),
+		cmocka_unit_test(test_parked_after_waking_its_application),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
