@@ -193,6 +193,10 @@ static sluice_result_t hello(struct sluice_ctx *ctx)
 		return sl_fail(SLUICE_ERR_INTERNAL, "the dataplane at %s says it runs %u channels, outside 1 to %u: "
 			       "libsluice and sluiced differ in version", ctx->cfg.socket, reply.channels,
 			       SL_MAX_CHANNELS);
+	if (reply.payload < 16 || reply.payload % 16)
+		return sl_fail(SLUICE_ERR_INTERNAL, "the dataplane at %s says its packets carry %u bytes, not a "
+			       "multiple of 16 from 16 up: libsluice and sluiced differ in version",
+			       ctx->cfg.socket, reply.payload);
 	ctx->client_id = reply.value;
 	ctx->nch = reply.channels;
 	ctx->payload = reply.payload;

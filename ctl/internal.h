@@ -206,6 +206,7 @@ struct sl_plan {
 	uint32_t algo;        /* enum sl_algo_id */
 	uint32_t chunk_bytes; /* 0 = the dataplane's default */
 	unsigned parts;       /* channels the call is split over, slice p on channel p */
+	double cost_us;       /* the model's prediction for one slice (TUNING's) */
 };
 /* Pick the algorithm and chunk size for call on comm (SLUICE_ALGO and
  * SLUICE_CHUNK_SIZE override the cost model); logs under TUNING. */

@@ -30,7 +30,12 @@
  * slices alike.
  *
  * SLUICE_DEBUG=INFO SLUICE_DEBUG_SUBSYS=TUNING logs each choice with the
- * predicted cost of every candidate.
+ * predicted cost of every candidate.  Chunks are priced as the dataplane
+ * runs them (sl_chunk_used: whole packets of its payload, from HELLO), so
+ * the cost is the shown chunk's.  The payload is thus one of the choice's
+ * inputs: sluice-run gives every dataplane the same, and ranks whose
+ * dataplanes differ in it may choose differently, which the dataplane
+ * reports as a mismatch like any other configuration difference.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -83,6 +88,8 @@ static struct {
 struct model {
 	double alpha, beta, gamma, delta;
 	double n, p, log2p;     /* ranks; the largest power of two up to n, and its log */
+	uint32_t payload;       /* the dataplane's bytes per packet: chunks run as sl_chunk_used's */
+	uint32_t forced;        /* the chunk every pipelined algorithm is asked for, or 0: the model's */
 };
 
 static const char *const algo_names[SL_ALGO_ID_COUNT] = {
@@ -266,17 +273,25 @@ static double tree_at(const struct model *m, uint32_t op, double b, double c)
 	       fanout * chunks * m->alpha * CHUNK_OVERHEAD + (op == SL_OP_REDUCE ? fanout * b * m->gamma : 0);
 }
 
-/* The chunk (a power of two) the pipelined formula at() predicts fastest. */
+/* The chunk the pipelined formula at() predicts fastest, and its cost.
+ * Each chunk asked for (a power of two) is priced as the dataplane runs it,
+ * in whole packets of its payload, at most 64: on a 16 KiB payload a 4 KiB
+ * chunk runs (and costs) 16 KiB. */
 static double pipelined(const struct model *m, uint32_t op, double b, double *chunk,
 			double (*at)(const struct model *, uint32_t, double, double))
 {
 	double best = INFINITY;
 
+	if (m->forced) {
+		*chunk = (double)sl_chunk_used(m->forced, m->payload);
+		return at(m, op, b, *chunk);
+	}
 	for (double c = CHUNK_MIN; c <= CHUNK_MAX; c *= 2) {
-		double t = at(m, op, b, c);
+		double used = (double)sl_chunk_used((uint32_t)c, m->payload);
+		double t = at(m, op, b, used);
 		if (t < best) {
 			best = t;
-			*chunk = c;
+			*chunk = used;
 		}
 	}
 	return best;
@@ -347,14 +362,16 @@ static double (*const costs[SL_ALGO_ID_COUNT])(const struct model *, uint32_t, d
 
 /* ---- choosing ---- */
 
-static void model_for(const struct sluice_comm *comm, struct model *m)
+static void model_for(const struct sluice_comm *comm, const struct sl_call *call, struct model *m)
 {
 	double lat = cfg.latency_us > 0 ? cfg.latency_us : comm->link_latency_us > 0 ? comm->link_latency_us
 									     : DEFAULT_LATENCY_US;
 	double gbps = cfg.gbps > 0 ? cfg.gbps : comm->link_gbps > 0 ? comm->link_gbps : DEFAULT_LINK_GBPS;
 
 	*m = (struct model){ .alpha = lat, .beta = 1e-3 / gbps, /* GB/s is bytes per ns */
-			     .gamma = cfg.gamma, .delta = cfg.delta, .n = comm->nranks, .p = 1 };
+			     .gamma = cfg.gamma, .delta = cfg.delta, .n = comm->nranks, .p = 1,
+			     .payload = comm->ctx->payload,
+			     .forced = cfg.chunk ? cfg.chunk : call->device ? GPU_CHUNK : 0 };
 	while (m->p * 2 <= m->n) {
 		m->p *= 2;
 		m->log2p++;
@@ -435,13 +452,14 @@ struct shape {
 	bool device;
 	int nranks;
 	unsigned channels;
+	uint32_t payload;
 	double bytes, latency_us, gbps;
 };
 
 static bool same_shape(const struct shape *a, const struct shape *b)
 {
 	return a->opcode == b->opcode && a->device == b->device && a->nranks == b->nranks &&
-	       a->channels == b->channels && a->bytes == b->bytes && a->latency_us == b->latency_us &&
+	       a->channels == b->channels && a->payload == b->payload && a->bytes == b->bytes && a->latency_us == b->latency_us &&
 	       a->gbps == b->gbps;
 }
 
@@ -464,8 +482,8 @@ sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_cal
 	struct model m;
 	sluice_result_t res;
 	struct shape shape = { .opcode = call->opcode, .device = call->device, .nranks = comm->nranks,
-			       .channels = comm->channels, .bytes = b, .latency_us = comm->link_latency_us,
-			       .gbps = comm->link_gbps };
+			       .channels = comm->channels, .payload = comm->ctx->payload, .bytes = b,
+			       .latency_us = comm->link_latency_us, .gbps = comm->link_gbps };
 	bool logged = sl_log_on(SL_LOG_INFO, SL_SUB_TUNING); /* every choice is logged: none is cached */
 
 	if ((res = sl_plan_config(call->fn)) != SLUICE_OK)
@@ -482,7 +500,7 @@ sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_cal
 		}
 	out->parts = parts_for(comm, call, b);
 	b /= out->parts; /* each channel runs one slice */
-	model_for(comm, &m);
+	model_for(comm, call, &m);
 	cost[0] = INFINITY;
 	for (uint32_t a = 1; a < SL_ALGO_ID_COUNT; a++)
 		cost[a] = costs[a](&m, call->opcode, b, &chunk[a]);
@@ -495,9 +513,9 @@ sluice_result_t sl_plan_pick(const struct sluice_comm *comm, const struct sl_cal
 	for (uint32_t a = 1; !cfg.nalgos && a < SL_ALGO_ID_COUNT; a++)
 		if (!out->algo || cost[a] < cost[out->algo])
 			out->algo = a;
-	out->chunk_bytes = cfg.chunk ? cfg.chunk : (uint32_t)chunk[out->algo];
-	if (call->device && !cfg.chunk)
-		out->chunk_bytes = GPU_CHUNK;
+	/* what was asked for: the log shows what it runs as */
+	out->chunk_bytes = m.forced ? m.forced : (uint32_t)chunk[out->algo];
+	out->cost_us = cost[out->algo];
 	if (logged)
 		log_choice(comm, call, b, cost, out, cfg.nalgos > 0);
 	last.e[last.next].shape = shape;

@@ -414,7 +414,7 @@ static void fake_reg(struct fake_client *c, const struct sl_ctl_msg *m, int fd, 
 static void fake_request(struct fake_client *c, int fd, const struct sl_ctl_msg *m)
 {
 	struct sl_ctl_reply reply = {.status = SLUICE_OK, .node = FAKE_NODE,
-				     .channels = fake.channels ? fake.channels : 1};
+				     .channels = fake.channels ? fake.channels : 1, .payload = 16384};
 	uint32_t idx = m->a.region - FAKE_REGION_BASE;
 
 	switch (m->type) {

@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -33,6 +34,11 @@ struct split {
 	bool device;       /* GPU buffers */
 };
 
+/* The dataplane's bytes per packet in these tests: every chunk the model
+ * asks for (4 to 256 KiB, powers of two) runs as asked, in whole packets,
+ * at most 64 (test_chunk_as_run takes others). */
+#define PAYLOAD_AS_ASKED 4096
+
 /* In a child: set the variables ("NAME=value", NULL-terminated), plan each
  * call, exit 0 when all match (1 + index of the first miss). */
 static int run_child(char *const env[], const struct want *w, const struct split *sp, size_t n)
@@ -41,7 +47,8 @@ static int run_child(char *const env[], const struct want *w, const struct split
 		putenv(env[i]);
 	for (size_t i = 0; i < n; i++) {
 		struct split one = { 1, 1, false }, x = sp ? sp[i] : one;
-		struct sluice_comm comm = { .nranks = w[i].nranks, .link_latency_us = w[i].link_us,
+		struct sluice_ctx ctx = { .payload = PAYLOAD_AS_ASKED };
+		struct sluice_comm comm = { .ctx = &ctx, .nranks = w[i].nranks, .link_latency_us = w[i].link_us,
 					    .link_gbps = w[i].link_gbps, .channels = x.channels };
 		struct sl_call call = { .fn = "test", .opcode = w[i].opcode, .count = w[i].count,
 					.dtype = SLUICE_FLOAT32, .device = x.device };
@@ -254,6 +261,61 @@ static void test_repeated_shapes(void **state)
 	}
 }
 
+/* One call planned on a dataplane of payload bytes per packet. */
+static struct sl_plan plan_on(uint32_t payload, uint32_t opcode, int nranks, size_t count)
+{
+	struct sluice_ctx ctx = { .payload = payload };
+	struct sluice_comm comm = { .ctx = &ctx, .nranks = nranks, .channels = 1 };
+	struct sl_call call = { .fn = "test", .opcode = opcode, .count = count, .dtype = SLUICE_FLOAT32 };
+	struct sl_plan plan = { 0 };
+
+	return sl_plan_pick(&comm, &call, &plan) == SLUICE_OK ? plan : (struct sl_plan){ 0 };
+}
+
+/* test_chunk_as_run's checks, in a child: 0, or the line of the first miss. */
+#define CHECK(cond) do { if (!(cond)) { fprintf(stderr, "test_plan.c:%d: missed\n", __LINE__); return 1; } } while (0)
+static int chunk_as_run_child(void)
+{
+	/* 128 KiB all-reduce on 4 ranks: halving/doubling in 8 KiB chunks where
+	 * they run as asked; in 16 KiB ones it costs more than rd */
+	struct sl_plan asked = plan_on(PAYLOAD_AS_ASKED, SL_OP_ALLREDUCE, 4, 32 << 10);
+	struct sl_plan shm = plan_on(16384, SL_OP_ALLREDUCE, 4, 32 << 10);
+	CHECK(asked.algo == RHD && asked.chunk_bytes == 8192);
+	CHECK(shm.algo == RD);
+	/* 64 KiB broadcast on 7 ranks: a chain in 4 KiB chunks, else a tree */
+	asked = plan_on(PAYLOAD_AS_ASKED, SL_OP_BROADCAST, 7, 16 << 10);
+	shm = plan_on(16384, SL_OP_BROADCAST, 7, 16 << 10);
+	CHECK(asked.algo == RING && asked.chunk_bytes == 4096);
+	CHECK(shm.algo == TREE && shm.chunk_bytes == 16384);
+	/* the same choice on 5 ranks, priced at the chunk that runs: more */
+	asked = plan_on(PAYLOAD_AS_ASKED, SL_OP_BROADCAST, 5, 16 << 10);
+	shm = plan_on(16384, SL_OP_BROADCAST, 5, 16 << 10);
+	CHECK(asked.algo == RING && asked.chunk_bytes == 4096);
+	CHECK(shm.algo == RING && shm.chunk_bytes == 16384);
+	CHECK(shm.cost_us > asked.cost_us);
+	/* whole packets of an odd payload, at most 64 of them */
+	shm = plan_on(1408, SL_OP_ALLREDUCE, 3, 16 << 20);
+	CHECK(shm.algo == RING && shm.chunk_bytes % 1408 == 0 && shm.chunk_bytes <= 64 * 1408);
+	return 0;
+}
+
+/* The model prices the chunk the dataplane runs, whole packets of its
+ * payload (at most 64), not the one it would ask for: on shm's 16 KiB
+ * packets a 4 KiB chunk runs, and costs, 16 KiB. */
+static void test_chunk_as_run(void **state)
+{
+	int status;
+	pid_t pid = fork();
+
+	(void)state;
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(chunk_as_run_child());
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		fail_msg("the planner priced another chunk than the one that runs (the child says where)");
+}
+
 static void test_bad_values(void **state)
 {
 	const struct want any[] = { { SL_OP_ALLREDUCE, 2, 2, DIRECT, 0, 0, 0 } };
@@ -305,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_overrides),
 		cmocka_unit_test(test_channels),
 		cmocka_unit_test(test_repeated_shapes),
+		cmocka_unit_test(test_chunk_as_run),
 		cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_probe_wanted),
 	};
