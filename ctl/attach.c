@@ -7,6 +7,8 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,22 +65,49 @@ static sluice_result_t ctl_send(struct sluice_ctx *ctx, const struct sl_ctl_msg 
 		       ctl_name(msg->type), ctx->cfg.socket, strerror(errno));
 }
 
-static sluice_result_t ctl_recv(struct sluice_ctx *ctx, uint32_t type, struct sl_ctl_reply *reply)
+int64_t sl_ctl_wait_s(int timeout_s, const struct sl_ctl_msg *msg)
 {
-	ssize_t n;
+	uint64_t gib = msg->type == SL_CTL_REG ? (msg->a.size >> 30) + ((msg->a.size & ((1u << 30) - 1)) != 0) : 0;
 
-	do
-		n = recv(ctx->sock, reply, sizeof(*reply), 0);
-	while (n < 0 && errno == EINTR);
-	if (n == (ssize_t)sizeof(*reply))
-		return SLUICE_OK;
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+	return timeout_s + (gib < SL_TIMEOUT_MAX / SL_REG_S_PER_GIB ? (int64_t)gib * SL_REG_S_PER_GIB : SL_TIMEOUT_MAX);
+}
+
+/* The answer to msg, waited for sl_ctl_wait_s at most. */
+static sluice_result_t ctl_recv(struct sluice_ctx *ctx, const struct sl_ctl_msg *msg, struct sl_ctl_reply *reply)
+{
+	int64_t wait_s = sl_ctl_wait_s(ctx->cfg.timeout_s, msg), deadline = sl_now_ns() + wait_s * 1000000000;
+	struct pollfd pfd = {.fd = ctx->sock, .events = POLLIN};
+	uint32_t type = msg->type;
+	int64_t left_ms;
+	ssize_t n;
+	int ready;
+
+	do {
+		left_ms = (deadline - sl_now_ns() + 999999) / 1000000;
+		ready = left_ms > 0 ? poll(&pfd, 1, left_ms < INT_MAX ? (int)left_ms : INT_MAX) : 0;
+	} while (ready < 0 ? errno == EINTR : ready == 0 && left_ms > 0);
+	if (ready == 0) {
 		ctx->ctl_broken = true;
+		if (wait_s > ctx->cfg.timeout_s)
+			return sl_fail(SLUICE_ERR_TIMEOUT,
+				       "the dataplane at %s did not answer %s of %llu bytes within %lld s "
+				       "(SLUICE_TIMEOUT=%d s and %d s a GiB): check that it is alive, or raise "
+				       "SLUICE_TIMEOUT",
+				       ctx->cfg.socket, ctl_name(type), (unsigned long long)msg->a.size,
+				       (long long)wait_s, ctx->cfg.timeout_s, SL_REG_S_PER_GIB);
 		return sl_fail(SLUICE_ERR_TIMEOUT,
 			       "the dataplane at %s did not answer %s within SLUICE_TIMEOUT=%d s: check that "
 			       "it is alive, or raise SLUICE_TIMEOUT",
 			       ctx->cfg.socket, ctl_name(type), ctx->cfg.timeout_s);
 	}
+	if (ready < 0)
+		return sl_fail(SLUICE_ERR_SYSTEM, "waiting for the dataplane's answer to %s from %s failed: %s",
+			       ctl_name(type), ctx->cfg.socket, strerror(errno));
+	do
+		n = recv(ctx->sock, reply, sizeof(*reply), 0);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(*reply))
+		return SLUICE_OK;
 	if (n == 0)
 		return sl_fail(SLUICE_ERR_UNAVAILABLE,
 			       "the dataplane at %s exited (closed the socket) while answering %s: check its "
@@ -108,7 +137,7 @@ sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int 
 			      "longer be matched to requests: sluice_finalize and sluice_init again",
 			      ctx->cfg.socket);
 	else if ((res = ctl_send(ctx, msg, fd)) == SLUICE_OK)
-		res = ctl_recv(ctx, msg->type, reply);
+		res = ctl_recv(ctx, msg, reply);
 	pthread_mutex_unlock(&ctx->call_lock);
 	if (res != SLUICE_OK)
 		return res;
@@ -126,7 +155,6 @@ sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int 
 static sluice_result_t ctl_connect(struct sluice_ctx *ctx)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct timeval tv = {.tv_sec = ctx->cfg.timeout_s};
 
 	strcpy(sa.sun_path, ctx->cfg.socket);
 	ctx->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -137,9 +165,6 @@ static sluice_result_t ctl_connect(struct sluice_ctx *ctx)
 			       "no dataplane at %s (connect: %s): start one with `sluiced --node 0 ...` or "
 			       "run under `sluice-run`, or set SLUICE_EMBEDDED=1; SLUICE_SOCKET names the socket",
 			       ctx->cfg.socket, strerror(errno));
-	if (setsockopt(ctx->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
-		return sl_fail(SLUICE_ERR_SYSTEM, "setsockopt(SO_RCVTIMEO) on %s failed: %s", ctx->cfg.socket,
-			       strerror(errno));
 	return SLUICE_OK;
 }
 

@@ -163,9 +163,17 @@ struct sluice_comm {
 	double link_latency_us, link_gbps; /* agreed by link_probe.c; 0: not measured */
 };
 
-/* One request over the attach socket: msg (and fd, or -1) out, *reply back. */
+/* One request over the attach socket: msg (and fd, or -1) out, *reply back
+ * within sl_ctl_wait_s. */
 sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int fd,
 			    struct sl_ctl_reply *reply);
+/* A daemon touches every page of an area it registers: 3-5 s a GiB on the
+ * 2-core VMs, more under load.  REG's answer may take this much longer per
+ * GiB (or part of one) than SLUICE_TIMEOUT. */
+#define SL_REG_S_PER_GIB 10
+/* Seconds the answer to msg may take: timeout_s (SLUICE_TIMEOUT), and for
+ * REG SL_REG_S_PER_GIB more per GiB of its area, a day more at most. */
+int64_t sl_ctl_wait_s(int timeout_s, const struct sl_ctl_msg *msg);
 
 /* Where [ptr, ptr + bytes) lies in registered memory; what names it in the message. */
 struct sl_range {

@@ -346,6 +346,7 @@ static struct fake {
 	unsigned channels;          /* what HELLO answers (0: 1) */
 	_Atomic int fail_channel;   /* 1 + the channel whose commands fail, 0: none */
 	_Atomic int release_only;   /* 1 + the one channel to release, 0: all */
+	_Atomic int slow_ms;        /* answer REG and COMM_CREATE this late */
 	struct fake_client client[FAKE_MAX_CLIENTS];
 	int nclients;
 	/* what COMM_CREATE was told */
@@ -442,6 +443,8 @@ static void fake_request(struct fake_client *c, int fd, const struct sl_ctl_msg 
 	}
 	if (fd >= 0)
 		close(fd);
+	if (fake.slow_ms && (m->type == SL_CTL_REG || m->type == SL_CTL_COMM_CREATE))
+		usleep((useconds_t)fake.slow_ms * 1000);
 	send(c->fd, &reply, sizeof(reply), MSG_NOSIGNAL);
 }
 
@@ -629,6 +632,45 @@ static void attach_and_memory(void **state)
 	assert_error(sluice_finalize(ctx), SLUICE_ERR_INVALID_USAGE, "1 communicator is still alive");
 	assert_int_equal(sluice_comm_destroy(comm), SLUICE_OK);
 	assert_int_equal(sluice_finalize(ctx), SLUICE_OK); /* b is unmapped with the context */
+}
+
+/* REG's answer may take SL_REG_S_PER_GIB more a GiB (or part of one) than
+ * SLUICE_TIMEOUT: a daemon touches every page of the area as it maps it. */
+static void reg_wait_grows_with_size(void **state)
+{
+	struct sl_ctl_msg reg = {.type = SL_CTL_REG}, other = {.type = SL_CTL_INFO};
+	static const struct {
+		uint64_t size;
+		int64_t more; /* seconds past SLUICE_TIMEOUT */
+	} w[] = {
+		{1, SL_REG_S_PER_GIB}, {1ull << 30, SL_REG_S_PER_GIB}, {(1ull << 30) + 1, 2 * SL_REG_S_PER_GIB},
+		{8ull << 30, 8 * SL_REG_S_PER_GIB}, {UINT64_MAX, SL_TIMEOUT_MAX}, /* a day more at most */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+		reg.a.size = other.a.size = w[i].size;
+		assert_int_equal(sl_ctl_wait_s(30, &reg), 30 + w[i].more);
+		assert_int_equal(sl_ctl_wait_s(30, &other), 30);
+	}
+}
+
+/* A dataplane answering 1.5 s late: REG is still waited for with
+ * SLUICE_TIMEOUT=1, COMM_CREATE is not (and says so). */
+static void reg_answer_waited_past_timeout(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	void *buf;
+
+	(void)state;
+	setenv("SLUICE_TIMEOUT", "1", 1);
+	assert_int_equal(sluice_init(&ctx), SLUICE_OK);
+	fake.slow_ms = 1500;
+	assert_int_equal(sluice_mem_alloc(ctx, 4096, &buf), SLUICE_OK);
+	assert_error(sluice_comm_init(ctx, 1, 0, NULL, &comm), SLUICE_ERR_TIMEOUT,
+		     "did not answer COMM_CREATE within SLUICE_TIMEOUT=1 s");
+	sluice_finalize(ctx);
 }
 
 static void allreduce_refuses_bad_arguments(void **state)
@@ -1079,6 +1121,8 @@ int main(void)
 		cmocka_unit_test_setup(barrier_spreads_failure, env_setup),
 		cmocka_unit_test_setup(barrier_names_leaver, env_setup),
 		cmocka_unit_test_setup_teardown(attach_and_memory, fake_setup, fake_teardown),
+		cmocka_unit_test(reg_wait_grows_with_size),
+		cmocka_unit_test_setup_teardown(reg_answer_waited_past_timeout, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(allreduce_refuses_bad_arguments, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(allreduce_round_trip, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(calls_fault_no_page_in, fake_setup, fake_teardown),

@@ -88,6 +88,9 @@ sluice_result_t sluice_finalize(sluice_ctx_t *ctx);
  * A dataplane in its own process (a daemon) touches every page when it
  * maps the allocation, so that no call pays a page's first access (10-14
  * us a page on some VMs): a large allocation takes some milliseconds a MiB.
+ * So the dataplane's answer is waited for SLUICE_TIMEOUT and 10 s more per
+ * GiB (or part of one) of the area, a day more at most; sluice_mem_register
+ * alike.
  */
 sluice_result_t sluice_mem_alloc(sluice_ctx_t *ctx, size_t size, void **ptr);
 sluice_result_t sluice_mem_free(sluice_ctx_t *ctx, void *ptr);
