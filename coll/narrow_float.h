@@ -45,12 +45,14 @@ SL_NF_FN float sl_half_widen(uint16_t h)
 	return sl_bits_to_float(sign | (em >= 0x7c00u ? inf_nan : em >= 0x0400u ? normal : sub));
 }
 
-/* binary32 -> binary16, round to nearest even; NaN stays a (quiet) NaN. */
+/* binary32 -> binary16, round to nearest even.  A NaN becomes the
+ * positive quiet NaN 0x7e00, as in sl_e4m3_narrow: which operand's NaN
+ * x + y or x * y returns is the compiler's choice, so its sign and payload
+ * would differ between builds and between kernel families. */
 SL_NF_FN uint16_t sl_half_narrow(float f)
 {
 	uint32_t u = sl_float_to_bits(f);
 	uint32_t sign = (u >> 16) & 0x8000u, abs = u & 0x7fffffffu;
-	uint32_t nan = 0x7e00u | ((abs >> 13) & 0x3ffu); /* top payload bits, quiet */
 	/* normal: rebias 127 -> 15 and round off 13 bits; adding 0xfff plus the
 	 * kept lsb rounds to even, and a carry bumps the exponent as it should */
 	uint32_t v = abs - ((127u - 15u) << 23);
@@ -58,11 +60,10 @@ SL_NF_FN uint16_t sl_half_narrow(float f)
 	/* below 2^-14: adding 0.5 makes the FPU round |f| to a multiple of 2^-24
 	 * (0.5's ulp), to nearest even; the low bits are then the half's bits */
 	uint32_t sub = sl_float_to_bits(sl_bits_to_float(abs) + 0.5f) - 0x3f000000u;
-	uint32_t r = abs > 0x7f800000u ? nan
-		     : abs >= 0x477ff000u ? 0x7c00u /* >= 65520 rounds past 65504: Inf */
+	uint32_t r = abs >= 0x477ff000u ? 0x7c00u /* >= 65520 rounds past 65504: Inf */
 		     : abs >= 0x38800000u ? normal : sub;
 
-	return (uint16_t)(sign | r);
+	return (uint16_t)(abs > 0x7f800000u ? 0x7e00u : sign | r);
 }
 
 SL_NF_FN float sl_bf16_widen(uint16_t h)
@@ -70,7 +71,8 @@ SL_NF_FN float sl_bf16_widen(uint16_t h)
 	return sl_bits_to_float((uint32_t)h << 16);
 }
 
-/* binary32 -> bfloat16, round to nearest even; NaN stays a (quiet) NaN. */
+/* binary32 -> bfloat16, round to nearest even; a NaN becomes the positive
+ * quiet NaN 0x7fc0 (as in sl_half_narrow). */
 SL_NF_FN uint16_t sl_bf16_narrow(float f)
 {
 	uint32_t u = sl_float_to_bits(f);
@@ -79,7 +81,7 @@ SL_NF_FN uint16_t sl_bf16_narrow(float f)
 	 * exponent (and up to Inf) exactly when rounding should. */
 	uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 
-	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
+	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);
 }
 
 /* OCP e4m3: bias 7, 3 mantissa bits, no Inf, NaN is S.1111.111, max 448. */

@@ -53,14 +53,15 @@ enum sl_simd sl_simd_active(void);
 bool sl_simd_select(enum sl_simd s);
 
 /* ---- 16- and 8-bit floats to and from float32 ----
- * Widening is exact; narrowing rounds to nearest even; a NaN stays a (quiet)
- * NaN.  float16 and bfloat16 overflow to Inf.  The OCP fp8 formats saturate:
+ * Widening is exact; narrowing rounds to nearest even, and a NaN of either
+ * sign narrows to the format's positive quiet NaN (0x7e00 for float16,
+ * 0x7fc0 for bfloat16, 0x7f for e4m3, 0x7e for e5m2), so that every kernel
+ * family and build gives the same bits (narrow_float.h says why).  float16
+ * and bfloat16 overflow to Inf.  The OCP fp8 formats saturate:
  * a finite value beyond the largest finite one (448 for e4m3, 57344 for
  * e5m2) becomes that value with its sign, as NCCL's fp8 reductions do, so a
  * sum that runs over stays a usable number instead of an Inf (e4m3 has no
- * Inf at all).  An Inf input stays Inf in e5m2 and saturates in e4m3.  An
- * fp8 NaN is always the positive one (0x7f, 0x7e), so that every kernel
- * family and build gives the same bits (narrow_float.h says why). */
+ * Inf at all).  An Inf input stays Inf in e5m2 and saturates in e4m3. */
 float sl_half_to_float(uint16_t h);
 uint16_t sl_float_to_half(float f);
 float sl_bf16_to_float(uint16_t h);

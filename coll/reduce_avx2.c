@@ -22,7 +22,8 @@ SL_GENERIC_FNS(avx2, AVX2)
 	_mm256_blendv_ps((y), (x), _mm256_or_ps(_mm256_cmp_ps((x), (y), CMP), _mm256_cmp_ps((x), (x), _CMP_UNORD_Q)))
 
 /* float16: the hardware's conversions, exact widening and round-to-nearest-
- * even narrowing (the same bits as sl_half_narrow, NaNs aside: both quiet). */
+ * even narrowing, NaNs made the positive quiet NaN first: sl_half_narrow's
+ * bits. */
 AVX2 static inline __m256 f16_widen(const uint8_t *p)
 {
 	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
@@ -30,11 +31,15 @@ AVX2 static inline __m256 f16_widen(const uint8_t *p)
 
 AVX2 static inline void f16_narrow(uint8_t *p, __m256 f)
 {
+	__m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)); /* narrows to 0x7e00 */
+
+	f = _mm256_blendv_ps(f, nan, _mm256_cmp_ps(f, f, _CMP_UNORD_Q));
 	_mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
 }
 
 /* bfloat16: widening is a shift; narrowing rounds to nearest even with
- * sl_bf16_narrow's integer trick, NaNs made quiet, lane by lane. */
+ * sl_bf16_narrow's integer trick, NaNs made the positive quiet NaN, lane by
+ * lane. */
 AVX2 static inline __m256 bf16_widen(const uint8_t *p)
 {
 	__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
@@ -45,9 +50,9 @@ AVX2 static inline void bf16_narrow(uint8_t *p, __m256 f)
 {
 	__m256i u = _mm256_castps_si256(f), lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
 	__m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-	__m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
 	__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-	__m256i r = _mm256_and_si256(_mm256_blendv_epi8(rounded, quiet, nan), _mm256_set1_epi32(0xffff));
+	__m256i r = _mm256_and_si256(_mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7fc0), nan),
+				     _mm256_set1_epi32(0xffff));
 	/* pack the eight 32-bit lanes to 16 bits, in order */
 	__m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
 	_mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));

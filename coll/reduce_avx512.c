@@ -21,7 +21,8 @@ SL_GENERIC_FNS(avx512, AVX512)
 #define V_PICK(x, y, CMP) \
 	_mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), (y), CMP) | _mm512_cmp_ps_mask((x), (x), _CMP_UNORD_Q), (y), (x))
 
-/* float16: the hardware's conversions (exact widening, round to nearest even). */
+/* float16: the hardware's conversions (exact widening, round to nearest
+ * even), NaNs made the positive quiet NaN first (sl_half_narrow's rule). */
 AVX512 static inline __m512 f16_widen(__m256i h)
 {
 	return _mm512_cvtph_ps(h);
@@ -29,12 +30,14 @@ AVX512 static inline __m512 f16_widen(__m256i h)
 
 AVX512 static inline __m256i f16_narrow(__m512 f)
 {
-	return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+	/* the lanes that are numbers converted, the others 0x7e00 */
+	return _mm512_mask_cvtps_ph(_mm256_set1_epi16(0x7e00), _mm512_cmp_ps_mask(f, f, _CMP_ORD_Q), f,
+				    _MM_FROUND_TO_NEAREST_INT);
 }
 
 /* bfloat16: widening is a shift; narrowing is sl_bf16_narrow's integer
- * rounding, NaNs made quiet.  (AVX512_BF16's VCVTNEPS2BF16 would flush
- * subnormals to zero, so it is not used.) */
+ * rounding, NaNs made the positive quiet NaN.  (AVX512_BF16's VCVTNEPS2BF16
+ * would flush subnormals to zero, so it is not used.) */
 AVX512 static inline __m512 bf16_widen(__m256i h)
 {
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -47,7 +50,7 @@ AVX512 static inline __m256i bf16_narrow(__m512 f)
 	__m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
 	__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
 						_mm512_set1_epi32(0x7f800000));
-	__m512i r = _mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x40));
+	__m512i r = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
 	return _mm512_cvtepi32_epi16(r); /* keeps each lane's low 16 bits */
 }
 

@@ -390,6 +390,57 @@ static void test_fp8_every_pair(void **state)
 			}
 }
 
+/* float16 and bfloat16: every pair of 96 values (NaNs of both signs, quiet
+ * and signalling, Infs, zeros, subnormals, the largest finite, ties of
+ * rounding, random patterns), each op, through each family's own table:
+ * against the reference, bit for bit the scalar family's result, and every
+ * NaN result the positive quiet NaN (0x7e00, 0x7fc0) whichever operand's
+ * NaN the add or multiply passed on. */
+static void test_half_bf16_pairs(void **state)
+{
+	enum { NV = 96, N = NV * NV - 5 }; /* not a whole number of vectors: the tails too */
+	static const uint16_t half_edges[] = {
+		0x7c01, 0x7d00, 0x7e00, 0x7e01, 0x7fff, 0xfc01, 0xfd00, 0xfe00, 0xfe01, 0xffff, /* NaNs */
+		0x7c00, 0xfc00, 0x0000, 0x8000, 0x0001, 0x0002, 0x01ff, 0x0200, 0x03ff, 0x8001,
+		0x8200, 0x83ff, 0x0400, 0x8400, 0x3c00, 0xbc00, 0x3c01, 0xbc01, 0x7bff, 0xfbff,
+		0x7bfe, 0x1400, 0x6800, 0x5bff,
+	};
+	static const uint16_t bf16_edges[] = {
+		0x7f81, 0x7fa0, 0x7fc0, 0x7fc1, 0x7fff, 0xff81, 0xffa0, 0xffc0, 0xffc1, 0xffff, /* NaNs */
+		0x7f80, 0xff80, 0x0000, 0x8000, 0x0001, 0x0002, 0x003f, 0x0040, 0x007f, 0x8001,
+		0x8040, 0x807f, 0x0080, 0x8080, 0x3f80, 0xbf80, 0x3f81, 0xbf81, 0x7f7f, 0xff7f,
+		0x7f7e, 0x0100, 0x5f00, 0x4b7f,
+	};
+	static const struct { enum sl_dtype t; const uint16_t *edges; size_t nedges; const struct fmt *fmt; } types[] = {
+		{ SL_FLOAT16, half_edges, sizeof(half_edges) / 2, &HALF },
+		{ SL_BFLOAT16, bf16_edges, sizeof(bf16_edges) / 2, &BF16 },
+	};
+	static uint16_t v[NV], a[N], b[N], d[N], want[N];
+	const sl_kernel_table *tables[SL_SIMD_COUNT] = { &sl_kernels_scalar, &sl_kernels_avx2, &sl_kernels_avx512 };
+	(void)state;
+
+	rng_state = 0x5eed0008;
+	for (size_t t = 0; t < 2; t++) {
+		for (size_t i = 0; i < NV; i++)
+			v[i] = i < types[t].nedges ? types[t].edges[i] : (uint16_t)rng();
+		for (size_t i = 0; i < N; i++)
+			a[i] = v[i % NV], b[i] = v[i / NV];
+		for (int s = 0; s <= (int)sl_simd_best(); s++)
+			for (int op = 0; op < SL_REDOP_COUNT; op++) {
+				sl_reduce_fn fn = (*tables[s])[types[t].t][op];
+				assert_non_null(fn);
+				fn(d, a, b, N);
+				sl_kernels_scalar[types[t].t][op](want, a, b, N);
+				for (size_t i = 0; i < N; i++)
+					if (!element_ok(d, i, types[t].t, op, a, b) || d[i] != want[i] ||
+					    (isnan(get_float(d, i, types[t].t)) && d[i] != types[t].fmt->nan))
+						fail_msg("%s: %s %s of 0x%04x and 0x%04x gave 0x%04x (scalar: 0x%04x)",
+							 sl_simd_name((enum sl_simd)s), sl_dtype_name(types[t].t),
+							 sl_redop_name(op), a[i], b[i], d[i], want[i]);
+			}
+	}
+}
+
 /* fp8 conversions: all 256 values widen exactly and round-trip; narrowing
  * rounds to nearest even and saturates, on chosen and random floats. */
 static void test_fp8_conversions(void **state)
@@ -543,13 +594,14 @@ static void test_narrowing(void **state)
 	assert_int_equal(sl_float_to_bf16(1.0f + 0x1p-8f), 0x3f80);
 	assert_int_equal(sl_float_to_bf16(1.0f + 0x3p-8f), 0x3f82);
 	assert_int_equal(sl_float_to_bf16(FLT_MAX), 0x7f80);
-	/* a NaN whose payload sits only in the bits cut off must stay a NaN */
-	const uint32_t nans[] = { 0x7f800001u, 0xff800001u, 0x7fc00000u, 0x7f801000u };
+	/* every NaN, of either sign, its payload anywhere (in the bits cut off
+	 * too), becomes the positive quiet NaN */
+	const uint32_t nans[] = { 0x7f800001u, 0xff800001u, 0x7fc00000u, 0x7f801000u, 0xffffffffu, 0xffc00000u };
 	for (size_t i = 0; i < sizeof(nans) / sizeof(nans[0]); i++) {
 		float f;
 		memcpy(&f, &nans[i], 4);
-		assert_true(isnan(half_value(sl_float_to_half(f))));
-		assert_true(isnan(bf16_value(sl_float_to_bf16(f))));
+		assert_int_equal(sl_float_to_half(f), 0x7e00);
+		assert_int_equal(sl_float_to_bf16(f), 0x7fc0);
 	}
 	rng_state = 0x5eed0003;
 	for (int i = 0; i < 200000; i++) {
@@ -623,6 +675,7 @@ int main(void)
 		cmocka_unit_test(test_all_types_and_ops),
 		cmocka_unit_test(test_narrow_floats_large),
 		cmocka_unit_test(test_fp8_every_pair),
+		cmocka_unit_test(test_half_bf16_pairs),
 		cmocka_unit_test(test_fp8_conversions),
 		cmocka_unit_test(test_streaming),
 		cmocka_unit_test(test_offsets),

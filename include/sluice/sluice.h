@@ -43,6 +43,9 @@ typedef enum {
 	SLUICE_UINT32 = 3,
 	SLUICE_INT64 = 4,
 	SLUICE_UINT64 = 5,
+	/* float16 and bfloat16 are reduced through float32 and rounded to
+	 * nearest even; a NaN result is always the positive quiet NaN (0x7e00,
+	 * 0x7fc0), as in fp8 below, whichever input NaN the CPU passed on. */
 	SLUICE_FLOAT16 = 6,
 	SLUICE_FLOAT32 = 7,
 	SLUICE_FLOAT64 = 8,
