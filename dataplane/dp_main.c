@@ -43,7 +43,6 @@
  * all-reduce busbw here; a power of two, so that chunks split into whole packets. */
 #define DEFAULT_PAYLOAD 16384
 #define DEFAULT_FRAME (DEFAULT_PAYLOAD + SL_FRAME_OVERHEAD + SL_CRC_LEN)
-#define LINK_UP_MS 30000
 #define PORT_DESC 1024      /* rx and tx descriptors per link */
 /* Buffers per direction of a shm link: the senders' windows (64 packets
  * per peer) several times over, and 8.5 MB of 16 KiB frames. */
@@ -143,7 +142,8 @@ static void usage(FILE *f)
 		"  --rx-credit P         packets this node lets all senders have in flight to it,\n"
 		"                        shared among the active ones (default %u)\n"
 		"  --paths N             UDP source ports (ECMP paths) per link and peer, 1..%u (default 4)\n"
-		"  --timeout S           fail a collective or peer silent this long (env SLUICE_TIMEOUT, default 30)\n"
+		"  --timeout S           fail a collective or peer silent this long, and a link whose\n"
+		"                        peer does not come up at start (env SLUICE_TIMEOUT, default 30)\n"
 		"  --fault SPEC          inject faults on every link's sends (env SLUICE_FAULT), e.g.\n"
 		"                        drop:0.01,reorder:16,dup:0.001,corrupt:0.0001,delay:50us,seed:7\n"
 		"  --no-crc              no CRC32C trailer (default: on, as these links have no FCS)\n"
@@ -469,8 +469,25 @@ static int open_link(const struct opts *o, unsigned ch, unsigned i, bool zc, str
 }
 
 /*
- * Every channel's copy of every link: channel ch's link i at ports[ch *
- * nlinks + i].  The zero-copy clients come last, one at a time, each up
+ * A shm mesh's links, every channel's, made before EAL starts (they need
+ * none of it): a peer waits --timeout for our files from the moment its
+ * own are made, and EAL's start, 0.3-0.5 s at load 3, is the longest part
+ * of ours and grows with the load (perf/ALGORITHMS.md, gaps20).
+ */
+static int open_shm_mesh(const struct opts *o, struct sl_port **ports, char *err, size_t len)
+{
+	for (unsigned k = 0; k < o->channels * o->nlinks; k++) {
+		unsigned ch = k / o->nlinks, i = k % o->nlinks;
+		if (mesh_link(o, i) && !o->mesh_memif && open_link(o, ch, i, false, ports, err, len) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Every channel's copy of every link not open yet (open_shm_mesh's are):
+ * channel ch's link i at ports[ch * nlinks + i].  The zero-copy clients
+ * come last, one at a time, each up
  * before the next starts, with EAL's hugepage files put back before each
  * (eal.h: memif closes them): every server of ours listens before we wait on
  * anything, so that the peers, doing the same, never wait on each other.
@@ -479,12 +496,13 @@ static int open_link(const struct opts *o, unsigned ch, unsigned i, bool zc, str
 static int open_links(const struct opts *o, struct sl_port **ports, char *err, size_t len)
 {
 	const bool zc_wanted = o->mesh_memif && o->zero_copy && sl_eal_zero_copy();
+	const unsigned up_ms = (unsigned)(o->timeout_s * 1000); /* a peer silent this long has failed */
 	bool zc = zc_wanted;
 	char why[256];
 
 	for (unsigned k = 0; k < o->channels * o->nlinks; k++) {
 		unsigned ch = k / o->nlinks, i = k % o->nlinks;
-		if (!(zc_wanted && mesh_link(o, i) && memif_client(o, o->links[i].node, ch)) &&
+		if (!ports[k] && !(zc_wanted && mesh_link(o, i) && memif_client(o, o->links[i].node, ch)) &&
 		    open_link(o, ch, i, false, ports, err, len) != 0)
 			return -1;
 	}
@@ -498,14 +516,14 @@ static int open_links(const struct opts *o, struct sl_port **ports, char *err, s
 			zc = false;
 		}
 		if (open_link(o, ch, i, zc, ports, err, len) != 0 ||
-		    sl_port_wait_up(ports[k], LINK_UP_MS, err, len) != 0)
+		    sl_port_wait_up(ports[k], up_ms, err, len) != 0)
 			return -1;
 	}
 	/* for EAL itself, and for a client that reconnects later */
 	if (zc && sl_eal_restore_mem_fds(why, sizeof(why)) != 0 && !o->quiet)
 		fprintf(stderr, "sluiced node %d: %s\n", o->node, why);
 	for (unsigned i = 0; i < o->channels * o->nlinks; i++)
-		if (sl_port_wait_up(ports[i], LINK_UP_MS, err, len) != 0)
+		if (sl_port_wait_up(ports[i], up_ms, err, len) != 0)
 			return -1;
 	return 0;
 }
@@ -863,12 +881,14 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	int rc = -1;
 
 	snprintf(prefix, sizeof(prefix), "sluice-n%d-%d", o->node, (int)getpid());
-	if (sl_eal_start(&ec, &lcore, err, len) != 0)
-		return -1;
 	/* before the links: a peer maps them once its links to us are up */
 	for (unsigned ch = 0; ch < o->channels; ch++)
 		if (!(wakes[ch] = dp_wake_open(o->nodes > 0 ? o->memif_dir : NULL, (unsigned)o->node, ch, true, err, len)))
 			goto out;
+	if (open_shm_mesh(o, ports, err, len) != 0 || sl_eal_start(&ec, &lcore, err, len) != 0) {
+		close_shm_links(ports, nports);
+		goto out;
+	}
 	if (open_links(o, ports, err, len) != 0) {
 		close_shm_links(ports, nports);
 		goto out;

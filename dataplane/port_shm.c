@@ -399,7 +399,8 @@ int sl_shm_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, si
 				snprintf(left, sizeof(left), " (only a file of pid %d, which is gone)", s->dead_owner);
 			snprintf(err, errlen, "node %u: node %u's end of the shm link (channel %u), %s, did not appear "
 				 "in %u ms%s: node %u's dataplane did not start, is stuck starting or died (its log or "
-				 "its rank's stderr says which); every node needs the same mesh directory and --mesh shm",
+				 "its rank's stderr says which), or starts slower than that (raise --timeout or "
+				 "SLUICE_TIMEOUT); every node needs the same mesh directory and --mesh shm",
 				 s->node, s->peer_node, s->channel, s->peer_name, timeout_ms, left, s->peer_node);
 			return -1;
 		}
