@@ -7,11 +7,20 @@
 # rte_eal_init by 6 s; the links' wait is 3 s.  Daemons: sluice-run starts
 # the ranks once every dataplane is up (embedded, the slow rank would also
 # be late for the ranks' bootstrap, which --timeout bounds too).
-# usage: it_slow_start.sh SLUICE_RUN IT_ALLREDUCE EAL_DELAY_SO
+# usage: it_slow_start.sh SLUICE_RUN SLUICED IT_ALLREDUCE EAL_DELAY_SO
 set -u
-run=$1 prog=$2 shim=$3
+run=$1 sluiced=$2 prog=$3 shim=$4
 
-out=$(LD_PRELOAD="$shim" SLUICE_TEST_EAL_DELAY=1:6000 timeout 120 "$run" -n 2 --daemons --timeout 3 -- \
+# The shim goes into the sluiced processes alone (SLUICED: sluice-run's
+# daemon), and in a sanitizer build behind the sanitizer's runtime, which
+# must be the first library a sanitized program loads.
+wrap=$(mktemp -d /tmp/it-slow-start.XXXXXX)
+trap 'rm -rf "$wrap"' EXIT
+asan=$(ldd "$shim" | awk '$1 ~ /^libasan/ {print $3}')
+printf '#!/bin/sh\nLD_PRELOAD="%s" exec "%s" "$@"\n' "${asan:+$asan }$shim" "$sluiced" >"$wrap/sluiced"
+chmod +x "$wrap/sluiced"
+
+out=$(SLUICED="$wrap/sluiced" SLUICE_TEST_EAL_DELAY=1:6000 timeout 120 "$run" -n 2 --daemons --timeout 3 -- \
 	"$prog" 2>&1)
 rc=$?
 if [ $rc -ne 0 ]; then
