@@ -117,7 +117,7 @@ sluice_result_t sluice_mem_deregister(sluice_ctx_t *ctx, void *ptr);
 /*
  * Join a communicator of nranks ranks.  root is "host:port" where rank 0
  * listens; NULL takes SLUICE_ROOT.  Blocks until every rank has joined or
- * SLUICE_TIMEOUT (seconds, default 60) passes.
+ * SLUICE_TIMEOUT (seconds, default 60 here; sluiced's own is 30) passes.
  */
 sluice_result_t sluice_comm_init(sluice_ctx_t *ctx, int nranks, int rank,
 				 const char *root, sluice_comm_t **comm);
