@@ -671,6 +671,8 @@ static void reg_answer_waited_past_timeout(void **state)
 	assert_error(sluice_comm_init(ctx, 1, 0, NULL, &comm), SLUICE_ERR_TIMEOUT,
 		     "did not answer COMM_CREATE within SLUICE_TIMEOUT=1 s");
 	sluice_finalize(ctx);
+	fake.slow_ms = 0;
+	unsetenv("SLUICE_TIMEOUT"); /* the later tests' calls keep the default */
 }
 
 static void allreduce_refuses_bad_arguments(void **state)
