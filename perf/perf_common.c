@@ -205,6 +205,15 @@ static void set_choice(int v, int *out, const char *what, const char *s, const c
 	*out = v;
 }
 
+/* -d and -o: "all" (true: each in turn) or one choice, set_choice's. */
+static bool choice_or_all(int v, int *out, const char *what, const char *s, const char *prog)
+{
+	if (!strcmp(s, "all"))
+		return true;
+	set_choice(v, out, what, s, prog);
+	return false;
+}
+
 /* SUM's per-element spread (1 + i % spread) in the table being run: 5, but
  * 1 for the fp8 types, whose 2 or 3 mantissa bits hold the partial sums of
  * 1..5 per rank exactly only for very few ranks; with 1 they stay small
@@ -248,18 +257,14 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 		case 'c': o->check = parse_uint(optarg, prog, 'c') != 0; break;
 		case 'z': o->in_flight = parse_uint(optarg, prog, 'z') == 0; break;
 		case 'd':
-			o->all_dtypes = !strcmp(optarg, "all");
-			if (!o->all_dtypes) {
-				set_choice(parse_dtype(optarg), &v, "datatype", optarg, prog);
-				o->dtype = v;
-			}
+			v = (int)o->dtype;
+			o->all_dtypes = choice_or_all(parse_dtype(optarg), &v, "datatype", optarg, prog);
+			o->dtype = v;
 			break;
 		case 'o':
-			o->all_ops = !strcmp(optarg, "all");
-			if (!o->all_ops) {
-				set_choice(parse_op(optarg), &v, "op", optarg, prog);
-				o->op = v;
-			}
+			v = (int)o->op;
+			o->all_ops = choice_or_all(parse_op(optarg), &v, "op", optarg, prog);
+			o->op = v;
 			break;
 		case 'J': o->json = optarg; break;
 		case 'G': o->gpu = true; break;

@@ -54,7 +54,7 @@
  * for a few milliseconds in a hundred, so the whole run's length says
  * nothing; a side that stopped does not recover within this. */
 #define STALL_NS (20ull * 1000000000ull)
-#define LINK_UP_MS 30000u /* as sluiced's (dp_main.c): EAL and memif's handshake are slow under load */
+#define LINK_UP_MS 30000u /* as sluiced's default link wait (its --timeout): EAL and memif's handshake are slow under load */
 /* The parent's backstop: more than a side's stalls and link wait can add up to */
 #define RUN_NS (150ull * 1000000000ull)
 
