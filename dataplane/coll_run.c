@@ -122,6 +122,8 @@ static struct dp_stashed *packet_get(struct dp_engine *e, uint32_t len)
 
 static void packet_put(struct dp_engine *e, struct dp_stashed *s)
 {
+	if (s->past_cap)
+		e->stash_past_cap_bytes -= s->hdr.len;
 	if (s->in_frame)
 		sl_tp_free_frame(e->tp, &s->frame);
 	dp_pool_put(&e->pool, s);
@@ -915,6 +917,7 @@ static struct dp_stashed *keep_packet(struct dp_engine *e, const struct sl_hdr *
 	}
 	s->hdr = *h;
 	s->next = NULL;
+	s->past_cap = false;
 	return s;
 }
 
@@ -1083,11 +1086,32 @@ static void late_release(struct dp_engine *e, const struct dp_comm *comm)
  * refused and the call's data, further behind, never came, while the rank
  * would post their call only after it (it_mix seed 629: 1 KiB packets,
  * 4 MiB calls).  Taken past the cap, they still hold the sender, and
- * the calls the sender ran ahead bound them.
+ * the calls the sender ran ahead bound them, or else the engine's
+ * DP_STASH_PAST_CAP_BYTES (stash_overflows).
  */
 static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, int src)
 {
 	return comm->nstash >= DP_STASH_MAX && !waits_on(e, comm->node[src]);
+}
+
+/*
+ * Taken past the cap, early packets are bounded by the engine's
+ * DP_STASH_PAST_CAP_BYTES: an honest sender is held there and sends a
+ * window a starving round (stash_starves), but one that ignores the hold
+ * would make this rank take a block for every packet, for as long as the
+ * call waited.  At the bound the communicator fails, saying so: true then
+ * (the packet is dropped, as every packet of a failed communicator).
+ */
+static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
+{
+	if (comm->nstash < DP_STASH_MAX || e->stash_past_cap_bytes + h->len <= DP_STASH_PAST_CAP_BYTES)
+		return false;
+	e->count.stash_overflows++;
+	comm_fail(e, comm, SLUICE_ERR_NO_MEMORY, comm->next_seq, true,
+		  "rank %d overran the stash (DP_STASH_PAST_CAP_BYTES): %u packets of calls not posted here "
+		  "(#%u), %" PRIu64 " MiB past its cap, as a call waits on it: do all ranks post the same calls "
+		  "in one order?", src, comm->nstash, h->seq, e->stash_past_cap_bytes >> 20);
+	return true;
 }
 
 /* An early packet waits in its frame only for the next call, which this
@@ -1102,15 +1126,24 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	bool in_place = calls_ahead(comm, h, src) == 0 && !is_rooted(h->kind & ((1u << KIND_ALGO_SHIFT) - 1));
 	struct dp_stashed *s;
 	struct dp_stash_bucket *b;
+	bool full;
 
 	if (late_refused(e, comm, src, h)) {
 		*res = SL_DELIVER_RETRY;
 		return;
 	}
-	if (stash_full(e, comm, src) || !(s = keep_packet(e, h, payload, in_place))) {
+	full = stash_full(e, comm, src);
+	if (!full && stash_overflows(e, comm, src, h))
+		return; /* dropped, as every packet of the failed communicator from now on */
+	if (full || !(s = keep_packet(e, h, payload, in_place))) {
 		stash_hold(e, comm, src);
 		*res = SL_DELIVER_RETRY;
 		return;
+	}
+	if (comm->nstash >= DP_STASH_MAX) {
+		s->past_cap = true;
+		e->stash_past_cap_bytes += h->len;
+		e->count.stashed_past_cap++;
 	}
 	b = &comm->stash[h->seq % DP_STASH_BUCKETS];
 	if (b->tail)

@@ -31,6 +31,14 @@
  * stash is not refused into (SL_DELIVER_RETRY) in the end. */
 #define DP_STASH_HOLD (DP_STASH_MAX - 2 * SL_MAX_WINDOW)
 #define DP_STASH_RESUME (DP_STASH_MAX / 2)
+/* Payload bytes of early packets an engine takes past its communicators'
+ * DP_STASH_MAX (while a posted call waits on their sender: coll_run.c
+ * stash_full), all communicators together, malloc'd once the pool's arena
+ * is used.  Past it the communicator fails (SLUICE_ERR_NO_MEMORY) rather
+ * than grow without bound: a sender that ignores its held window (a
+ * misbehaving peer, or a forged one), each packet for a call this rank has
+ * not posted, took another block for as long as the call waited. */
+#define DP_STASH_PAST_CAP_BYTES (256u << 20)
 /* The same in payload bytes, for packets of calls past the next one, so
  * that senders running calls ahead stay in the pool's arena (pool.h):
  * counted in packets alone, each sender of 16 KiB packets had a share of
@@ -116,6 +124,7 @@ struct dp_stashed {
 	uint8_t *payload;       /* in the frame when in_frame, else right after this */
 	struct dp_stashed *next;
 	bool in_frame;
+	bool past_cap;          /* taken past DP_STASH_MAX: counted in dp_engine.stash_past_cap_bytes */
 	struct sl_tp_frame frame;
 };
 
@@ -275,6 +284,8 @@ struct dp_counters {
 	uint64_t rx_mismatch;        /* packets whose call differs from ours */
 	uint64_t stashed;            /* packets that arrived before their collective */
 	uint64_t held_in_place;      /* early or deferred packets kept in their frames, not copied */
+	uint64_t stashed_past_cap;   /* early packets taken past DP_STASH_MAX (a posted call waited on their sender) */
+	uint64_t stash_overflows;    /* communicators failed at DP_STASH_PAST_CAP_BYTES */
 	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished
 					collective nor copied from a running one */
@@ -372,6 +383,8 @@ struct dp_engine {
 	uint32_t lingering;       /* of which reported done to their clients */
 	uint32_t closing;         /* communicators whose destroy waits for peers' closing words */
 	uint32_t stash_holding;   /* communicators whose stash holds a sender (coll_run.c stash_starves) */
+	uint64_t stash_past_cap_bytes; /* payload of stashed packets taken past DP_STASH_MAX, at most
+					  DP_STASH_PAST_CAP_BYTES (coll_run.c stash_overflows) */
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
 	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
 	struct dp_notices *notices; /* abort notices not yet acknowledged */

@@ -1453,6 +1453,7 @@ static uint32_t a_done_behind_bs_early_packets(uint64_t b)
 	expect_done(0, 1, b, a, 23);
 	expect_done(1, 1, b, a, 23);
 	assert_int_equal(nodes[1].e.comms[0].nstash, 0);
+	assert_int_equal(nodes[1].e.stash_past_cap_bytes, 0); /* what it took past the cap was counted out */
 	teardown_cluster();
 	return stashed;
 }
@@ -1478,6 +1479,42 @@ static void test_a_starving_call_is_not_stopped_by_a_full_stash(void **state)
 	cluster_payload = 512;
 	/* the case: the stash took more than its cap */
 	assert_true(a_done_behind_bs_early_packets((DP_STASH_MAX + 4 * SL_MAX_WINDOW) * 512 / 4 * 2) > DP_STASH_MAX);
+}
+
+/* A sender that ignores its held window while this rank's call waits for
+ * it (forged packets, for a call two ahead, fed to the engine as its port
+ * would): past the stash's cap each one took a block, malloc'd once the
+ * pool's arena was used, for as long as the call waited.  Now the
+ * communicator fails at DP_STASH_PAST_CAP_BYTES, saying why, and the
+ * waiting call with it. */
+static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	static uint8_t payload[16384];
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .src_node = 0, .dst_node = 1,
+			    .comm = 0xabcd, .seq = 2, .kind = SL_OP_ALLREDUCE, .len = sizeof(payload) };
+	uint64_t most = DP_STASH_MAX + DP_STASH_PAST_CAP_BYTES / sizeof(payload) + 1, sent = 0;
+	struct dp_engine *e = &nodes[1].e;
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	post_sum_at(&nodes[1], 0, 1024, 0, 0); /* waits for node 0, which posts nothing */
+	while (e->running == 0)
+		poll_all();
+	for (; sent < most && e->comms[0].failed == SLUICE_OK; sent++, h.offset += sizeof(payload))
+		dp_deliver(e, &h, payload);
+	if (e->comms[0].failed == SLUICE_OK)
+		fail_msg("%llu packets past the stash's cap taken, %llu MiB, and the communicator still stands",
+			 (unsigned long long)(sent - DP_STASH_MAX), (unsigned long long)(e->stash_past_cap_bytes >> 20));
+	assert_int_equal(e->comms[0].failed, SLUICE_ERR_NO_MEMORY);
+	assert_non_null(strstr(e->comms[0].why, "DP_STASH_PAST_CAP_BYTES"));
+	assert_true(e->stash_past_cap_bytes <= DP_STASH_PAST_CAP_BYTES);
+	assert_int_equal(e->count.stash_overflows, 1);
+	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
+		poll_all();
+	assert_int_equal(cpl.status, SLUICE_ERR_NO_MEMORY);
+	teardown_cluster();
 }
 
 /* The same across two communicators of the same ranks, whose packets share
@@ -2830,6 +2867,7 @@ int main(void)
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_held_stash_starves_no_call_of_another_communicator),
 		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
+		cmocka_unit_test(test_a_sender_past_the_stash_cap_is_bounded),
 		cmocka_unit_test(test_two_ahead_do_not_hold_a_waiting_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
