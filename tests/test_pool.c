@@ -216,6 +216,33 @@ static void test_heap_beyond_the_arena(void **state)
 	dp_pool_fini(&p);
 }
 
+/* However many malloc'd blocks come back at once (a sweep of 32 calls in
+ * flight freeing their copies), at most DP_POOL_KEEP_BYTES of them stay
+ * kept and the rest go back to glibc: what a rank's peak RSS keeps after
+ * such a sweep (perf/ALGORITHMS.md, regr17: +25-48 MB). */
+static void test_kept_heap_is_bounded(void **state)
+{
+	enum { MIB = 1 << 20, RUN = DP_POOL_KEEP_BYTES / MIB + 16 };
+	static void *blk[RUN];
+	struct dp_pool p;
+	char err[256];
+	(void)state;
+
+	assert_int_equal(dp_pool_init(&p, err, sizeof(err)), 0);
+	for (unsigned i = 0; i < RUN; i++)
+		assert_non_null(blk[i] = dp_pool_get(&p, MIB));
+	assert_int_equal(p.from_heap, RUN);
+	for (unsigned i = 0; i < RUN; i++)
+		dp_pool_put(&p, blk[i]);
+	assert_int_equal(p.kept, DP_POOL_KEEP_BYTES);
+	for (unsigned i = 0; i < RUN; i++)
+		assert_non_null(blk[i] = dp_pool_get(&p, MIB));
+	assert_int_equal(p.from_heap, RUN + 16); /* the kept ones served again, 16 malloc'd anew */
+	for (unsigned i = 0; i < RUN; i++)
+		dp_pool_put(&p, blk[i]);
+	dp_pool_fini(&p);
+}
+
 /* A block too large for the arena (a lingering call's copy of its send, 1.3
  * MiB in a 3-rank gather of 4 MiB) is kept when freed, and writing it again
  * faults nothing in: freed to glibc, such a block went back to the kernel
@@ -256,6 +283,7 @@ int main(void)
 		cmocka_unit_test(test_half_steps),
 		cmocka_unit_test(test_arena_holds_a_stash_of_4k_packets),
 		cmocka_unit_test(test_heap_beyond_the_arena),
+		cmocka_unit_test(test_kept_heap_is_bounded),
 		cmocka_unit_test(test_large_blocks_are_kept_touched),
 	};
 
