@@ -22,7 +22,7 @@
 
 #define SL_FP8_SIMD __attribute__((target("avx2,f16c")))
 
-/* How a family rounds a float32 f to a format (fp8_round in each):
+/* How a family rounds a float32 f to a format (fp8_round, SL_FP8_ROUND_FN):
  *  1. |f| saturates to `max` (+Inf: not here), a NaN passing through;
  *  2. adding 2^(e + 23 - mant_bits), where 2^e is |f|'s binade but no lower
  *     than the least normal's (`min_normal`, below which the subnormal step
@@ -46,6 +46,31 @@ static const struct sl_fp8_format sl_fp8_e4m3 = { 3, 0x3c800000, 0x43800000, 448
 /* e5m2 is binary16's top byte; 2^16 is past its largest finite value. */
 static const struct sl_fp8_format sl_fp8_e5m2 = { 2, 0x38800000, 0x47800000, __builtin_inff(), 1.0f,
 						   __builtin_nanf("") };
+
+/* fp8_round for a family whose vectors are W bits wide (256: AVX2, eight
+ * lanes to a __m128i of halves; 512: AVX-512, sixteen to a __m256i), its
+ * target attribute ATTR: the steps above, written once.  The family
+ * defines fp8_abs(f) and fp8_nan_as(r, f, nan), r with nan where f is a
+ * NaN (a blend on AVX2, a masked move on AVX-512, whose compares give
+ * masks): each as the family had them, so that both compile to the
+ * instructions they had (a float AND on AVX-512 made vandps of its vpandd,
+ * an integer one on AVX2 rewrote its fp8 loops). */
+#define SL_FP8_ROUND_FN(W, ATTR, HALVES)                                                                 \
+	ATTR static inline HALVES fp8_round(__m##W f, const struct sl_fp8_format *fmt)                   \
+	{                                                                                                \
+		__m##W abs = fp8_abs(f);                                                                 \
+		__m##W c = fmt->max == __builtin_inff() ? abs : _mm##W##_min_ps(_mm##W##_set1_ps(fmt->max), abs); \
+		__m##W##i e = _mm##W##_and_si##W(_mm##W##_castps_si##W(c), _mm##W##_set1_epi32(0x7f800000)); \
+		e = _mm##W##_min_epi32(_mm##W##_max_epi32(e, _mm##W##_set1_epi32(fmt->min_normal)),      \
+				       _mm##W##_set1_epi32(fmt->top));                                   \
+		__m##W magic = _mm##W##_castsi##W##_ps(                                                  \
+			_mm##W##_add_epi32(e, _mm##W##_set1_epi32((23 - fmt->mant_bits) << 23)));        \
+		__m##W r = _mm##W##_sub_ps(_mm##W##_add_ps(c, magic), magic);                            \
+		__m##W sign = _mm##W##_xor_ps(f, abs);                                                   \
+		r = fmt->scale == 1.0f ? _mm##W##_or_ps(r, sign)                                         \
+				       : _mm##W##_mul_ps(r, _mm##W##_or_ps(_mm##W##_set1_ps(fmt->scale), sign)); \
+		return _mm##W##_cvtps_ph(fp8_nan_as(r, f, fmt->nan), _MM_FROUND_TO_ZERO);                \
+	}
 
 /* Sixteen e5m2 codes as halves: the code is the top byte. */
 SL_FP8_SIMD static inline __m256i sl_e5m2_halves(__m128i v)

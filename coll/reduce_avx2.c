@@ -66,19 +66,17 @@ AVX2 static inline __m256 fp8_widen(__m128i h, const struct sl_fp8_format *fmt)
 }
 
 /* ...and back: rounded to fmt, as halves. */
-AVX2 static inline __m128i fp8_round(__m256 f, const struct sl_fp8_format *fmt)
+AVX2 static inline __m256 fp8_abs(__m256 f)
 {
-	__m256 abs = _mm256_and_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-	__m256 c = fmt->max == __builtin_inff() ? abs : _mm256_min_ps(_mm256_set1_ps(fmt->max), abs);
-	__m256i e = _mm256_and_si256(_mm256_castps_si256(c), _mm256_set1_epi32(0x7f800000));
-	e = _mm256_min_epi32(_mm256_max_epi32(e, _mm256_set1_epi32(fmt->min_normal)), _mm256_set1_epi32(fmt->top));
-	__m256 magic = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32((23 - fmt->mant_bits) << 23)));
-	__m256 r = _mm256_sub_ps(_mm256_add_ps(c, magic), magic);
-	__m256 sign = _mm256_xor_ps(f, abs);
-	r = fmt->scale == 1.0f ? _mm256_or_ps(r, sign) : _mm256_mul_ps(r, _mm256_or_ps(_mm256_set1_ps(fmt->scale), sign));
-	r = _mm256_blendv_ps(r, _mm256_set1_ps(fmt->nan), _mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-	return _mm256_cvtps_ph(r, _MM_FROUND_TO_ZERO);
+	return _mm256_and_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
 }
+
+AVX2 static inline __m256 fp8_nan_as(__m256 r, __m256 f, float nan)
+{
+	return _mm256_blendv_ps(r, _mm256_set1_ps(nan), _mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+}
+
+SL_FP8_ROUND_FN(256, AVX2, __m128i)
 
 /* Sixteen fp8 elements a step, as two sets of eight float32 lanes: FP8_HALF
  * reduces set k of the step's halves ha and hb.  The scalar family does the

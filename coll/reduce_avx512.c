@@ -61,19 +61,17 @@ AVX512 static inline __m512 fp8_widen(__m256i h, const struct sl_fp8_format *fmt
 	return fmt->scale == 1.0f ? f : _mm512_mul_ps(f, _mm512_set1_ps(1.0f / fmt->scale));
 }
 
-AVX512 static inline __m256i fp8_round(__m512 f, const struct sl_fp8_format *fmt)
+AVX512 static inline __m512 fp8_abs(__m512 f)
 {
-	__m512 abs = _mm512_abs_ps(f);
-	__m512 c = fmt->max == __builtin_inff() ? abs : _mm512_min_ps(_mm512_set1_ps(fmt->max), abs);
-	__m512i e = _mm512_and_si512(_mm512_castps_si512(c), _mm512_set1_epi32(0x7f800000));
-	e = _mm512_min_epi32(_mm512_max_epi32(e, _mm512_set1_epi32(fmt->min_normal)), _mm512_set1_epi32(fmt->top));
-	__m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_set1_epi32((23 - fmt->mant_bits) << 23)));
-	__m512 r = _mm512_sub_ps(_mm512_add_ps(c, magic), magic);
-	__m512 sign = _mm512_xor_ps(f, abs);
-	r = fmt->scale == 1.0f ? _mm512_or_ps(r, sign) : _mm512_mul_ps(r, _mm512_or_ps(_mm512_set1_ps(fmt->scale), sign));
-	r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_ps(fmt->nan));
-	return _mm512_cvtps_ph(r, _MM_FROUND_TO_ZERO);
+	return _mm512_abs_ps(f);
 }
+
+AVX512 static inline __m512 fp8_nan_as(__m512 r, __m512 f, float nan)
+{
+	return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), _mm512_set1_ps(nan));
+}
+
+SL_FP8_ROUND_FN(512, AVX512, __m256i)
 
 AVX512 static inline __m512 e4m3_widen(__m128i v)
 {
