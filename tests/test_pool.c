@@ -4,6 +4,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -61,6 +62,21 @@ static void test_kept_blocks_leave_the_arena(void **state)
 	dp_pool_fini(&p);
 }
 
+/* Take n blocks of len bytes (own buffers when own), as a run of calls in
+ * flight does. */
+static void get_all(struct dp_pool *p, void **blk, unsigned n, size_t len, bool own)
+{
+	for (unsigned i = 0; i < n; i++)
+		assert_non_null(blk[i] = own ? dp_pool_get_kept(p, len) : dp_pool_get(p, len));
+}
+
+/* Give n blocks back at once, as a run of calls ending together does. */
+static void put_all(struct dp_pool *p, void **blk, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		dp_pool_put(p, blk[i]);
+}
+
 /* Of a run of own buffers freed at once (a leaf's ~256 lingering 64 KiB
  * in-place calls), DP_POOL_KEEP_OWN stay on their class's list and the rest
  * go back to glibc, for the next malloc (an early packet's, past the arena)
@@ -74,18 +90,14 @@ static void test_own_buffers_kept_are_bounded(void **state)
 	(void)state;
 
 	assert_int_equal(dp_pool_init(&p, err, sizeof(err)), 0);
-	for (unsigned i = 0; i < RUN; i++)
-		assert_non_null(own[i] = dp_pool_get_kept(&p, 65536));
-	for (unsigned i = 0; i < RUN; i++)
-		dp_pool_put(&p, own[i]);
+	get_all(&p, own, RUN, 65536, true);
+	put_all(&p, own, RUN);
 	assert_int_equal(p.kept, (uint64_t)DP_POOL_KEEP_OWN * 65536);
 	uint64_t heap = p.from_heap;
-	for (unsigned i = 0; i < DP_POOL_KEEP_OWN; i++)
-		assert_non_null(own[i] = dp_pool_get_kept(&p, 65536));
+	get_all(&p, own, DP_POOL_KEEP_OWN, 65536, true);
 	assert_int_equal(p.from_heap, heap);
 	assert_int_equal(p.kept, 0);
-	for (unsigned i = 0; i < DP_POOL_KEEP_OWN; i++)
-		dp_pool_put(&p, own[i]);
+	put_all(&p, own, DP_POOL_KEEP_OWN);
 	dp_pool_fini(&p);
 }
 
@@ -229,17 +241,13 @@ static void test_kept_heap_is_bounded(void **state)
 	(void)state;
 
 	assert_int_equal(dp_pool_init(&p, err, sizeof(err)), 0);
-	for (unsigned i = 0; i < RUN; i++)
-		assert_non_null(blk[i] = dp_pool_get(&p, MIB));
+	get_all(&p, blk, RUN, MIB, false);
 	assert_int_equal(p.from_heap, RUN);
-	for (unsigned i = 0; i < RUN; i++)
-		dp_pool_put(&p, blk[i]);
+	put_all(&p, blk, RUN);
 	assert_int_equal(p.kept, DP_POOL_KEEP_BYTES);
-	for (unsigned i = 0; i < RUN; i++)
-		assert_non_null(blk[i] = dp_pool_get(&p, MIB));
+	get_all(&p, blk, RUN, MIB, false);
 	assert_int_equal(p.from_heap, RUN + 16); /* the kept ones served again, 16 malloc'd anew */
-	for (unsigned i = 0; i < RUN; i++)
-		dp_pool_put(&p, blk[i]);
+	put_all(&p, blk, RUN);
 	dp_pool_fini(&p);
 }
 
