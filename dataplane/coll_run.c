@@ -938,16 +938,38 @@ static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
 				continue;
 			}
 			*p = s->next;
+			k->ndeferred--;
 			packet_put(e, s);
 			again |= done;
 		}
 	}
 }
 
-static void defer(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, const uint8_t *payload)
+/* A packet before its turn waits, copied.  A peer's packets come once each
+ * (the transport applies a PSN once), so the chunks still to complete hold
+ * every one that can wait; more means a peer sends the same data again
+ * under new PSNs (misbehaving, or forged), each copy a pool block, malloc'd
+ * past the arena, for as long as the call ran: the call fails instead. */
+static bool defer_overflows(struct dp_engine *e, struct dp_coll *k, int src)
 {
-	struct dp_stashed *s = keep_packet(e, h, payload, !is_rooted(k->cmd.opcode)); /* as stash's */
+	const struct sl_sched_plan *p = &k->sched.p;
 
+	if (k->ndeferred < (uint64_t)k->sched.chunks_left * (p->chunk_bytes / p->payload))
+		return false;
+	comm_fail(e, k->comm, SLUICE_ERR_REMOTE, k->seq, true,
+		  "rank %d sent more packets of %s #%u before their turn than the call has left to receive (%u "
+		  "waiting): is that rank's dataplane misbehaving?", src, sl_coll_name(k->cmd.opcode), k->seq,
+		  k->ndeferred);
+	return true;
+}
+
+static void defer(struct dp_engine *e, struct dp_coll *k, int src, const struct sl_hdr *h, const uint8_t *payload)
+{
+	struct dp_stashed *s;
+
+	if (defer_overflows(e, k, src))
+		return;
+	s = keep_packet(e, h, payload, !is_rooted(k->cmd.opcode)); /* as stash's */
 	if (!s) {
 		comm_fail(e, k->comm, SLUICE_ERR_NO_MEMORY, k->seq, true,
 			  "the dataplane on rank %u ran out of memory holding packets of %s #%u: "
@@ -957,6 +979,7 @@ static void defer(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h
 	}
 	s->next = k->deferred;
 	k->deferred = s;
+	k->ndeferred++;
 }
 
 static void apply(struct dp_engine *e, struct dp_coll *k, int src, const struct sl_hdr *h, const uint8_t *payload)
@@ -971,7 +994,7 @@ static void apply(struct dp_engine *e, struct dp_coll *k, int src, const struct 
 		return;
 	}
 	if (offer(e, k, (uint32_t)src, h, payload, &chunk_done) == SL_SCHED_DEFER)
-		defer(e, k, h, payload);
+		defer(e, k, src, h, payload);
 	else if (chunk_done)
 		retry_deferred(e, k);
 	linger_mark(k); /* a lingering call's check has come */

@@ -232,6 +232,7 @@ struct dp_coll {
 	uint8_t *owned;           /* scratch and the in-place copy of the input, back to the pool with it */
 	uint64_t owned_len;       /* its size */
 	struct dp_stashed *deferred; /* packets that came before their turn in the reduction order */
+	uint32_t ndeferred;       /* how many (coll_run.c defer bounds them) */
 	struct sl_vmeta *vmeta;   /* ALLTOALLV: the client's counts, copied at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint64_t posted_ns;

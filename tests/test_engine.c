@@ -1517,6 +1517,49 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	teardown_cluster();
 }
 
+/* A packet of a posted call before its turn (rank 2's part of a direct
+ * all-reduce, rank 1's not yet come) waits, copied; a peer sending that
+ * one packet again and again under new PSNs (forged, fed to the engine as
+ * its transport would) took a block for each, for as long as the call ran.
+ * Now the call fails once more wait than it has packets left to receive. */
+static void test_a_packet_sent_again_before_its_turn_is_bounded(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	static uint8_t payload[1024];
+	uint64_t count = 3 * 1024;
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .src_node = 2, .dst_node = 0,
+			    .comm = 0xabcd, .seq = 0, .count = count, .len = sizeof(payload),
+			    .kind = (uint8_t)(SL_OP_ALLREDUCE | SL_ALGO_ID_DIRECT << SL_TRACE_KIND_ALGO_SHIFT),
+			    .dtype_op = (uint8_t)(SLUICE_INT32 << 4 | SLUICE_SUM) };
+	struct dp_engine *e = &nodes[0].e;
+	struct dp_coll *k;
+	struct sl_cpl cpl;
+	unsigned sent = 0;
+	(void)state;
+
+	setup_cluster(3, &none, 10ull * 1000000000);
+	algo = SL_ALGO_ID_DIRECT;
+	post(&nodes[0], 0, count, SLUICE_INT32, SLUICE_SUM, false); /* rank 1 posts nothing */
+	algo = 0;
+	while (!(k = e->comms[0].colls))
+		dp_engine_poll(e);
+	for (; h.step < 8 && !k->ndeferred; h.step++) /* the step whose packets wait for rank 1's */
+		dp_deliver(e, &h, payload);
+	assert_int_equal(k->ndeferred, 1);
+	h.step--;
+	for (; sent < 100000 && e->comms[0].failed == SLUICE_OK; sent++)
+		dp_deliver(e, &h, payload);
+	if (e->comms[0].failed == SLUICE_OK)
+		fail_msg("one packet sent %u times before its turn: %u copies wait, the call still runs", sent,
+			 k->ndeferred);
+	assert_int_equal(e->comms[0].failed, SLUICE_ERR_REMOTE);
+	assert_non_null(strstr(e->comms[0].why, "before their turn"));
+	while (!sl_spsc_dequeue(&nodes[0].complete, &cpl))
+		dp_engine_poll(e);
+	assert_int_equal(cpl.status, SLUICE_ERR_REMOTE);
+	teardown_cluster();
+}
+
 /* The same across two communicators of the same ranks, whose packets share
  * one flow: the peer posts B on communicator 1, then A on communicator 0;
  * this rank posts A first (legal: they are independent).  B's early
@@ -2868,6 +2911,7 @@ int main(void)
 		cmocka_unit_test(test_held_stash_starves_no_call_of_another_communicator),
 		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
 		cmocka_unit_test(test_a_sender_past_the_stash_cap_is_bounded),
+		cmocka_unit_test(test_a_packet_sent_again_before_its_turn_is_bounded),
 		cmocka_unit_test(test_two_ahead_do_not_hold_a_waiting_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
