@@ -8,7 +8,9 @@
  * mismatched calls reported on every rank, a root that runs hundreds of
  * calls ahead of its peer (lingering calls, early packets), early packets
  * that hold the window and a post that must reopen it (or a starving call
- * of another communicator, whose packets share the flow), the peer dying
+ * of another communicator, whose packets share the flow), a sender that
+ * overruns the stash past its cap or sends a packet again before its turn
+ * (the communicator fails, bounded), the peer dying
  * while it holds the window, a dead peer turned into a timeout error that
  * names it, lingering calls behind the oldest that end by the timeout when
  * their peer dies or never acknowledges (also behind an older call that
