@@ -77,6 +77,17 @@ static struct sluice_req *req_alloc(struct sluice_ctx *ctx)
 	return NULL;
 }
 
+/* Mark units [first, first + n) of the counts area busy or free (ctx->lock held). */
+static void vmeta_mark(struct sluice_ctx *ctx, unsigned first, unsigned n, bool busy)
+{
+	for (unsigned u = first; u < first + n; u++) {
+		if (busy)
+			ctx->vmeta_busy[u / 64] |= UINT64_C(1) << (u % 64);
+		else
+			ctx->vmeta_busy[u / 64] &= ~(UINT64_C(1) << (u % 64));
+	}
+}
+
 /* The collective is over (or never started): release the buffers and the comm it held. */
 static void req_release(struct sluice_req *r)
 {
@@ -84,9 +95,9 @@ static void req_release(struct sluice_req *r)
 		r->ctx->regions[r->send_slot].busy--;
 	if (r->recv_slot >= 0)
 		r->ctx->regions[r->recv_slot].busy--;
-	if (r->vmeta_slot >= 0)
-		r->ctx->vmeta_busy &= ~(UINT64_C(1) << r->vmeta_slot);
-	r->vmeta_slot = -1;
+	if (r->vmeta_unit >= 0)
+		vmeta_mark(r->ctx, (unsigned)r->vmeta_unit, r->vmeta_units, false);
+	r->vmeta_unit = -1;
 	if (r->comm) {
 		r->comm->inflight--;
 		r->ctx->inflight--;
@@ -229,7 +240,7 @@ static sluice_result_t prepare(struct sluice_comm *comm, const struct sl_call *c
 	    (res = sl_mem_find(comm->ctx, "recv buffer", c->recv, c->recv_bytes, &d)) != SLUICE_OK)
 		return res;
 	r->comm = comm;
-	r->vmeta_slot = -1;
+	r->vmeta_unit = -1;
 	r->send_slot = s.slot;
 	r->recv_slot = d.slot == s.slot ? -1 : d.slot; /* a region counts each collective once */
 	if (s.slot >= 0)
@@ -249,57 +260,41 @@ static sluice_result_t prepare(struct sluice_comm *comm, const struct sl_call *c
 
 /* ---- all-to-allv's counts ---- */
 
-/* The context's registered area for all-to-allv arguments, mapped on first use. */
-static sluice_result_t vmeta_area(struct sluice_ctx *ctx)
+/* The first of n free units in a row of the counts area, -1 for none (ctx->lock held). */
+static int vmeta_find(const struct sluice_ctx *ctx, unsigned n)
 {
-	void *area;
-	sluice_result_t res;
-
-	pthread_mutex_lock(&ctx->lock);
-	area = ctx->vmeta;
-	pthread_mutex_unlock(&ctx->lock);
-	if (area)
-		return SLUICE_OK;
-	if ((res = sluice_mem_alloc(ctx, SL_VMETA_SLOTS * sizeof(struct sl_vmeta), &area)) != SLUICE_OK)
-		return res;
-	pthread_mutex_lock(&ctx->lock);
-	if (!ctx->vmeta) {
-		ctx->vmeta = area;
-		area = NULL;
+	for (unsigned u = 0, run = 0; u < SL_VMETA_UNITS; u++) {
+		run = ctx->vmeta_busy[u / 64] >> (u % 64) & 1 ? 0 : run + 1;
+		if (run == n)
+			return (int)(u + 1 - n);
 	}
-	pthread_mutex_unlock(&ctx->lock);
-	if (area) /* another thread mapped one meanwhile */
-		sluice_mem_free(ctx, area);
-	return SLUICE_OK;
+	return -1;
 }
 
-/* Copy c's counts into a free slot for r and name it in cmd (ctx->lock held). */
+/* Copy c's counts into free units of the client page's counts area for r
+ * and name them in cmd (ctx->lock held).  The dataplane copies them when
+ * it takes the command, so the caller may reuse its arrays once the call
+ * returns, and a retransmission reads nothing of them. */
 static sluice_result_t vmeta_fill(struct sluice_comm *comm, const struct sl_call *c, struct sluice_req *r,
 				  struct sl_cmd *cmd)
 {
 	struct sluice_ctx *ctx = comm->ctx;
-	struct sl_range range;
-	sluice_result_t res;
-	int slot = 0;
+	uint32_t n = (uint32_t)comm->nranks;
+	unsigned units = (unsigned)((sl_vmeta_len(n) + SL_VMETA_UNIT - 1) / SL_VMETA_UNIT);
+	int first = vmeta_find(ctx, units);
 
-	while (slot < SL_VMETA_SLOTS && (ctx->vmeta_busy >> slot & 1))
-		slot++;
-	if (slot == SL_VMETA_SLOTS)
-		return sl_fail(SLUICE_ERR_NO_MEMORY, "%s: %d all-to-allv calls are in flight on this context: "
-			       "wait for some first", c->fn, SL_VMETA_SLOTS);
-	struct sl_vmeta *v = &ctx->vmeta[slot];
-	for (int k = 0; k < comm->nranks; k++) {
-		v->send_count[k] = c->v[0][k];
-		v->send_displ[k] = c->v[1][k];
-		v->recv_count[k] = c->v[2][k];
-		v->recv_displ[k] = c->v[3][k];
-	}
-	if ((res = sl_mem_find(ctx, "all-to-allv counts", v, sizeof(*v), &range)) != SLUICE_OK)
-		return res;
-	ctx->vmeta_busy |= UINT64_C(1) << slot;
-	r->vmeta_slot = slot;
-	cmd->meta_region = range.region;
-	cmd->meta_off = range.off;
+	if (first < 0)
+		return sl_fail(SLUICE_ERR_NO_MEMORY, "%s: the counts of the all-to-allv calls in flight on this "
+			       "context fill its %u bytes (%u each on this %u-rank communicator): wait for some first",
+			       c->fn, SL_VMETA_BYTES, units * SL_VMETA_UNIT, n);
+	uint64_t *v = (uint64_t *)((char *)ctx->page + sl_page_vmeta_off() + (size_t)first * SL_VMETA_UNIT);
+	for (uint32_t a = SL_VMETA_SEND_COUNT; a <= SL_VMETA_RECV_DISPL; a++) /* c->v's order */
+		for (uint32_t k = 0; k < n; k++)
+			v[a * n + k] = c->v[a][k];
+	vmeta_mark(ctx, (unsigned)first, units, true);
+	r->vmeta_unit = first;
+	r->vmeta_units = units;
+	cmd->meta_off = (uint32_t)first * SL_VMETA_UNIT;
 	return SLUICE_OK;
 }
 
@@ -415,8 +410,6 @@ sluice_result_t sl_coll_post(struct sluice_comm *comm, const struct sl_call *c, 
 	sluice_result_t res;
 	unsigned went;
 
-	if (c->opcode == SL_OP_ALLTOALLV && (res = vmeta_area(ctx)) != SLUICE_OK)
-		return res;
 	pthread_mutex_lock(&ctx->lock);
 	planned.device = sl_mem_is_device(ctx, c->recv ? c->recv : c->send);
 	if ((res = sl_plan_pick(comm, &planned, &plan)) != SLUICE_OK)

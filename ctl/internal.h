@@ -91,7 +91,7 @@ void sl_log_set_rank(int rank);
 /* ---- the context (attach.c), requests (coll.c), memory (mem.c) ---- */
 
 #define SL_MAX_REQS (SL_SUBMIT_SLOTS * 4)
-#define SL_VMETA_SLOTS 64 /* all-to-allv calls in flight per context (a 64-bit mask) */
+#define SL_VMETA_UNITS (SL_VMETA_BYTES / SL_VMETA_UNIT) /* pieces of the page's all-to-allv counts area */
 /* Zero-byte ranges name this region (see abi.h): no registration needed. */
 #define SL_REGION_NONE UINT32_MAX
 
@@ -111,7 +111,8 @@ struct sluice_req {
 	unsigned parts_left;      /* channels whose completion has not come yet */
 	int32_t status;           /* sluice_result_t: the first part's failure, else OK */
 	int send_slot, recv_slot; /* region table slots kept busy, -1 for none */
-	int vmeta_slot;           /* all-to-allv: its slot in ctx->vmeta, -1 for none */
+	int vmeta_unit;           /* all-to-allv: its first unit of the counts area, -1 for none */
+	unsigned vmeta_units;     /* and how many */
 	char msg[SL_ERRMSG_LEN];  /* the dataplane's reason when status != OK */
 };
 
@@ -148,8 +149,7 @@ struct sluice_ctx {
 	int64_t next_hup_check;       /* when to next poll the socket for a dead dataplane */
 	unsigned ncomms;              /* communicators alive */
 	unsigned inflight;            /* requests of all its comms posted and not yet completed */
-	struct sl_vmeta *vmeta;       /* SL_VMETA_SLOTS all-to-allv arguments, registered; on first use */
-	uint64_t vmeta_busy;          /* bit per slot in use */
+	uint64_t vmeta_busy[SL_VMETA_UNITS / 64]; /* bit per unit of the page's counts area in use */
 	_Atomic uint64_t naps, spins; /* wait turns that slept, and that spun first (none with cfg.yield) */
 };
 

@@ -723,7 +723,7 @@ static uint64_t wire_count(const struct dp_coll *k, uint32_t peer, bool sending)
 	const struct sl_cmd *cmd = &k->cmd;
 
 	if (k->vmeta)
-		return sending ? k->vmeta->send_count[peer] : k->vmeta->recv_count[peer];
+		return k->vmeta[(sending ? SL_VMETA_SEND_COUNT : SL_VMETA_RECV_COUNT) * k->comm->nranks + peer];
 	return cmd->count | (is_rooted(cmd->opcode) ? (uint64_t)cmd->root << COUNT_ROOT_SHIFT : 0);
 }
 
@@ -1429,24 +1429,23 @@ static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *c
 	return NULL;
 }
 
-/* All-to-allv's counts, copied from the client's memory (*vmeta, to free);
- * NULL when valid, else why not. */
+/* All-to-allv's counts, copied from the client page's counts area (*vmeta,
+ * to free; abi.h's layout); NULL when valid, else why not. */
 static const char *read_vmeta(struct dp_client *c, const struct sl_cmd *cmd, uint32_t nranks,
-			      struct sl_vmeta **vmeta, uint64_t bytes[2])
+			      uint64_t **vmeta, uint64_t bytes[2])
 {
-	const uint8_t *src = region_range(c, cmd->meta_region, cmd->meta_off, sizeof(**vmeta));
+	uint64_t len = sl_vmeta_len(nranks);
 
-	if (!src)
-		return "the all-to-allv counts are not inside memory this client registered";
-	if (c->regions[cmd->meta_region].gpu >= 0)
-		return "the all-to-allv counts are in GPU memory: libsluice keeps them in host memory";
-	if (!(*vmeta = malloc(sizeof(**vmeta))))
+	if (cmd->meta_off > SL_VMETA_BYTES || len > SL_VMETA_BYTES - cmd->meta_off)
+		return "the all-to-allv counts run past the client page's counts area";
+	if (!(*vmeta = malloc(len)))
 		return "the dataplane is out of memory for all-to-allv counts";
-	memcpy(*vmeta, src, sizeof(**vmeta));
+	memcpy(*vmeta, (const uint8_t *)c->page + sl_page_vmeta_off() + cmd->meta_off, len);
 	if (!sl_vmeta_bytes(*vmeta, nranks, sl_dtype_size(cmd->dtype), &bytes[0], &bytes[1]))
 		return "an all-to-allv count plus displacement overflows the buffer size";
 	for (uint32_t r = 0; r < nranks; r++)
-		if (((*vmeta)->send_count[r] | (*vmeta)->recv_count[r]) >> COUNT_ROOT_SHIFT)
+		if (((*vmeta)[SL_VMETA_SEND_COUNT * nranks + r] | (*vmeta)[SL_VMETA_RECV_COUNT * nranks + r]) >>
+		    COUNT_ROOT_SHIFT)
 			return "an all-to-allv count overflows the 56 bits a packet carries (2^56 or more)";
 	return NULL;
 }
@@ -1458,7 +1457,7 @@ static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t 
 
 /* Check cmd against c's own state; NULL when valid, else why not. */
 static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd,
-			     struct dp_comm **comm, struct sl_vmeta **vmeta, uint64_t bytes[2], char *why)
+			     struct dp_comm **comm, uint64_t **vmeta, uint64_t bytes[2], char *why)
 {
 	const char *bad;
 
@@ -1562,7 +1561,7 @@ static const struct dp_coll *coll_like(const struct dp_comm *comm, const struct 
 /* A new collective for cmd (which takes vmeta), or NULL with *why set
  * (perhaps to buf, SL_ERRMSG_LEN bytes). */
 static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const struct sl_cmd *cmd,
-				struct dp_client *c, struct sl_vmeta *vmeta, const uint64_t bytes[2], const char **why,
+				struct dp_client *c, uint64_t *vmeta, const uint64_t bytes[2], const char **why,
 				char *buf)
 {
 	struct dp_coll *k;
@@ -1587,10 +1586,10 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	}
 	plan.gated = gdev != NULL;
 	if (vmeta) {
-		plan.send_count = vmeta->send_count;
-		plan.send_displ = vmeta->send_displ;
-		plan.recv_count = vmeta->recv_count;
-		plan.recv_displ = vmeta->recv_displ;
+		plan.send_count = vmeta + SL_VMETA_SEND_COUNT * comm->nranks;
+		plan.send_displ = vmeta + SL_VMETA_SEND_DISPL * comm->nranks;
+		plan.recv_count = vmeta + SL_VMETA_RECV_COUNT * comm->nranks;
+		plan.recv_displ = vmeta + SL_VMETA_RECV_DISPL * comm->nranks;
 	}
 	send = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
 	recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
@@ -1656,7 +1655,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	uint64_t bytes[2] = { 0, 0 };
 	char buf[SL_ERRMSG_LEN];
 	struct sl_cmd resolved = *given, *cmd = &resolved;
-	struct sl_vmeta *vmeta = NULL;
+	uint64_t *vmeta = NULL;
 	const char *bad;
 
 	if (cmd->algo == 0) /* the descriptor leaves the choice to the dataplane */

@@ -233,7 +233,7 @@ struct dp_coll {
 	uint64_t owned_len;       /* its size */
 	struct dp_stashed *deferred; /* packets that came before their turn in the reduction order */
 	uint32_t ndeferred;       /* how many (coll_run.c defer bounds them) */
-	struct sl_vmeta *vmeta;   /* ALLTOALLV: the client's counts, copied at post */
+	uint64_t *vmeta;          /* ALLTOALLV: the client's counts (abi.h's layout), copied at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint64_t posted_ns;
 	uint64_t last_progress_ns;

@@ -9,7 +9,10 @@
  *    AVG, which is within a tolerance of the float64 reference.
  * 2. Send/recv: every rank sends several messages to every other, posted
  *    in a seeded random order, inside a group and not; all-to-allv with
- *    zero-length parts.
+ *    zero-length parts, its count arrays scribbled over once it is posted;
+ *    its counts take no registered memory (the first call works with every
+ *    region taken), and a context holds as many calls' counts as the client
+ *    page's area has room for, the rest refused, and gives them back.
  * 3. Determinism: a rounding float32 all-reduce and reduce-scatter twice,
  *    the same bits each time (and on every rank for all-reduce); two
  *    communicators with calls in flight together; calls refused locally.
@@ -32,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sluice/abi.h>
 #include <sluice/sluice.h>
 
 #define MAX_COUNT 65537
@@ -265,12 +269,89 @@ static void alltoallv(void)
 		in[k] = rank * 1000000 + (int32_t)k;
 	memset(out, 0xa5, ro * 4);
 	CHECK(sluice_alltoallv(comm, in, sc, sd, out, rc, rd, SLUICE_INT32, &req));
+	/* the call took its counts when posted: the arrays are the caller's again */
+	memset(sc, 0x5a, sizeof(sc));
+	memset(sd, 0x5a, sizeof(sd));
+	memset(rc, 0x5a, sizeof(rc));
+	memset(rd, 0x5a, sizeof(rd));
 	CHECK(sluice_wait(req));
-	for (int i = 0; i < nranks; i++)
-		for (size_t k = 0; k < rc[i]; k++)
-			wrong += out[rd[i] + k] != i * 1000000 + (int32_t)(vsend_displ(i, rank) + k);
+	ro = 0;
+	for (int i = 0; i < nranks; i++) {
+		for (size_t k = 0; k < vcount(i, rank); k++)
+			wrong += out[ro + k] != i * 1000000 + (int32_t)(vsend_displ(i, rank) + k);
+		ro += vcount(i, rank) + 5;
+	}
 	if (wrong) {
 		fprintf(stderr, "rank %d: alltoallv: %zu elements wrong\n", rank, wrong);
+		failures++;
+	}
+}
+
+/* Every region of the context taken, a first all-to-allv still runs: its
+ * counts travel in the client page (they took a registered area of 512
+ * KiB at the first call, 3-4 ms of it). */
+static void alltoallv_no_region(void)
+{
+	size_t c[256], d[256];
+	void *held[SL_MAX_REGIONS];
+	unsigned n = 0;
+	sluice_req_t *req;
+	sluice_result_t res = SLUICE_OK;
+
+	for (int r = 0; r < nranks; r++)
+		c[r] = 3, d[r] = 4 * (size_t)r;
+	while (n < SL_MAX_REGIONS && (res = sluice_mem_alloc(ctx, 4096, &held[n])) == SLUICE_OK)
+		n++;
+	if (res != SLUICE_ERR_NO_MEMORY) {
+		fprintf(stderr, "rank %d: filling the regions: %s\n", rank, sluice_last_error());
+		failures++;
+	}
+	res = sluice_alltoallv(comm, bufa, c, d, bufb, c, d, SLUICE_INT32, &req);
+	if (res == SLUICE_OK)
+		res = sluice_wait(req);
+	if (res != SLUICE_OK) {
+		fprintf(stderr, "rank %d: a first all-to-allv with every region taken: %s\n", rank,
+			sluice_last_error());
+		failures++;
+	}
+	while (n > 0)
+		CHECK(sluice_mem_free(ctx, held[--n]));
+}
+
+/* Counts of as many calls as the page's area holds (SL_VMETA_UNIT pieces
+ * each), posted in a group so that none completes meanwhile: one more is
+ * refused, clearly, then every one runs, and their room comes back. */
+static void alltoallv_counts_room(void)
+{
+	size_t c[256] = { 0 }, d[256] = { 0 };
+	unsigned per = (unsigned)((sl_vmeta_len((uint32_t)nranks) + SL_VMETA_UNIT - 1) / SL_VMETA_UNIT);
+	unsigned room = SL_VMETA_BYTES / SL_VMETA_UNIT / per, n = 0;
+	sluice_req_t **reqs = calloc(room, sizeof(*reqs)), *req;
+	sluice_result_t res;
+
+	if (!reqs) {
+		fprintf(stderr, "rank %d: no memory for %u requests\n", rank, room);
+		failures++;
+		return;
+	}
+	CHECK(sluice_group_start());
+	while (n < room && (res = sluice_alltoallv(comm, bufa, c, d, bufb, c, d, SLUICE_INT32, &reqs[n])) == SLUICE_OK)
+		n++;
+	res = sluice_alltoallv(comm, bufa, c, d, bufb, c, d, SLUICE_INT32, &req);
+	if (n != room || res != SLUICE_ERR_NO_MEMORY || !strstr(sluice_last_error(), "counts")) {
+		fprintf(stderr, "rank %d: %u all-to-allv calls held (want %u), then %s: %s\n", rank, n, room,
+			sluice_get_error_string(res), sluice_last_error());
+		failures++;
+	}
+	CHECK(sluice_group_end());
+	for (unsigned i = 0; i < n; i++)
+		CHECK(sluice_wait(reqs[i]));
+	free(reqs);
+	res = sluice_alltoallv(comm, bufa, c, d, bufb, c, d, SLUICE_INT32, &req);
+	if (res == SLUICE_OK)
+		res = sluice_wait(req);
+	if (res != SLUICE_OK) {
+		fprintf(stderr, "rank %d: an all-to-allv after %u finished: %s\n", rank, n, sluice_last_error());
 		failures++;
 	}
 }
@@ -515,7 +596,9 @@ int main(void)
 	CHECK(sluice_mem_alloc(ctx, bytes, (void **)&bufa));
 	CHECK(sluice_mem_alloc(ctx, bytes, (void **)&bufb));
 	every_collective();
+	alltoallv_no_region();
 	alltoallv();
+	alltoallv_counts_room();
 	if (nranks > 1) {
 		send_recv(false, 1);
 		send_recv(true, 2);

@@ -5,8 +5,9 @@
  * libsluice: any process of the user can write any descriptor into its
  * ring.  This test starts a one-node sluiced and speaks abi.h directly:
  * descriptors naming unregistered regions, ranges past a region's end,
- * another client's region or communicator, overflowing counts, a wrong ABI
- * version, and a connection from another uid.  Each must be refused with a
+ * another client's region or communicator, overflowing counts, all-to-allv
+ * counts past the client page's counts area, a wrong ABI version, and a
+ * connection from another uid.  Each must be refused with a
  * reason, and a valid descriptor must still work afterwards.
  */
 #include <errno.h>
@@ -204,6 +205,39 @@ static void test_forged_descriptors(void **state)
 	close(b.fd);
 }
 
+/* All-to-allv's counts are read from the client page's counts area at the
+ * descriptor's offset: counts that run past the area are refused, and
+ * counts written there run the call (one rank: its block to itself). */
+static void test_alltoallv_counts(void **state)
+{
+	struct raw_client a;
+	int32_t *mem;
+	uint64_t *v;
+	uint32_t ra, ca;
+	struct sl_cpl cpl;
+	(void)state;
+
+	hello(&a);
+	ra = reg(&a, 4096, (void **)&mem);
+	ca = comm1(&a, 0x3333);
+	struct sl_cmd cmd = { .opcode = SL_OP_ALLTOALLV, .comm = ca, .dtype = SLUICE_INT32, .send_region = ra,
+			      .recv_region = ra, .recv_off = 256, .meta_off = 2 * SL_VMETA_UNIT };
+	v = (uint64_t *)((uint8_t *)a.page + sl_page_vmeta_off() + cmd.meta_off);
+	v[SL_VMETA_SEND_COUNT] = v[SL_VMETA_RECV_COUNT] = 5;
+	v[SL_VMETA_SEND_DISPL] = 1;
+	v[SL_VMETA_RECV_DISPL] = 3;
+	for (int i = 0; i < 64; i++)
+		mem[i] = i;
+	cpl = submit(&a, cmd);
+	assert_int_equal(cpl.status, SLUICE_OK);
+	assert_memory_equal(mem + 64 + 3, mem + 1, 5 * sizeof(*mem));
+	cmd.meta_off = SL_VMETA_BYTES - 16; /* one rank's counts are 32 bytes */
+	expect_refused(&a, cmd, "counts area");
+	cmd.meta_off = UINT32_MAX;
+	expect_refused(&a, cmd, "counts area");
+	close(a.fd);
+}
+
 static void test_wrong_version(void **state)
 {
 	struct sl_ctl_msg m = { .type = SL_CTL_INFO, .version = SL_ABI_VERSION + 1 };
@@ -296,6 +330,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_forged_descriptors),
+		cmocka_unit_test(test_alltoallv_counts),
 		cmocka_unit_test(test_wrong_version),
 		cmocka_unit_test(test_other_user_refused),
 	};

@@ -9,7 +9,8 @@
  *    client and passed with HELLO, holding for each channel (an engine of
  *    the dataplane, on its own core and links) a submission ring (client ->
  *    dataplane, struct sl_cmd) and a completion ring (dataplane -> client,
- *    struct sl_cpl), plus the words both sides sleep and wake on.  A
+ *    struct sl_cpl), plus the words both sides sleep and wake on, and an
+ *    area for all-to-allv's counts (struct sl_cmd's meta_off).  A
  *    dataplane runs 1 to SL_MAX_CHANNELS channels (HELLO's reply says how
  *    many); the page always has room for the most.
  * 3. Registered memory: shared memory files the client passes with REG, or
@@ -34,7 +35,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 7
+#define SL_ABI_VERSION 8
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -89,8 +90,7 @@ struct sl_cmd {
 	uint64_t send_off;    /* byte offsets within the regions */
 	uint64_t recv_off;
 	uint32_t chunk_bytes; /* pipeline unit; 0 = the dataplane's default.  Runs as sl_chunk_used's */
-	uint32_t meta_region; /* ALLTOALLV: registered memory holding its struct sl_vmeta */
-	uint64_t meta_off;
+	uint32_t meta_off;    /* ALLTOALLV: its counts' byte offset in the page's counts area (sl_vmeta_len) */
 	/* Bytes from one per-rank block to the next in the buffers that hold
 	 * nranks blocks (all-gather's recv, reduce-scatter's send, both of
 	 * all-to-all, gather's recv, scatter's send); 0 = count * element size,
@@ -110,12 +110,22 @@ static inline uint64_t sl_chunk_used(uint32_t chunk_bytes, uint32_t payload)
 	return (pkts > 64 ? 64 : pkts) * payload;
 }
 
-/* ALLTOALLV's arguments, in elements, one entry per rank (only nranks
- * used): the dataplane reads them from registered memory at post. */
-struct sl_vmeta {
-	uint64_t send_count[SL_MAX_RANKS], send_displ[SL_MAX_RANKS];
-	uint64_t recv_count[SL_MAX_RANKS], recv_displ[SL_MAX_RANKS];
-};
+/* ALLTOALLV's arguments, in elements: four arrays of nranks entries one
+ * after the other (send counts, send displacements, recv counts, recv
+ * displacements), in the client page's counts area, which the client
+ * carves in SL_VMETA_UNIT pieces; the dataplane copies them at post.  In
+ * the page, not in memory registered at the first all-to-allv: that was
+ * SL_MAX_RANKS entries for each of 64 calls in flight, 512 KiB mapped and
+ * faulted in by both sides, 3-4 ms of a context's first call
+ * (perf/ALGORITHMS.md, a2av21). */
+#define SL_VMETA_UNIT 64u
+#define SL_VMETA_BYTES (32u << 10) /* 512 units: 4 calls of 256 ranks at once, 512 of 2 */
+enum { SL_VMETA_SEND_COUNT, SL_VMETA_SEND_DISPL, SL_VMETA_RECV_COUNT, SL_VMETA_RECV_DISPL };
+
+static inline uint64_t sl_vmeta_len(uint32_t nranks)
+{
+	return 4 * (uint64_t)nranks * sizeof(uint64_t);
+}
 
 /*
  * Bytes of the send and recv buffers a command names on one rank (sizes
@@ -151,7 +161,7 @@ static inline bool sl_cmd_bytes(uint32_t opcode, uint64_t count, uint64_t esize,
 	case SL_OP_RECV: *send = 0; *recv = b; return true;
 	case SL_OP_GATHER: *send = b; *recv = rank == root ? nb : 0; return true;
 	case SL_OP_SCATTER: *send = rank == root ? nb : 0; *recv = b; return true;
-	default: return false; /* ALLTOALLV's sizes come from its struct sl_vmeta */
+	default: return false; /* ALLTOALLV's sizes come from its counts: sl_vmeta_bytes */
 	}
 }
 
@@ -176,7 +186,8 @@ struct sl_channel_bell {
 	_Atomic uint32_t engine_napping;                   /* engine is (about to be) in futex_wait */
 };
 
-/* The client page.  Each channel's rings follow at sl_page_submit_off(ch)
+/* The client page.  Its all-to-allv counts area follows at
+ * sl_page_vmeta_off(), each channel's rings at sl_page_submit_off(ch)
  * and sl_page_complete_off(ch). */
 struct sl_client_page {
 	uint32_t magic;          /* SL_ABI_MAGIC */
@@ -192,6 +203,12 @@ static inline size_t sl_page_align(size_t n)
 	return (n + SL_CACHE_LINE - 1) & ~(size_t)(SL_CACHE_LINE - 1);
 }
 
+/* The counts area follows the page's header: the client faults it in with its rings. */
+static inline size_t sl_page_vmeta_off(void)
+{
+	return sl_page_align(sizeof(struct sl_client_page));
+}
+
 /* One channel's two rings, cache-line aligned. */
 static inline size_t sl_page_channel_bytes(void)
 {
@@ -201,7 +218,7 @@ static inline size_t sl_page_channel_bytes(void)
 
 static inline uint32_t sl_page_submit_off(uint32_t ch)
 {
-	return (uint32_t)(sl_page_align(sizeof(struct sl_client_page)) + ch * sl_page_channel_bytes());
+	return (uint32_t)(sl_page_vmeta_off() + SL_VMETA_BYTES + ch * sl_page_channel_bytes());
 }
 
 static inline uint32_t sl_page_complete_off(uint32_t ch)
@@ -214,22 +231,23 @@ static inline size_t sl_page_bytes(void)
 	return sl_page_submit_off(SL_MAX_CHANNELS);
 }
 
-/* Bytes of ALLTOALLV's buffers: the furthest end of any peer's block.
- * False when an end overflows 64 bits. */
-static inline bool sl_vmeta_bytes(const struct sl_vmeta *v, uint32_t nranks, uint64_t esize, uint64_t *send,
+/* Bytes of ALLTOALLV's buffers, from its counts v (sl_vmeta_len): the
+ * furthest end of any peer's block.  False when an end overflows 64 bits. */
+static inline bool sl_vmeta_bytes(const uint64_t *v, uint32_t nranks, uint64_t esize, uint64_t *send,
 				  uint64_t *recv)
 {
+	const uint64_t *sc = v + SL_VMETA_SEND_COUNT * nranks, *sd = v + SL_VMETA_SEND_DISPL * nranks;
+	const uint64_t *rc = v + SL_VMETA_RECV_COUNT * nranks, *rd = v + SL_VMETA_RECV_DISPL * nranks;
 	uint64_t limit = esize ? UINT64_MAX / esize : 0;
 
 	*send = *recv = 0;
-	for (uint32_t r = 0; r < nranks && r < SL_MAX_RANKS; r++) {
-		if (v->send_displ[r] > limit || v->send_count[r] > limit - v->send_displ[r] ||
-		    v->recv_displ[r] > limit || v->recv_count[r] > limit - v->recv_displ[r])
+	for (uint32_t r = 0; r < nranks; r++) {
+		if (sd[r] > limit || sc[r] > limit - sd[r] || rd[r] > limit || rc[r] > limit - rd[r])
 			return false;
-		if (v->send_count[r] && (v->send_displ[r] + v->send_count[r]) * esize > *send)
-			*send = (v->send_displ[r] + v->send_count[r]) * esize;
-		if (v->recv_count[r] && (v->recv_displ[r] + v->recv_count[r]) * esize > *recv)
-			*recv = (v->recv_displ[r] + v->recv_count[r]) * esize;
+		if (sc[r] && (sd[r] + sc[r]) * esize > *send)
+			*send = (sd[r] + sc[r]) * esize;
+		if (rc[r] && (rd[r] + rc[r]) * esize > *recv)
+			*recv = (rd[r] + rc[r]) * esize;
 	}
 	return true;
 }
