@@ -367,20 +367,60 @@ static int (*const builders[SL_ALGO_COUNT])(struct sl_sched *) = {
 	[SL_ALGO_RHD] = sl_build_rhd, [SL_ALGO_TREE] = sl_build_tree, [SL_ALGO_PAIRWISE] = sl_build_pairwise,
 };
 
+/* All-to-allv's four count arrays of a and b (the same number of ranks) hold the same values. */
+static bool same_counts(const struct sl_sched_plan *a, const struct sl_sched_plan *b)
+{
+	size_t n = a->nranks * sizeof(uint64_t);
+
+	return a->coll != SL_COLL_ALLTOALLV ||
+	       (!memcmp(a->send_count, b->send_count, n) && !memcmp(a->send_displ, b->send_displ, n) &&
+		!memcmp(a->recv_count, b->recv_count, n) && !memcmp(a->recv_displ, b->recv_displ, n));
+}
+
 /*
  * Whether a and b build the same schedule: every field of the plan, since
- * the builders read them all.  All-to-allv's counts are arrays of the
- * caller's, gone with its call: never the same.  Reusing a schedule for a
- * plan that differs runs the wrong call, so a field added to the plan must
- * be compared here; the assertion counts the plan's bytes to say so.
+ * the builders read them all, all-to-allv's counts by value (a schedule
+ * keeps its own copy: keep_counts).  Rebuilding every all-to-allv was 4-5%
+ * of a 2-rank 8 B loop's samples (perf/ALGORITHMS.md, a2av21).  Reusing a
+ * schedule for a plan that differs runs the wrong call, so a field added
+ * to the plan must be compared here; the assertion counts the plan's bytes
+ * to say so.
  */
 static bool same_plan(const struct sl_sched_plan *a, const struct sl_sched_plan *b)
 {
-	return a->coll == b->coll && a->coll != SL_COLL_ALLTOALLV && a->algo == b->algo &&
+	return a->coll == b->coll && a->algo == b->algo &&
 	       a->nranks == b->nranks && a->rank == b->rank && a->root == b->root && a->count == b->count &&
 	       a->esize == b->esize && a->payload == b->payload && a->chunk_bytes == b->chunk_bytes &&
 	       a->stride == b->stride && a->send_bytes == b->send_bytes && a->recv_bytes == b->recv_bytes &&
-	       a->in_place == b->in_place && a->gated == b->gated;
+	       a->in_place == b->in_place && a->gated == b->gated && same_counts(a, b);
+}
+
+/* Point s's plan at its own copy of all-to-allv's counts (from's: the
+ * plan's own arrays), reusing the copy's memory when it fits.  0, or -1
+ * with errno ENOMEM. */
+static int keep_counts(struct sl_sched *s, const struct sl_sched_plan *from)
+{
+	uint32_t n = from->nranks;
+	const uint64_t *src[4] = { from->send_count, from->send_displ, from->recv_count, from->recv_displ };
+
+	if (s->p.coll != SL_COLL_ALLTOALLV)
+		return 0;
+	if (s->counts_cap < 4 * n) {
+		uint64_t *c = realloc(s->counts, 4 * (size_t)n * sizeof(*c));
+		if (!c) {
+			errno = ENOMEM;
+			return -1;
+		}
+		s->counts = c;
+		s->counts_cap = 4 * n;
+	}
+	for (uint32_t a = 0; a < 4; a++)
+		memcpy(s->counts + a * n, src[a], n * sizeof(*s->counts));
+	s->p.send_count = s->counts;
+	s->p.send_displ = s->counts + n;
+	s->p.recv_count = s->counts + 2 * n;
+	s->p.recv_displ = s->counts + 3 * n;
+	return 0;
 }
 _Static_assert(sizeof(void *) != 8 || sizeof(struct sl_sched_plan) == 112,
 	       "struct sl_sched_plan changed: compare the new field in same_plan");
@@ -424,9 +464,15 @@ int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 		sl_sched_rewind(s);
 		return 0;
 	}
-	*s = (struct sl_sched){ .p = *p, .x = s->x, .cap = s->cap, .tab = s->tab, .tab_bytes = s->tab_bytes };
+	*s = (struct sl_sched){ .p = *p, .x = s->x, .cap = s->cap, .tab = s->tab, .tab_bytes = s->tab_bytes,
+				.counts = s->counts, .counts_cap = s->counts_cap };
 	if (sl_sched_plan_check(p)) {
 		errno = EINVAL;
+		return -1;
+	}
+	if (keep_counts(s, p) != 0) {
+		sl_sched_fini(s);
+		errno = ENOMEM;
 		return -1;
 	}
 	s->bytes[SL_BUF_SEND] = p->send_bytes;
@@ -479,9 +525,10 @@ int sl_sched_reinit_from(struct sl_sched *s, const struct sl_sched *from)
 	}
 	*s = (struct sl_sched){ .p = from->p, .snapshot_send = from->snapshot_send, .x = s->x,
 				.nx = from->nx, .cap = s->cap, .nrecv = from->nrecv,
-				.ready_cap = from->ready_cap, .tab = s->tab, .tab_bytes = s->tab_bytes };
+				.ready_cap = from->ready_cap, .tab = s->tab, .tab_bytes = s->tab_bytes,
+				.counts = s->counts, .counts_cap = s->counts_cap };
 	/* the tables as index_xfers sized them: a mask past the last chunk, a send past the last */
-	if (carve_tables(s, from->chunks_built + 1ull, from->ready_cap + 1ull) != 0) {
+	if (keep_counts(s, &from->p) != 0 || carve_tables(s, from->chunks_built + 1ull, from->ready_cap + 1ull) != 0) {
 		sl_sched_fini(s);
 		errno = ENOMEM;
 		return -1;
@@ -503,6 +550,7 @@ void sl_sched_fini(struct sl_sched *s)
 {
 	free(s->x);
 	free(s->tab);
+	free(s->counts);
 	*s = (struct sl_sched){ .p = s->p };
 }
 

@@ -170,6 +170,10 @@ struct sl_sched {
 	struct sl_send *ready;    /* FIFO of chunks ready to send */
 	uint32_t ready_head, ready_tail, ready_cap;
 	void *tab;                /* holds arrived, ready, recvs and applied */
+	/* All-to-allv: the plan's four count arrays, copied (p's point here),
+	 * so that a later call with equal counts finds its schedule built. */
+	uint64_t *counts;
+	uint32_t counts_cap;      /* entries it holds */
 	uint64_t tab_bytes;       /* its size */
 	/* What the build left, for sl_sched_reinit to start the same plan's
 	 * next run from without building it again. */
@@ -189,9 +193,10 @@ int sl_sched_init(struct sl_sched *s, const struct sl_sched_plan *p);
 /* The same on a schedule that init or reinit built, or fini finished
  * (or a zeroed one): reuses its memory (no allocation when it is big
  * enough); the result is as if built new.  When s holds the schedule of an
- * equal plan (every field; never all-to-allv, whose counts are the
- * caller's), only the run's state is reset: a loop that repeats one call
- * builds its schedule once (s->reused says which path was taken). */
+ * equal plan (every field; all-to-allv's counts by value: s keeps a copy,
+ * and p's arrays may go after the call), only the run's state is reset: a
+ * loop that repeats one call builds its schedule once (s->reused says
+ * which path was taken). */
 int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p);
 /* s as sl_sched_reinit(s, &from->p) leaves it, from another schedule that
  * holds that plan (built, perhaps mid-run): its transfers, sorted

@@ -293,7 +293,6 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 	if (k->gdev)
 		dp_async_fini(k);
 	free_packets(e, k->deferred);
-	free(k->vmeta);
 	dp_pool_put(&e->pool, k->owned);
 	coll_put(e, k);
 }
@@ -722,8 +721,8 @@ static uint64_t wire_count(const struct dp_coll *k, uint32_t peer, bool sending)
 {
 	const struct sl_cmd *cmd = &k->cmd;
 
-	if (k->vmeta)
-		return k->vmeta[(sending ? SL_VMETA_SEND_COUNT : SL_VMETA_RECV_COUNT) * k->comm->nranks + peer];
+	if (cmd->opcode == SL_OP_ALLTOALLV) /* the schedule's copy of the counts */
+		return sending ? k->sched.p.send_count[peer] : k->sched.p.recv_count[peer];
 	return cmd->count | (is_rooted(cmd->opcode) ? (uint64_t)cmd->root << COUNT_ROOT_SHIFT : 0);
 }
 
@@ -1429,23 +1428,21 @@ static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *c
 	return NULL;
 }
 
-/* All-to-allv's counts, copied from the client page's counts area (*vmeta,
- * to free; abi.h's layout); NULL when valid, else why not. */
-static const char *read_vmeta(struct dp_client *c, const struct sl_cmd *cmd, uint32_t nranks,
-			      uint64_t **vmeta, uint64_t bytes[2])
+/* All-to-allv's counts, copied from the client page's counts area into
+ * vmeta (abi.h's layout; the client may reuse its units once the call is
+ * posted); NULL when valid, else why not. */
+static const char *read_vmeta(struct dp_client *c, const struct sl_cmd *cmd, uint32_t nranks, uint64_t *vmeta,
+			      uint64_t bytes[2])
 {
 	uint64_t len = sl_vmeta_len(nranks);
 
 	if (cmd->meta_off > SL_VMETA_BYTES || len > SL_VMETA_BYTES - cmd->meta_off)
 		return "the all-to-allv counts run past the client page's counts area";
-	if (!(*vmeta = malloc(len)))
-		return "the dataplane is out of memory for all-to-allv counts";
-	memcpy(*vmeta, (const uint8_t *)c->page + sl_page_vmeta_off() + cmd->meta_off, len);
-	if (!sl_vmeta_bytes(*vmeta, nranks, sl_dtype_size(cmd->dtype), &bytes[0], &bytes[1]))
+	memcpy(vmeta, (const uint8_t *)c->page + sl_page_vmeta_off() + cmd->meta_off, len);
+	if (!sl_vmeta_bytes(vmeta, nranks, sl_dtype_size(cmd->dtype), &bytes[0], &bytes[1]))
 		return "an all-to-allv count plus displacement overflows the buffer size";
 	for (uint32_t r = 0; r < nranks; r++)
-		if (((*vmeta)[SL_VMETA_SEND_COUNT * nranks + r] | (*vmeta)[SL_VMETA_RECV_COUNT * nranks + r]) >>
-		    COUNT_ROOT_SHIFT)
+		if ((vmeta[SL_VMETA_SEND_COUNT * nranks + r] | vmeta[SL_VMETA_RECV_COUNT * nranks + r]) >> COUNT_ROOT_SHIFT)
 			return "an all-to-allv count overflows the 56 bits a packet carries (2^56 or more)";
 	return NULL;
 }
@@ -1457,7 +1454,7 @@ static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t 
 
 /* Check cmd against c's own state; NULL when valid, else why not. */
 static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd,
-			     struct dp_comm **comm, uint64_t **vmeta, uint64_t bytes[2], char *why)
+			     struct dp_comm **comm, uint64_t bytes[2], char *why)
 {
 	const char *bad;
 
@@ -1467,7 +1464,7 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 	if ((bad = check_call(*comm, cmd, why)))
 		return bad;
 	if (cmd->opcode == SL_OP_ALLTOALLV) {
-		if ((bad = read_vmeta(c, cmd, (*comm)->nranks, vmeta, bytes)))
+		if ((bad = read_vmeta(c, cmd, (*comm)->nranks, e->vmeta, bytes)))
 			return bad;
 	} else if (!sl_cmd_bytes(cmd->opcode, cmd->count, sl_dtype_size(cmd->dtype), (*comm)->nranks,
 				 (*comm)->rank, cmd->root, cmd->block_stride, &bytes[0], &bytes[1])) {
@@ -1558,10 +1555,10 @@ static const struct dp_coll *coll_like(const struct dp_comm *comm, const struct 
 	return NULL;
 }
 
-/* A new collective for cmd (which takes vmeta), or NULL with *why set
+/* A new collective for cmd (all-to-allv's counts in e->vmeta), or NULL with *why set
  * (perhaps to buf, SL_ERRMSG_LEN bytes). */
 static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const struct sl_cmd *cmd,
-				struct dp_client *c, uint64_t *vmeta, const uint64_t bytes[2], const char **why,
+				struct dp_client *c, const uint64_t bytes[2], const char **why,
 				char *buf)
 {
 	struct dp_coll *k;
@@ -1581,27 +1578,24 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 	if ((*why = buffers_gpu(c, cmd, bytes, &gpu, buf)) || dp_gdev_for(e, gpu, &gdev, buf) != 0) {
 		errno = *why ? EFAULT : ENODEV;
 		*why = buf;
-		free(vmeta);
 		return NULL;
 	}
 	plan.gated = gdev != NULL;
-	if (vmeta) {
-		plan.send_count = vmeta + SL_VMETA_SEND_COUNT * comm->nranks;
-		plan.send_displ = vmeta + SL_VMETA_SEND_DISPL * comm->nranks;
-		plan.recv_count = vmeta + SL_VMETA_RECV_COUNT * comm->nranks;
-		plan.recv_displ = vmeta + SL_VMETA_RECV_DISPL * comm->nranks;
+	if (cmd->opcode == SL_OP_ALLTOALLV) { /* the schedule copies them */
+		plan.send_count = e->vmeta + SL_VMETA_SEND_COUNT * comm->nranks;
+		plan.send_displ = e->vmeta + SL_VMETA_SEND_DISPL * comm->nranks;
+		plan.recv_count = e->vmeta + SL_VMETA_RECV_COUNT * comm->nranks;
+		plan.recv_displ = e->vmeta + SL_VMETA_RECV_DISPL * comm->nranks;
 	}
 	send = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
 	recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	plan.in_place = overlap(send, bytes[0], recv, bytes[1]);
 	*why = "the dataplane is out of memory for collectives";
 	if (!(k = coll_get(e, &plan, &holds))) {
-		free(vmeta);
 		return NULL;
 	}
 	k->comm = comm;
 	k->cmd = *cmd;
-	k->vmeta = vmeta;
 	k->gdev = gdev;
 	k->buf[SL_BUF_SEND] = send;
 	k->buf[SL_BUF_RECV] = recv;
@@ -1614,7 +1608,6 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 			*why = sl_sched_plan_check(&plan) ? sl_sched_plan_check(&plan)
 							  : "the schedule does not fit the buffers (a bug in sluice's "
 							    "coll/, please report it)";
-		free(vmeta);
 		coll_drop(e, k);
 		return NULL;
 	}
@@ -1655,15 +1648,13 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	uint64_t bytes[2] = { 0, 0 };
 	char buf[SL_ERRMSG_LEN];
 	struct sl_cmd resolved = *given, *cmd = &resolved;
-	uint64_t *vmeta = NULL;
 	const char *bad;
 
 	if (cmd->algo == 0) /* the descriptor leaves the choice to the dataplane */
 		cmd->algo = sl_algo_supported((enum sl_coll)cmd->opcode, SL_ALGO_RING) ? SL_ALGO_ID_RING
 											 : SL_ALGO_ID_DIRECT;
-	bad = check_cmd(e, c, cmd, &comm, &vmeta, bytes, buf);
+	bad = check_cmd(e, c, cmd, &comm, bytes, buf);
 	if (bad || comm->failed != SLUICE_OK) {
-		free(vmeta);
 		if (bad) {
 			reject(e, c, cmd, SLUICE_ERR_INVALID_ARGUMENT, bad);
 		} else {
@@ -1672,7 +1663,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 		}
 		return;
 	}
-	k = coll_new(e, comm, cmd, c, vmeta, bytes, &bad, buf);
+	k = coll_new(e, comm, cmd, c, bytes, &bad, buf);
 	if (!k) {
 		reject(e, c, cmd, errno == ENOMEM ? SLUICE_ERR_NO_MEMORY : errno == EFAULT ? SLUICE_ERR_INVALID_ARGUMENT
 				  : errno == ENODEV ? SLUICE_ERR_SYSTEM : SLUICE_ERR_INTERNAL, bad);

@@ -233,7 +233,6 @@ struct dp_coll {
 	uint64_t owned_len;       /* its size */
 	struct dp_stashed *deferred; /* packets that came before their turn in the reduction order */
 	uint32_t ndeferred;       /* how many (coll_run.c defer bounds them) */
-	uint64_t *vmeta;          /* ALLTOALLV: the client's counts (abi.h's layout), copied at post */
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint64_t posted_ns;
 	uint64_t last_progress_ns;
@@ -357,6 +356,9 @@ struct dp_notices {
 };
 
 struct dp_engine {
+	/* A posted all-to-allv's counts, read from its client's page (abi.h's
+	 * layout) for its plan; its schedule keeps a copy (coll/schedule.h). */
+	uint64_t vmeta[4 * SL_MAX_RANKS];
 	struct sl_tp *tp;
 	uint16_t node;
 	uint32_t channel;         /* index among the dataplane's engines */

@@ -917,14 +917,12 @@ static void run_some(struct sl_sched *s)
 /* One field of the plan at a time: reinit on a used schedule rebuilds it
  * (the result is the one built new), the same plan only resets it (the
  * same again).  A 3-rank direct broadcast's rank 1 (a lazy check) and a
- * ring all-reduce's; all-to-allv, whose counts are the caller's, never
- * reuses. */
+ * ring all-reduce's (all-to-allv's counts: test_alltoallv_reuse_by_counts). */
 static void test_reuse_needs_same_plan(void **state)
 {
 	static const char *const fields[] = { "root", "count", "element size", "payload", "chunk", "algorithm",
 					      "rank", "ranks", "stride", "placement", "gating", "collective",
 					      "send bytes" };
-	static const uint64_t ones[3] = { 1, 1, 1 }, displ[3] = { 0, 1, 2 };
 	struct sl_sched_plan bases[2] = {
 		{ .coll = SL_COLL_BROADCAST, .algo = SL_ALGO_DIRECT, .nranks = 3, .rank = 1, .count = 24,
 		  .esize = 4, .payload = 16, .chunk_bytes = 32 },
@@ -978,15 +976,64 @@ static void test_reuse_needs_same_plan(void **state)
 			sl_sched_fini(&fresh);
 		}
 	}
-	/* all-to-allv: the same counts again still build anew */
-	struct sl_sched_plan vp = { .coll = SL_COLL_ALLTOALLV, .algo = SL_ALGO_DIRECT, .nranks = 3, .rank = 1,
-				    .esize = 4, .payload = 16, .chunk_bytes = 16, .send_bytes = 12,
-				    .recv_bytes = 12, .send_count = ones, .send_displ = displ,
-				    .recv_count = ones, .recv_displ = displ };
-	assert_int_equal(sl_sched_reinit(&used, &vp), 0);
-	assert_int_equal(sl_sched_reinit(&used, &vp), 0);
-	assert_false(used.reused);
 	sl_sched_fini(&used);
+}
+
+/* A 3-rank all-to-allv (rank 1) on the counts v, or changed in array a at rank k when a < 4. */
+static struct sl_sched_plan vplan(uint64_t v[4][3], const uint64_t from[4][3], int a, uint32_t k)
+{
+	memcpy(v, from, 4 * sizeof(v[0]));
+	if (a < 4)
+		v[a][k] += a % 2 ? 2 : 1; /* a count one more, a displacement two: both still fit */
+	return (struct sl_sched_plan){ .coll = SL_COLL_ALLTOALLV, .algo = SL_ALGO_DIRECT, .nranks = 3, .rank = 1,
+				       .esize = 4, .payload = 16, .chunk_bytes = 16, .send_bytes = 64,
+				       .recv_bytes = 64, .send_count = v[0], .send_displ = v[1],
+				       .recv_count = v[2], .recv_displ = v[3] };
+}
+
+/* All-to-allv's counts are compared by value, against the schedule's own
+ * copy: the same counts in other arrays, after the first call's were
+ * scribbled over (the caller's, gone with its call), only reset it; a
+ * change to any entry of any array (zero-length parts among them) builds
+ * it anew.  Each time the schedule is the one built new; one copied from
+ * another collective's keeps the counts too. */
+static void test_alltoallv_reuse_by_counts(void **state)
+{
+	static const uint64_t base[4][3] = { { 2, 0, 3 }, { 0, 5, 6 }, { 1, 4, 0 }, { 0, 3, 9 } };
+	uint64_t first[4][3], again[4][3], other[4][3];
+	struct sl_sched used = { 0 }, copy = { 0 }, fresh;
+	struct sl_sched_plan p;
+	(void)state;
+
+	for (int a = 0; a < 4; a++) {
+		for (uint32_t k = 0; k < 3; k++) {
+			p = vplan(first, base, 4, 0);
+			assert_int_equal(sl_sched_reinit(&used, &p), 0);
+			run_some(&used);
+			memset(first, 0x5a, sizeof(first));
+			p = vplan(again, base, 4, 0);
+			assert_int_equal(sl_sched_reinit(&used, &p), 0);
+			if (!used.reused)
+				fail_msg("all-to-allv: the same counts built the schedule again");
+			assert_int_equal(sl_sched_init(&fresh, &p), 0);
+			assert_same_sched(&used, &fresh);
+			sl_sched_fini(&fresh);
+			run_some(&used);
+			p = vplan(other, base, a, k);
+			assert_int_equal(sl_sched_reinit(&used, &p), 0);
+			if (used.reused)
+				fail_msg("all-to-allv: array %d, rank %u changed, and the last call's schedule was reused", a, k);
+			assert_int_equal(sl_sched_init(&fresh, &p), 0);
+			assert_same_sched(&used, &fresh);
+			sl_sched_fini(&fresh);
+		}
+	}
+	assert_int_equal(sl_sched_reinit_from(&copy, &used), 0);
+	memset(used.counts, 0x5a, 12 * sizeof(*used.counts));
+	p = vplan(again, base, 3, 2);
+	assert_true(sl_sched_holds(&copy, &p));
+	sl_sched_fini(&used);
+	sl_sched_fini(&copy);
 }
 
 /* A schedule copied from another collective's that holds its plan, mid-run
@@ -1230,6 +1277,7 @@ int main(void)
 		cmocka_unit_test(test_gated),
 		cmocka_unit_test(test_send_recv),
 		cmocka_unit_test(test_alltoallv),
+		cmocka_unit_test(test_alltoallv_reuse_by_counts),
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_in_place_copies_only_what_it_must),
 		cmocka_unit_test(test_in_place_all_to_all_leaves_its_own_block),
