@@ -170,11 +170,11 @@ struct sl_sched {
 	struct sl_send *ready;    /* FIFO of chunks ready to send */
 	uint32_t ready_head, ready_tail, ready_cap;
 	void *tab;                /* holds arrived, ready, recvs and applied */
+	uint64_t tab_bytes;       /* its size */
 	/* All-to-allv: the plan's four count arrays, copied (p's point here),
 	 * so that a later call with equal counts finds its schedule built. */
 	uint64_t *counts;
 	uint32_t counts_cap;      /* entries it holds */
-	uint64_t tab_bytes;       /* its size */
 	/* What the build left, for sl_sched_reinit to start the same plan's
 	 * next run from without building it again. */
 	bool built;               /* x, recvs and the tables hold p's schedule */
