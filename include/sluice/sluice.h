@@ -181,6 +181,10 @@ sluice_result_t sluice_scatter(sluice_comm_t *comm, const void *send, void *recv
  * (send_counts[j] elements from element send_displs[j]) goes to rank j,
  * whose recv_counts[i] and recv_displs[i] say where rank i's lands.  Counts
  * may be zero; a pair whose counts disagree is a mismatch.  Not in place.
+ * The counts are copied (the arrays may be reused once this returns) into
+ * a per-context area of 32 KiB (4 * nranks * 8 bytes a call, in 64-byte
+ * units): calls in flight past it get SLUICE_ERR_NO_MEMORY until earlier
+ * ones finish (512 at 2 ranks, 4 at 256).
  */
 sluice_result_t sluice_alltoallv(sluice_comm_t *comm, const void *send, const size_t *send_counts,
 				 const size_t *send_displs, void *recv, const size_t *recv_counts,
