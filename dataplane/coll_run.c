@@ -944,21 +944,31 @@ static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
 	}
 }
 
-/* A packet before its turn waits, copied.  A peer's packets come once each
+/*
+ * A packet before its turn waits, copied.  A peer's packets come once each
  * (the transport applies a PSN once), so the chunks still to complete hold
  * every one that can wait; more means a peer sends the same data again
  * under new PSNs (misbehaving, or forged), each copy a pool block, malloc'd
- * past the arena, for as long as the call ran: the call fails instead. */
+ * past the arena, for as long as the call ran: the call fails instead.
+ * Honest calls come close to that count: a direct all-reduce waits with
+ * (n - 2) / (n - 1) of it while its first contributor is late (it_mix, 4
+ * ranks: 2/3), a gated one whose input is still being copied with all of
+ * it; so the bound is DEFER_SLACK times it, where no honest call reaches
+ * half, and a slip in that count fails no correct job.
+ */
+#define DEFER_SLACK 2
+
 static bool defer_overflows(struct dp_engine *e, struct dp_coll *k, int src)
 {
 	const struct sl_sched_plan *p = &k->sched.p;
+	uint64_t left = (uint64_t)k->sched.chunks_left * (p->chunk_bytes / p->payload);
 
-	if (k->ndeferred < (uint64_t)k->sched.chunks_left * (p->chunk_bytes / p->payload))
+	if (k->ndeferred < DEFER_SLACK * left)
 		return false;
 	comm_fail(e, k->comm, SLUICE_ERR_REMOTE, k->seq, true,
-		  "rank %d sent more packets of %s #%u before their turn than the call has left to receive (%u "
-		  "waiting): is that rank's dataplane misbehaving?", src, sl_coll_name(k->cmd.opcode), k->seq,
-		  k->ndeferred);
+		  "rank %d sent more packets of %s #%u before their turn than %d times what the call has left to "
+		  "receive (%u waiting, %" PRIu64 " left): is that rank's dataplane misbehaving?", src,
+		  sl_coll_name(k->cmd.opcode), k->seq, DEFER_SLACK, k->ndeferred, left);
 	return true;
 }
 

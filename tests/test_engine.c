@@ -10,7 +10,8 @@
  * that hold the window and a post that must reopen it (or a starving call
  * of another communicator, whose packets share the flow), a sender that
  * overruns the stash past its cap or sends a packet again before its turn
- * (the communicator fails, bounded), the peer dying
+ * (the communicator fails, bounded, at twice what an honest call can
+ * hold back), the peer dying
  * while it holds the window, a dead peer turned into a timeout error that
  * names it, lingering calls behind the oldest that end by the timeout when
  * their peer dies or never acknowledges (also behind an older call that
@@ -1562,6 +1563,43 @@ static void test_a_packet_sent_again_before_its_turn_is_bounded(void **state)
 	teardown_cluster();
 }
 
+/* An honest call comes close to that count: a direct all-reduce of 4 ranks
+ * whose rank 1 is late waits with every packet of ranks 2 and 3, 2/3 of
+ * what it has left to receive.  The bound leaves it as much room again
+ * (copies of one of them, fed after it, fit as many times as honest ones
+ * wait), so a slip in that count fails no correct job. */
+static void test_honest_packets_before_their_turn_leave_room(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	static uint8_t payload[1024];
+	struct dp_engine *e = &nodes[0].e;
+	struct dp_coll *k;
+	struct sl_hdr h;
+	uint32_t honest, stable = 0, copies = 0;
+	(void)state;
+
+	setup_cluster(4, &none, 10ull * 1000000000);
+	algo = SL_ALGO_ID_DIRECT;
+	for (unsigned i = 0; i < 4; i++)
+		if (i != 1) /* rank 1 posts late: never, here */
+			post(&nodes[i], 0, 64 * 1024, SLUICE_INT32, SLUICE_SUM, false); /* whole chunks */
+	algo = 0;
+	while (!(k = e->comms[0].colls))
+		dp_engine_poll(e);
+	for (honest = 0; stable < 1000; stable = k->ndeferred == honest ? stable + 1 : 0) {
+		honest = k->ndeferred;
+		poll_all();
+	}
+	assert_int_equal(honest, 2 * 64 * 1024 * 4 / sizeof(payload)); /* ranks 2 and 3's, all of them */
+	h = k->deferred->hdr;
+	memcpy(payload, k->deferred->payload, h.len);
+	for (; copies < honest && e->comms[0].failed == SLUICE_OK; copies++)
+		dp_deliver(e, &h, payload);
+	if (e->comms[0].failed != SLUICE_OK)
+		fail_msg("%u packets of an honest call wait before their turn, and %u more fail it", honest, copies);
+	teardown_cluster();
+}
+
 /* The same across two communicators of the same ranks, whose packets share
  * one flow: the peer posts B on communicator 1, then A on communicator 0;
  * this rank posts A first (legal: they are independent).  B's early
@@ -2971,6 +3009,7 @@ int main(void)
 		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
 		cmocka_unit_test(test_a_sender_past_the_stash_cap_is_bounded),
 		cmocka_unit_test(test_a_packet_sent_again_before_its_turn_is_bounded),
+		cmocka_unit_test(test_honest_packets_before_their_turn_leave_room),
 		cmocka_unit_test(test_two_ahead_do_not_hold_a_waiting_call),
 		cmocka_unit_test(test_peer_dies_holding_the_window),
 		cmocka_unit_test(test_a_leaf_ahead_holds_only_itself),
