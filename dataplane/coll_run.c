@@ -1119,7 +1119,7 @@ static void late_release(struct dp_engine *e, const struct dp_comm *comm)
  * would post their call only after it (it_mix seed 629: 1 KiB packets,
  * 4 MiB calls).  Taken past the cap, they still hold the sender, and
  * the calls the sender ran ahead bound them, or else the engine's
- * DP_STASH_PAST_CAP_BYTES (stash_overflows).
+ * stash_limit (stash_overflows).
  */
 static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, int src)
 {
@@ -1128,7 +1128,7 @@ static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, in
 
 /*
  * Taken past the cap, early packets are bounded by the engine's
- * DP_STASH_PAST_CAP_BYTES: an honest sender is held there and sends a
+ * stash_limit: an honest sender is held there and sends a
  * window a starving round (stash_starves), but one that ignores the hold
  * would make this rank take a block for every packet, for as long as the
  * call waited.  At the bound the communicator fails, saying so: true then
@@ -1136,13 +1136,15 @@ static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, in
  */
 static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
 {
-	if (comm->nstash < DP_STASH_MAX || e->stash_past_cap_bytes + h->len <= DP_STASH_PAST_CAP_BYTES)
+	if (comm->nstash < DP_STASH_MAX || e->stash_past_cap_bytes + h->len <= e->stash_limit)
 		return false;
 	e->count.stash_overflows++;
 	comm_fail(e, comm, SLUICE_ERR_NO_MEMORY, comm->next_seq, true,
-		  "rank %d overran the stash (DP_STASH_PAST_CAP_BYTES): %u packets of calls not posted here "
-		  "(#%u), %" PRIu64 " MiB past its cap, as a call waits on it: do all ranks post the same calls "
-		  "in one order?", src, comm->nstash, h->seq, e->stash_past_cap_bytes >> 20);
+		  "rank %d sent %" PRIu64 " MiB of calls not posted here (#%u, %u packets) while a call waits on "
+		  "it, past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): either a call that rank "
+		  "posted first on another communicator sends that much ahead of the one this rank waits on "
+		  "(post calls on the communicators in one order on every rank, or raise the limit), or its "
+		  "dataplane ignores its held window", src, e->stash_past_cap_bytes >> 20, h->seq, comm->nstash);
 	return true;
 }
 

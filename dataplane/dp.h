@@ -34,11 +34,16 @@
 /* Payload bytes of early packets an engine takes past its communicators'
  * DP_STASH_MAX (while a posted call waits on their sender: coll_run.c
  * stash_full), all communicators together, malloc'd once the pool's arena
- * is used.  Past it the communicator fails (SLUICE_ERR_NO_MEMORY) rather
- * than grow without bound: a sender that ignores its held window (a
- * misbehaving peer, or a forged one), each packet for a call this rank has
- * not posted, took another block for as long as the call waited. */
-#define DP_STASH_PAST_CAP_BYTES (256u << 20)
+ * is used: dp_engine.stash_limit.  Past it the communicator fails
+ * (SLUICE_ERR_NO_MEMORY) rather than grow without bound: a sender that
+ * ignores its held window (a misbehaving peer, or a forged one), each
+ * packet for a call this rank has not posted, took another block for as
+ * long as the call waited.  A legal order reaches it too (a peer's call on
+ * another communicator, posted there first, sending more than the limit
+ * ahead of the one this rank waits on: perf/ALGORITHMS.md, soak21), so the
+ * default is a quarter of the machine's memory, at least this floor, and
+ * sluiced --stash-limit / SLUICE_STASH_LIMIT set it. */
+#define DP_STASH_LIMIT_FLOOR (256ull << 20)
 /* The same in payload bytes, for packets of calls past the next one, so
  * that senders running calls ahead stay in the pool's arena (pool.h):
  * counted in packets alone, each sender of 16 KiB packets had a share of
@@ -285,7 +290,7 @@ struct dp_counters {
 	uint64_t stashed;            /* packets that arrived before their collective */
 	uint64_t held_in_place;      /* early or deferred packets kept in their frames, not copied */
 	uint64_t stashed_past_cap;   /* early packets taken past DP_STASH_MAX (a posted call waited on their sender) */
-	uint64_t stash_overflows;    /* communicators failed at DP_STASH_PAST_CAP_BYTES */
+	uint64_t stash_overflows;    /* communicators failed at dp_engine.stash_limit */
 	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished
 					collective nor copied from a running one */
@@ -387,7 +392,8 @@ struct dp_engine {
 	uint32_t closing;         /* communicators whose destroy waits for peers' closing words */
 	uint32_t stash_holding;   /* communicators whose stash holds a sender (coll_run.c stash_starves) */
 	uint64_t stash_past_cap_bytes; /* payload of stashed packets taken past DP_STASH_MAX, at most
-					  DP_STASH_PAST_CAP_BYTES (coll_run.c stash_overflows) */
+					  stash_limit (coll_run.c stash_overflows) */
+	uint64_t stash_limit;     /* DP_STASH_LIMIT_FLOOR's comment */
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
 	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
 	struct dp_notices *notices; /* abort notices not yet acknowledged */
@@ -415,6 +421,7 @@ struct dp_engine_cfg {
 	uint32_t rx_credit;    /* receive budget shared among active senders; 0 = the default */
 	uint8_t paths;         /* UDP source ports (paths) per link; 0 = the default */
 	uint32_t gpu_blocks;   /* persistent blocks (SMs) of each GPU reducer; 0 = gpu_dma's default */
+	uint64_t stash_limit;  /* bytes (DP_STASH_LIMIT_FLOOR's comment); 0 = a quarter of memory */
 	struct dp_idle_cfg idle;
 	struct dp_wake *wake;  /* the engine's wake word, which it takes over; NULL: a private one */
 	bool all_links_wake;   /* every link's peer kicks wake (dp_wake_port_wrap) */

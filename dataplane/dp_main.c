@@ -66,6 +66,7 @@
 #define GPU_BLOCKS_TOTAL 8
 #define GPU_BLOCKS_MIN 2
 #define GPU_BLOCKS_MAX 1024
+#define STASH_LIMIT_MAX_MIB (1ul << 30) /* 1 PiB: no machine's memory */
 /* After the last client, engines stay up until no DATA came for LINGER_QUIET_NS
  * (several of the peers' retransmission timeouts), LINGER_MAX_NS at most. */
 #define LINGER_QUIET_NS 20000000ull
@@ -82,6 +83,7 @@ struct opts {
 	int node;
 	unsigned channels;   /* engines, each with its own links */
 	unsigned gpu_blocks; /* blocks of each GPU reducer, 0: 8 shared out among the channels */
+	unsigned long stash_limit_mib; /* 0: a quarter of memory (dp.h DP_STASH_LIMIT_FLOOR) */
 	int nodes;
 	const char *memif_dir;
 	struct link links[SL_MAX_PORTS];
@@ -135,6 +137,10 @@ static void usage(FILE *f)
 		"  --gpu-blocks B        blocks (SMs) of each channel's persistent reduction kernel on a GPU\n"
 		"                        (env SLUICE_GPU_BLOCKS; default 8 shared out among the channels,\n"
 		"                        at least 2 each)\n"
+		"  --stash-limit MIB     early packets an engine may hold past its communicators' stash\n"
+		"                        caps while a posted call waits on their sender, before that\n"
+		"                        communicator fails (env SLUICE_STASH_LIMIT; default a quarter\n"
+		"                        of the machine's memory, at least 256)\n"
 		"  --payload B           bytes of data per packet (default: what the frame allows)\n"
 		"  --frame B             largest frame on the links (default %u)\n"
 		"  --window P            packets in flight per peer (default %u, at most %u)\n"
@@ -353,7 +359,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "channels", required_argument, NULL, 'K' }, { "gpu-blocks", required_argument, NULL, 'B' },
 		{ "busy-poll", no_argument, NULL, 'Y' },       { "help", no_argument, NULL, 'h' },
 		{ "yield-idle", no_argument, NULL, 'y' },      { "no-zero-copy", no_argument, NULL, 'Z' },
-		{ "mesh", required_argument, NULL, 'M' },
+		{ "mesh", required_argument, NULL, 'M' },      { "stash-limit", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long v;
@@ -387,6 +393,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return -1;
 		o->gpu_blocks = (unsigned)v;
 	}
+	if ((env = getenv("SLUICE_STASH_LIMIT")) && *env &&
+	    parse_uint(env, "SLUICE_STASH_LIMIT", 1, STASH_LIMIT_MAX_MIB, &o->stash_limit_mib))
+		return -1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		switch (c) {
@@ -398,6 +407,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'c': if (parse_uint(optarg, "--engine-cpu", 0, 4095, &v)) return -1; o->engine_cpu = (int)v; break;
 		case 'K': if (parse_uint(optarg, "--channels", 1, SL_MAX_CHANNELS, &v)) return -1; o->channels = (unsigned)v; break;
 		case 'B': if (parse_uint(optarg, "--gpu-blocks", 1, GPU_BLOCKS_MAX, &v)) return -1; o->gpu_blocks = (unsigned)v; break;
+		case 'L': if (parse_uint(optarg, "--stash-limit", 1, STASH_LIMIT_MAX_MIB, &o->stash_limit_mib)) return -1; break;
 		case 'p': if (parse_uint(optarg, "--payload", 0, 65536, &v)) return -1; o->payload = (unsigned)v; break;
 		case 'f': if (parse_uint(optarg, "--frame", 0, 65536, &v)) return -1; o->frame = (unsigned)v; break;
 		case 't': if (parse_timeout(optarg, "--timeout", &o->timeout_s)) return -1; break;
@@ -796,7 +806,8 @@ static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, 
 				     .payload = o->payload, .timeout_ns = (uint64_t)(o->timeout_s * 1e9),
 				     .window = o->window, .rto_min_ns = (uint64_t)(o->rto_min_us * 1e3),
 				     .gate_host = o->gate_host, .rx_credit = o->rx_credit, .paths = (uint8_t)o->paths,
-				     .gpu_blocks = o->gpu_blocks, .idle = { .busy_poll = o->busy_poll, .yield_app = o->yield_idle }, .wake = wake,
+				     .gpu_blocks = o->gpu_blocks, .stash_limit = (uint64_t)o->stash_limit_mib << 20,
+				     .idle = { .busy_poll = o->busy_poll, .yield_app = o->yield_idle }, .wake = wake,
 				     .all_links_wake = o->nodes > 0 && o->nlinks == (unsigned)o->nodes - 1 };
 
 	if (!cfg.gpu_blocks && o->channels > 1)

@@ -40,6 +40,15 @@ uint64_t dp_now_ns(void *unused)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A quarter of the machine's memory, at least DP_STASH_LIMIT_FLOOR. */
+static uint64_t stash_limit_default(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	uint64_t quarter = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 4 : 0;
+
+	return quarter > DP_STASH_LIMIT_FLOOR ? quarter : DP_STASH_LIMIT_FLOOR;
+}
+
 int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *err, size_t len)
 {
 	struct sl_tp_config tc;
@@ -53,6 +62,7 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 	e->timeout_ns = cfg->timeout_ns;
 	e->gate_host = cfg->gate_host;
 	e->gpu_blocks = cfg->gpu_blocks;
+	e->stash_limit = cfg->stash_limit ? cfg->stash_limit : stash_limit_default();
 	e->clock = cfg->clock.now_ns ? cfg->clock : (struct sl_clock){ .now_ns = dp_now_ns };
 	sl_tp_config_default(&tc, cfg->node, cfg->max_frame);
 	if (cfg->payload) {

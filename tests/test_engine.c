@@ -1488,7 +1488,7 @@ static void test_a_starving_call_is_not_stopped_by_a_full_stash(void **state)
  * it (forged packets, for a call two ahead, fed to the engine as its port
  * would): past the stash's cap each one took a block, malloc'd once the
  * pool's arena was used, for as long as the call waited.  Now the
- * communicator fails at DP_STASH_PAST_CAP_BYTES, saying why, and the
+ * communicator fails at the engine's stash_limit, saying why, and the
  * waiting call with it. */
 static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 {
@@ -1496,12 +1496,15 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	static uint8_t payload[16384];
 	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .src_node = 0, .dst_node = 1,
 			    .comm = 0xabcd, .seq = 2, .kind = SL_OP_ALLREDUCE, .len = sizeof(payload) };
-	uint64_t most = DP_STASH_MAX + DP_STASH_PAST_CAP_BYTES / sizeof(payload) + 1, sent = 0;
+	const uint64_t limit = 64ull << 20; /* sluiced --stash-limit 64 */
+	uint64_t most = DP_STASH_MAX + limit / sizeof(payload) + 1, sent = 0;
 	struct dp_engine *e = &nodes[1].e;
 	struct sl_cpl cpl;
 	(void)state;
 
 	setup_cluster(2, &none, 10ull * 1000000000);
+	assert_true(e->stash_limit >= DP_STASH_LIMIT_FLOOR); /* the default: a quarter of memory */
+	e->stash_limit = limit;
 	post_sum_at(&nodes[1], 0, 1024, 0, 0); /* waits for node 0, which posts nothing */
 	while (e->running == 0)
 		poll_all();
@@ -1511,8 +1514,8 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 		fail_msg("%llu packets past the stash's cap taken, %llu MiB, and the communicator still stands",
 			 (unsigned long long)(sent - DP_STASH_MAX), (unsigned long long)(e->stash_past_cap_bytes >> 20));
 	assert_int_equal(e->comms[0].failed, SLUICE_ERR_NO_MEMORY);
-	assert_non_null(strstr(e->comms[0].why, "DP_STASH_PAST_CAP_BYTES"));
-	assert_true(e->stash_past_cap_bytes <= DP_STASH_PAST_CAP_BYTES);
+	assert_non_null(strstr(e->comms[0].why, "--stash-limit"));
+	assert_true(e->stash_past_cap_bytes <= limit);
 	assert_int_equal(e->count.stash_overflows, 1);
 	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
 		poll_all();
