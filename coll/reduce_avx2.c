@@ -65,7 +65,7 @@ AVX2 static inline __m256 fp8_widen(__m128i h, const struct sl_fp8_format *fmt)
 	return fmt->scale == 1.0f ? f : _mm256_mul_ps(f, _mm256_set1_ps(1.0f / fmt->scale));
 }
 
-/* ...and back: rounded to fmt, as halves. */
+/* ...and back: rounded to fmt, as halves (SL_FP8_ROUND_FN, from these two). */
 AVX2 static inline __m256 fp8_abs(__m256 f)
 {
 	return _mm256_and_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
