@@ -186,6 +186,26 @@ static void stash_hold(struct dp_engine *e, struct dp_comm *comm, int src)
 	comm->held_from[src] = true;
 }
 
+/* comm holds src's window no more. */
+static void stash_unhold(struct dp_engine *e, struct dp_comm *comm, uint32_t src)
+{
+	comm->held_from[src] = false;
+	e->stash_holding -= --comm->stash_held == 0;
+	sl_tp_resume_node(e->tp, comm->node[src]);
+}
+
+/* A call of comm is posted here, or comm failed or is gone: its senders
+ * send the calls they parked for it (stash_park). */
+static void stash_unpark(struct dp_engine *e, struct dp_comm *comm)
+{
+	if (!comm->parking)
+		return;
+	comm->parking = false;
+	for (uint32_t r = 0; r < comm->nranks; r++)
+		if (r != comm->rank)
+			sl_tp_unpark(e->tp, comm->node[r], comm->key32);
+}
+
 /*
  * A collective's own buffer (scratch, in-place input copy): a block of its
  * size class from the engine's pool, which keeps it for the next call of
@@ -659,6 +679,7 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 	comm->failed = status;
 	vsnprintf(comm->why, sizeof(comm->why), fmt, ap);
 	stash_release(e, comm); /* its packets are taken and dropped from now on */
+	stash_unpark(e, comm);
 	if (comm->channels_failed) {
 		struct dp_channels_failed *cf = comm->channels_failed;
 		int32_t none = 0;
@@ -1148,6 +1169,34 @@ static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, 
 	return true;
 }
 
+/*
+ * src's early packets fill its share of the stash.  While a posted call
+ * waits on src, what it waits for may be queued behind the rest of their
+ * call, on any communicator (one flow carries them all): a held window
+ * held that too, and the starving call reopened it every STARVED_NS for
+ * another window of them, past the stash's cap without end (a peer's 547
+ * MB all-reduce posted on another communicator before the one this rank
+ * waits on overran the stash limit: perf/ALGORITHMS.md, soak21).  Parked
+ * instead (sl_tp_park: the sender holds back this communicator's calls
+ * from the first not posted here and sends the rest), the stash takes only
+ * what the sender had out when the park reached it, and stash_unpark lets
+ * the calls come once one is posted.  False (hold it then): no posted call
+ * waits on src, a point-to-point packet (its seq is the pair's, not the
+ * communicator's), or src's flow parks another communicator already.
+ */
+static bool stash_park(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
+{
+	uint16_t node = comm->node[src];
+
+	if (packet_is_p2p(h) || !waits_on(e, node) || !sl_tp_park(e->tp, node, comm->key32, comm->next_seq))
+		return false;
+	e->count.stash_parks += !comm->parking;
+	comm->parking = true;
+	if (comm->held_from[src]) /* held before the call was posted: what it waits for can come now */
+		stash_unhold(e, comm, (uint32_t)src);
+	return true;
+}
+
 /* An early packet waits in its frame only for the next call, which this
  * rank is about to post (a peer that posted first), and not for a rooted
  * one, whose root runs calls ahead and would hold the frames as long: the
@@ -1191,8 +1240,9 @@ static void stash(struct dp_engine *e, struct dp_comm *comm, int src, const stru
 	/* by bytes only from a call past the next: the next one's own packets
 	 * are taken in as before (a post drains them), so a large call whose
 	 * peer posted first is not held at every few MiB */
-	if (++comm->nstash_from[src] >= comm->hold_share || comm->nstash >= DP_STASH_MAX ||
-	    (comm->stash_bytes_from[src] >= comm->hold_bytes && calls_ahead(comm, h, src) > 0))
+	if ((++comm->nstash_from[src] >= comm->hold_share || comm->nstash >= DP_STASH_MAX ||
+	     (comm->stash_bytes_from[src] >= comm->hold_bytes && calls_ahead(comm, h, src) > 0)) &&
+	    !stash_park(e, comm, src, h))
 		stash_hold(e, comm, src);
 	*res = comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
@@ -1226,11 +1276,8 @@ static uint32_t replay_stash(struct dp_engine *e, struct dp_coll *k)
 	/* after this call's own early packets left: the rest of the call may be what is held */
 	for (uint32_t r = 0; comm->stash_held && r < comm->nranks; r++) {
 		if (comm->held_from[r] && comm->nstash_from[r] <= comm->resume_share &&
-		    comm->stash_bytes_from[r] <= comm->resume_bytes) {
-			comm->held_from[r] = false;
-			e->stash_holding -= --comm->stash_held == 0;
-			sl_tp_resume_node(e->tp, comm->node[r]);
-		}
+		    comm->stash_bytes_from[r] <= comm->resume_bytes)
+			stash_unhold(e, comm, r);
 	}
 	return applied;
 }
@@ -1697,6 +1744,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	if (replay_stash(e, k))
 		issue_sends(e, k);
 	late_release(e, comm); /* what it refused may be this call's */
+	stash_unpark(e, comm); /* and what its senders parked */
 }
 
 /* ---- progress ---- */
@@ -1756,6 +1804,7 @@ static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 		m->src = k->buf[s->buf] + s->off;
 		m->owner = k;
 		m->ack_late = acks_may_wait(k);
+		m->in_call_order = !is_p2p(k->cmd.opcode); /* a park may hold it (stash_park) */
 		if (k->gdev && !dp_async_send(e, k, m, m->src, s->len))
 			break;
 		k->msgs_used++;
@@ -1998,6 +2047,7 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 		free_packets(e, comm->stash[b].head);
 	munmap(comm->stash, DP_COMM_TABLES_BYTES);
 	stash_release(e, comm);
+	stash_unpark(e, comm);
 	if (!comm->closing_sent) /* its client left, or the engine stops: the peers need not wait */
 		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
 	e->closing -= comm->close_waiting;

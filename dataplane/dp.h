@@ -198,6 +198,7 @@ struct dp_comm {
 	uint32_t hold_share, resume_share; /* a sender's shares, set with the stash (coll_run.c stash_open) */
 	uint32_t hold_bytes, resume_bytes; /* ... of DP_STASH_HOLD_BYTES and DP_STASH_RESUME_BYTES */
 	uint32_t stash_held;      /* senders whose windows it holds */
+	bool parking;             /* it asked a sender to park its calls (coll_run.c stash_park) */
 	/* The calls of rooted collectives that ended here, by sequence number
 	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so
 	 * that a packet that comes after its call ended is still compared with
@@ -290,6 +291,8 @@ struct dp_counters {
 	uint64_t stashed;            /* packets that arrived before their collective */
 	uint64_t held_in_place;      /* early or deferred packets kept in their frames, not copied */
 	uint64_t stashed_past_cap;   /* early packets taken past DP_STASH_MAX (a posted call waited on their sender) */
+	uint64_t stash_parks;        /* senders told to park their calls not posted here rather than held
+					(a posted call waited on them: coll_run.c stash_park) */
 	uint64_t stash_overflows;    /* communicators failed at dp_engine.stash_limit */
 	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished

@@ -694,7 +694,7 @@ static void print_counters(const struct dp_engine *e)
 		"ACKs tx %llu (delayed %llu) rx %llu, "
 		"dup %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu "
-		"(early or deferred packets kept in their frames %llu, past the stash's cap %llu, overran it %llu); "
+		"(early or deferred packets kept in their frames %llu, past the stash's cap %llu, overran it %llu, senders parked %llu); "
 		"credit stalls %llu, held waits %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
 		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu; "
 		"windows held %llu (refused %llu), held packets resent %llu, window probes %llu; "
@@ -712,6 +712,7 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,
 		(unsigned long long)e->count.stashed, (unsigned long long)e->count.held_in_place,
 		(unsigned long long)e->count.stashed_past_cap, (unsigned long long)e->count.stash_overflows,
+		(unsigned long long)e->count.stash_parks,
 		(unsigned long long)t->credit_stalls, (unsigned long long)t->held_waits,
 		(unsigned long long)t->paced_waits, (unsigned long long)t->rx_ce, (unsigned long long)t->ack_ce,
 		(unsigned long long)t->path_deaths, (unsigned long long)t->path_revivals,

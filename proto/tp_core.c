@@ -169,12 +169,12 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
 
 	if (!f || f->dead)
 		return -1;
-	/* It will wait for a held window: the dead clock starts now, not at the
+	/* It will wait for a held window (or a park): the dead clock starts now, not at the
 	 * hold.  The pass's clock moves up to that read, so that a pass at an
 	 * earlier time (an embedded application's read, sl_tp_poll_at) never
 	 * sees progress after its clock: the dead check's difference wrapped
 	 * and killed the flow at once. */
-	if (f->held && !f->q_head && f->snd_una == f->snd_nxt) {
+	if ((f->held || f->parked) && !f->q_head && f->snd_una == f->snd_nxt) {
 		uint64_t now = sl_now(&tp->clock);
 		if (now > tp->now_ns)
 			tp->now_ns = now;
@@ -192,23 +192,29 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
 	return 0;
 }
 
+/* Take queued m, which follows prev (NULL: the head), off f's queue. */
+void tp_unlink(struct tp_flow *f, struct sl_tp_msg *m, struct sl_tp_msg *prev)
+{
+	if (prev)
+		prev->next = m->next;
+	else
+		f->q_head = m->next;
+	if (f->q_tail == m)
+		f->q_tail = prev;
+	m->queued = false;
+	m->next = NULL;
+}
+
 static void unqueue(struct tp_flow *f, struct sl_tp_msg *m)
 {
 	struct sl_tp_msg *prev = NULL;
 
 	for (struct sl_tp_msg *it = f->q_head; it; prev = it, it = it->next) {
-		if (it != m)
-			continue;
-		if (prev)
-			prev->next = m->next;
-		else
-			f->q_head = m->next;
-		if (f->q_tail == m)
-			f->q_tail = prev;
-		break;
+		if (it == m) {
+			tp_unlink(f, m, prev);
+			return;
+		}
 	}
-	m->queued = false;
-	m->next = NULL;
 }
 
 void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m)

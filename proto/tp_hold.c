@@ -39,14 +39,20 @@ void tp_hold_ack(const struct tp_flow *f, struct sl_ack *ack, uint16_t *flags)
 	*flags |= SL_F_HOLD;
 }
 
+/* Receiver: f's sender is to learn a new state of ours now. */
+static void state_ack_due(struct sl_tp *tp, struct tp_flow *f)
+{
+	if (!f->ack_due)
+		f->rcv_echo_path = SL_ECHO_NONE; /* no DATA to echo: no RTT sample from it */
+	tp_ack_due(tp, f);
+}
+
 static void resume_flow(struct sl_tp *tp, struct tp_flow *f)
 {
 	if (!f || !f->rcv_holding)
 		return;
 	f->rcv_holding = false;
-	if (!f->ack_due)
-		f->rcv_echo_path = SL_ECHO_NONE; /* no DATA to echo: no RTT sample from it */
-	tp_ack_due(tp, f);
+	state_ack_due(tp, f);
 }
 
 void sl_tp_resume(struct sl_tp *tp)
@@ -123,14 +129,87 @@ uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max)
 }
 
 /* Sender, from the timer scan: probe a receiver that holds our window while
- * we have something for it. */
+ * we have something for it, or parks what we have queued while nothing is
+ * out (no ACK would come to lift the park). */
 uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f)
 {
-	if (!f->held || (!f->n_held && !f->q_head) || tp->now_ns < f->persist_next_ns ||
-	    !tp_send_probe(tp, f, tp_path_pick(f, -1)))
+	bool waits = f->held ? f->n_held || f->q_head : f->parked && f->q_head && f->snd_una == f->snd_nxt;
+
+	if (!waits || tp->now_ns < f->persist_next_ns || !tp_send_probe(tp, f, tp_path_pick(f, -1)))
 		return 0;
 	tp->stats.window_probes++;
 	f->persist_ns = 2 * f->persist_ns < tp->cfg.rto_max_ns ? 2 * f->persist_ns : tp->cfg.rto_max_ns;
 	f->persist_next_ns = tp->now_ns + f->persist_ns;
 	return 1;
+}
+
+/*
+ * Parks.  The flow is one for every communicator: a peer that posted a
+ * large call B on one communicator before a call A on another, which this
+ * rank posted first and waits for, sends A's data behind all of B's, and
+ * holding the window on B's early packets holds A's too (refusing them
+ * cannot work either: A's data never gets past the window).  So rather
+ * than hold, the engine parks B: its ACKs name B's communicator and first
+ * sequence number not posted here (SL_F_PARK), and the sender sends its
+ * other messages, holding back those of calls from there on (marked
+ * in_call_order) until an ACK lifts the park.  The receiver then takes at
+ * most what the sender had out of B when the park reached it.
+ */
+bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq)
+{
+	struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
+
+	if (!f || (f->rcv_parking && f->rcv_park_comm != comm))
+		return false;
+	if (f->rcv_parking && f->rcv_park_seq == seq)
+		return true;
+	tp->stats.parks += !f->rcv_parking;
+	f->rcv_parking = true;
+	f->rcv_park_comm = comm;
+	f->rcv_park_seq = seq;
+	state_ack_due(tp, f);
+	return true;
+}
+
+void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm)
+{
+	struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
+
+	if (!f || !f->rcv_parking || f->rcv_park_comm != comm)
+		return;
+	f->rcv_parking = false;
+	state_ack_due(tp, f);
+}
+
+/* Receiver: an ACK (or probe) says what it parks. */
+void tp_park_ack(const struct tp_flow *f, struct sl_hdr *h)
+{
+	if (!f->rcv_parking)
+		return;
+	h->flags |= SL_F_PARK;
+	h->comm = f->rcv_park_comm;
+	h->seq = f->rcv_park_seq;
+}
+
+/* Sender: a current ACK's park (or none). */
+void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h)
+{
+	bool park = h->flags & SL_F_PARK;
+
+	if (park && !f->held && (!f->parked || f->park_comm != h->comm)) {
+		f->persist_ns = f->rto_ns; /* probes, should the ACK that lifts it be lost */
+		f->persist_next_ns = tp->now_ns + f->persist_ns;
+	}
+	if (park && f->snd_una == f->snd_nxt)
+		f->progress_ns = tp->now_ns; /* it answers: not dead, only not posted yet */
+	f->parked = park;
+	f->park_comm = h->comm;
+	f->park_seq = h->seq;
+}
+
+/* Sender: whether m waits for its receiver to post its call. */
+bool tp_parked(const struct tp_flow *f, const struct sl_tp_msg *m)
+{
+	return f->parked && m->in_call_order && m->hdr.comm == f->park_comm &&
+	       (int32_t)(m->hdr.seq - f->park_seq) >= 0;
 }

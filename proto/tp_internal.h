@@ -109,6 +109,9 @@ struct tp_flow {
 	uint32_t n_held;         /* slots held */
 	uint64_t persist_ns;     /* window probe interval while held, doubling per probe */
 	uint64_t persist_next_ns; /* and when the next one is due */
+	bool parked;             /* the peer's last ACK parked our messages in_call_order on
+				    park_comm from park_seq on (SL_F_PARK): they wait queued */
+	uint32_t park_comm, park_seq;
 	uint32_t ack_seen;       /* newest ACK number from the peer: an ACK sent before it
 				    brings no credit or hold state (wire.h) */
 
@@ -129,6 +132,9 @@ struct tp_flow {
 	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
 	bool rcv_holding;        /* the engine held this sender: the window ends at rcv_hold_psn */
 	uint32_t rcv_hold_psn;   /* until sl_tp_resume (tp_hold.c) */
+	bool rcv_parking;        /* the engine parked the sender's calls on rcv_park_comm from
+				    rcv_park_seq on, until sl_tp_unpark (tp_hold.c) */
+	uint32_t rcv_park_comm, rcv_park_seq;
 	uint32_t ack_nxt;        /* ACK number of the next ACK or probe to the peer */
 };
 
@@ -204,6 +210,12 @@ void tp_hold_on_ack(struct sl_tp *tp, struct tp_flow *f, bool hold);
 void tp_hold_release(struct tp_flow *f, struct tp_slot *s);
 uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max);
 uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f);
+void tp_park_ack(const struct tp_flow *f, struct sl_hdr *h);
+void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h);
+bool tp_parked(const struct tp_flow *f, const struct sl_tp_msg *m);
+
+/* tp_core.c */
+void tp_unlink(struct tp_flow *f, struct sl_tp_msg *m, struct sl_tp_msg *prev);
 
 /* tp_input.c */
 uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx);

@@ -166,11 +166,11 @@ uint32_t tp_flow_window(const struct sl_tp *tp, const struct tp_flow *f)
 	return f->cc.cwnd < 1 ? 1 : (uint32_t)f->cc.cwnd;
 }
 
-/* May f cut a new packet now?  A paced flow whose time has not come goes on
+/* May f cut a new packet (of a message it has) now?  A paced flow whose time has not come goes on
  * the wheel (tp_send_data takes it off when it is due). */
 static bool can_send(struct sl_tp *tp, struct tp_flow *f)
 {
-	if (!f->q_head || f->dead || f->snd_nxt - f->snd_una >= tp_flow_window(tp, f))
+	if (f->dead || f->snd_nxt - f->snd_una >= tp_flow_window(tp, f))
 		return false;
 	if (!psn_before(f->snd_nxt, f->credit_end)) {
 		if (f->held) /* the receiver's engine is full: it waits for the engine, not for credit */
@@ -187,10 +187,20 @@ static bool can_send(struct sl_tp *tp, struct tp_flow *f)
 	return true;
 }
 
-/* Cut the next packet of the head message and send it under a new PSN. */
-static bool cut_packet(struct sl_tp *tp, struct tp_flow *f)
+/* The first queued message that the receiver has not parked (tp_hold.c),
+ * and in *prev the one before it (NULL: it is the head). */
+static struct sl_tp_msg *next_msg(const struct tp_flow *f, struct sl_tp_msg **prev)
 {
-	struct sl_tp_msg *m = f->q_head;
+	*prev = NULL;
+	for (struct sl_tp_msg *m = f->q_head; m; *prev = m, m = m->next)
+		if (!tp_parked(f, m))
+			return m;
+	return NULL;
+}
+
+/* Cut the next packet of m, queued after prev, and send it under a new PSN. */
+static bool cut_packet(struct sl_tp *tp, struct tp_flow *f, struct sl_tp_msg *m, struct sl_tp_msg *prev)
+{
 	uint32_t psn = f->snd_nxt, left = m->hdr.len - m->next_off;
 	struct tp_slot *s = tp_slot(tp, f, psn);
 
@@ -204,21 +214,17 @@ static bool cut_packet(struct sl_tp *tp, struct tp_flow *f)
 	f->snd_nxt++;
 	m->unacked++;
 	m->next_off += s->len;
-	if (m->next_off == m->hdr.len) {
-		f->q_head = m->next;
-		if (!f->q_head)
-			f->q_tail = NULL;
-		m->next = NULL;
-		m->queued = false;
-	}
+	if (m->next_off == m->hdr.len)
+		tp_unlink(f, m, prev);
 	return true;
 }
 
 static uint32_t send_flow(struct sl_tp *tp, struct tp_flow *f)
 {
 	uint32_t n = f->n_held ? tp_hold_resend(tp, f, TP_FLOW_BURST) : 0;
+	struct sl_tp_msg *m, *prev;
 
-	while (n < TP_FLOW_BURST && can_send(tp, f) && cut_packet(tp, f))
+	while (n < TP_FLOW_BURST && (m = next_msg(f, &prev)) && can_send(tp, f) && cut_packet(tp, f, m, prev))
 		n++;
 	return n;
 }
@@ -304,6 +310,7 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 				       .echo_path = SL_ECHO_NONE };
 	}
 	tp_hold_ack(f, &ack, &h.flags);
+	tp_park_ack(f, &h);
 	sack_bits(f, ack.sack);
 	h.psn = f->ack_nxt++;
 	hdr_common(tp, f, pp->port_idx, &h, SL_T_ACK);

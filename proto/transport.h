@@ -77,6 +77,9 @@ struct sl_tp_msg {
 	bool ack_late;         /* the caller does not wait for the acked callback (it let the
 				  message go already): its last packet does not ask the receiver
 				  to answer at once, so its ACK may come with the next delayed one */
+	bool in_call_order;    /* hdr.seq numbers the caller's calls on hdr.comm, which the
+				  receiver posts in that order: its park (sl_tp_park) may hold
+				  the message back */
 	/* the transport's */
 	uint32_t next_off;     /* bytes already cut into packets */
 	uint32_t unacked;      /* packets sent and not yet acknowledged */
@@ -136,8 +139,10 @@ struct sl_tp_stats {
 	uint64_t probes_tx;             /* probes sent on dead paths */
 	uint64_t holds;                 /* windows this receiver closed (HOLD or RETRY while open) */
 	uint64_t held_resent;           /* packets a receiver held out that went again when it reopened */
-	uint64_t window_probes;         /* probes asking a receiver that holds our window for its state,
-					   in case the ACK that reopened it was lost */
+	uint64_t window_probes;         /* probes asking a receiver that holds our window (or parks
+					   our messages) for its state, in case the ACK that reopened
+					   it was lost */
+	uint64_t parks;                 /* times this receiver parked a sender's calls (sl_tp_park) */
 };
 
 struct sl_tp;
@@ -167,6 +172,16 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m);
 void sl_tp_resume(struct sl_tp *tp);
 /* The same for node's window only (no-op when it is not held or unknown). */
 void sl_tp_resume_node(struct sl_tp *tp, uint16_t node);
+/* Receiver: ask node's sender to hold back its messages in_call_order on
+ * comm from seq on (calls this engine has not posted) and send the rest:
+ * the flow is one for every communicator, and a call posted here may wait
+ * behind a large one that is not (wire.h, SL_F_PARK).  What it has out
+ * already still comes.  One communicator a flow: false when another is
+ * parked there (or node has no flow).  Lasts until sl_tp_unpark. */
+bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq);
+/* A call of comm is posted here (or comm is gone): lift node's park of it
+ * (no-op when node's flow parks no message of comm). */
+void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm);
 /* Forget m: unqueue it, and send its in-flight packets' PSNs empty if they
  * must be retransmitted.  No callback for m afterwards. */
 void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m);

@@ -20,7 +20,11 @@
  * credit or reopening the later one brought; a peer that leaves it 0 has
  * every ACK taken as current, as before.  Flag bit 7 on DATA
  * (SL_F_ACK_NOW) asks for an ACK at once rather than a delayed one; a
- * sender that never sets it gets its ACKs per 8 packets or 10 us.
+ * sender that never sets it gets its ACKs per 8 packets or 10 us.  Flag bit
+ * 12 on an ACK (SL_F_PARK) parks the sender's calls that the receiver has
+ * not posted, naming them in the ACK header's comm and seq; a version 2
+ * peer that does not know it sends them on, and the receiver stashes them
+ * as before the flag (bounded by its stash limit), so the version stays.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
@@ -64,6 +68,10 @@ enum sl_hdr_flags {
 				 it does not let go before, or of its window): answer at once,
 				 not with the next delayed ACK (a peer that does not know the
 				 flag acknowledges every burst anyway) */
+	SL_F_PARK = 1u << 12, /* ACK: the receiver has not posted calls seq and after on
+				 communicator comm (the header's fields): the sender holds back
+				 their messages not yet sent and sends its others, until an ACK
+				 without the flag (or naming another communicator) lifts it */
 };
 
 /* DATA and probe ACKs: the sender's path (port x UDP source port) in flags

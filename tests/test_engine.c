@@ -1269,14 +1269,16 @@ static void test_one_call_overruns_the_stash(void **state)
 	post_bcast(&nodes[0], 0);
 	for (; p < 100000 && nodes[1].e.comms[0].nstash < DP_STASH_HOLD; p++)
 		poll_all();
-	assert_true(nodes[1].e.comms[0].stash_held);
+	/* parked, not held: the posted receive waits on node 0 (coll_run.c stash_park) */
+	assert_true(nodes[1].e.comms[0].parking);
+	assert_false(nodes[1].e.comms[0].stash_held);
 	for (p = 0; p < 1000; p++)
 		poll_all();
-	assert_false(sl_spsc_dequeue(&nodes[0].complete, &cpl)); /* held: the rest waits */
+	assert_false(sl_spsc_dequeue(&nodes[0].complete, &cpl)); /* parked: the rest waits */
 	post_bcast(&nodes[1], 0);
-	dp_engine_poll(&nodes[1].e); /* the post: it drains the stash, and reopens at once */
-	if (nodes[1].e.comms[0].stash_held)
-		fail_msg("the post drained the stash to %u packets and left the window held",
+	dp_engine_poll(&nodes[1].e); /* the post: it drains the stash, and lifts the park at once */
+	if (nodes[1].e.comms[0].stash_held || nodes[1].e.comms[0].parking)
+		fail_msg("the post drained the stash to %u packets and left the sender held or parked",
 			 nodes[1].e.comms[0].nstash);
 	for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
 		poll_all();
@@ -1471,7 +1473,7 @@ static void test_held_stash_starves_no_posted_call(void **state)
 /* The same with B's first half longer than the stash (DP_STASH_MAX packets
  * of 512 bytes): each round that A's starvation reopened the window took
  * another window of B's early packets, until the stash was full and the
- * next was refused.  A refused packet stops the flow's cumulative point,
+ * next was refused (later: taken past the cap; now B is parked).  A refused packet stops the flow's cumulative point,
  * and the sender sends at most a window past it: A's last step, thousands
  * of packets behind, never came, and this rank would post B only after A
  * (it_mix seed 629, 3 ranks of 1 KiB packets reordered: "made no
@@ -1480,8 +1482,10 @@ static void test_a_starving_call_is_not_stopped_by_a_full_stash(void **state)
 {
 	(void)state;
 	cluster_payload = 512;
-	/* the case: the stash took more than its cap */
-	assert_true(a_done_behind_bs_early_packets((DP_STASH_MAX + 4 * SL_MAX_WINDOW) * 512 / 4 * 2) > DP_STASH_MAX);
+	/* once A waits, B is parked (coll_run.c stash_park): the stash stays under its cap */
+	uint32_t stashed = a_done_behind_bs_early_packets((DP_STASH_MAX + 4 * SL_MAX_WINDOW) * 512 / 4 * 2);
+	if (stashed > DP_STASH_MAX)
+		fail_msg("%u early packets of B stashed when A was done, past the cap %u", stashed, DP_STASH_MAX);
 }
 
 /* A sender that ignores its held window while this rank's call waits for
@@ -1604,21 +1608,21 @@ static void test_honest_packets_before_their_turn_leave_room(void **state)
 }
 
 /* The same across two communicators of the same ranks, whose packets share
- * one flow: the peer posts B on communicator 1, then A on communicator 0;
- * this rank posts A first (legal: they are independent).  B's early
- * packets hold the flow's window before A's come behind them, and A's
- * starvation must reopen it although its own communicator holds nothing
- * (it_mix seed 5, 3 ranks gated: a recv on one communicator timed out, its
- * data behind a stash the other held, whose next call the rank would post
- * only after that recv). */
-static void test_held_stash_starves_no_call_of_another_communicator(void **state)
+ * one flow: the peer posts B (b elements a half) on communicator 1, then A
+ * on communicator 0; this rank posts A first (legal: they are independent),
+ * once B's early packets hold its stash, and B after A is done.  Node 1's
+ * stash limit is limit (0: the default).  Returns node 1's counters at the
+ * end. */
+static struct dp_counters a_behind_b_of_another_communicator(uint64_t b, uint64_t limit)
 {
 	struct sl_memport_faults none = { 0 };
-	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2; /* packets per half */
+	uint64_t a = 64 * 1024 / 4 * 2;
+	struct dp_counters count;
 	unsigned p = 0;
-	(void)state;
 
 	setup_cluster(2, &none, 10ull * 1000000000);
+	if (limit)
+		nodes[1].e.stash_limit = limit;
 	for (unsigned i = 0; i < 2; i++) {
 		struct dp_comm c = { .key = 0x5eed0000abceull, .key32 = 0xabce, .rank = i, .nranks = 2,
 				     .client = &nodes[i].e.clients[0], .node = { 0, 1 } };
@@ -1637,7 +1641,44 @@ static void test_held_stash_starves_no_call_of_another_communicator(void **state
 	expect_done(0, 1, b, a, 23);
 	assert_false(nodes[1].e.comms[1].stash_held);
 	assert_int_equal(nodes[1].e.stash_holding, 0);
+	assert_int_equal(nodes[1].e.stash_past_cap_bytes, 0);
+	count = nodes[1].e.count;
 	teardown_cluster();
+	return count;
+}
+
+/* B's early packets hold the flow's window before A's come behind them,
+ * and A must not starve although its own communicator holds nothing
+ * (it_mix seed 5, 3 ranks gated: a recv on one communicator timed out, its
+ * data behind a stash the other held, whose next call the rank would post
+ * only after that recv). */
+static void test_held_stash_starves_no_call_of_another_communicator(void **state)
+{
+	(void)state;
+	a_behind_b_of_another_communicator((DP_STASH_HOLD + 200) * 1024 / 4 * 2, 0);
+}
+
+/* The same with B's first half far past the stash's cap and its limit
+ * (DP_STASH_MAX packets of 512 bytes, 1 MiB; then 1.5 MiB against a limit
+ * of 256 KiB).  Held and reopened each time A starved, the window let
+ * another window of B's packets in each round, all of them taken past the
+ * cap (A's data was behind them), until the communicator failed at the
+ * limit ("overran the stash": a 547 MB all-reduce with the default limit,
+ * perf/ALGORITHMS.md soak21).  Now the peer parks B once A waits, sends A,
+ * and what this rank takes past the cap is what it had out. */
+static void test_a_large_call_of_another_communicator_is_parked(void **state)
+{
+	const uint64_t half = (DP_STASH_MAX + 3 * 1024) * 512ull, limit = 256 << 10;
+	struct dp_counters count;
+	(void)state;
+
+	cluster_payload = 512;
+	count = a_behind_b_of_another_communicator(half / 4 * 2, limit);
+	assert_int_equal(count.stash_overflows, 0);
+	assert_true(count.stash_parks >= 1);
+	if (count.stashed_past_cap > 2 * SL_MAX_WINDOW)
+		fail_msg("%llu packets of B taken past the stash's cap: more than two windows",
+			 (unsigned long long)count.stashed_past_cap);
 }
 
 /* A reduce of one int32 to rank 0 (one packet from each leaf); rank r adds r + 1. */
@@ -3009,6 +3050,7 @@ int main(void)
 		cmocka_unit_test(test_two_calls_ahead_waits_for_a_post),
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_held_stash_starves_no_call_of_another_communicator),
+		cmocka_unit_test(test_a_large_call_of_another_communicator_is_parked),
 		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
 		cmocka_unit_test(test_a_sender_past_the_stash_cap_is_bounded),
 		cmocka_unit_test(test_a_packet_sent_again_before_its_turn_is_bounded),
