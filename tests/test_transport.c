@@ -72,6 +72,9 @@ struct end {
 	bool holding;
 	uint32_t dead_calls;
 	uint64_t dead_at;
+	uint32_t park_seq;           /* nonzero: park the peer's calls from this one on at its
+					first packet, as the dataplane's stash does */
+	uint16_t peer;
 };
 
 struct harness {
@@ -89,6 +92,8 @@ static enum sl_deliver_result on_deliver(void *arg, const struct sl_hdr *h, cons
 	assert_true(h->seq < N_ALL);
 	assert_true(h->offset >= msg_base[h->seq]);
 	assert_true(h->offset + h->len <= msg_base[h->seq] + msg_size[h->seq]);
+	if (e->park_seq && h->seq == e->park_seq)
+		assert_true(sl_tp_park(e->tp, e->peer, COMM, e->park_seq));
 	if (e->refuse_first && h->offset / P % 2 == 0 && !e->tried[h->offset / P]++)
 		return SL_DELIVER_RETRY;
 	if (e->cap && e->queued == e->cap) {
@@ -169,6 +174,7 @@ static void end_init(struct harness *hs, struct end *e, struct sl_port *port, ui
 		cfg.rx_credit = s->rx_credit;
 	e->clock = &hs->clock;
 	e->node = node;
+	e->peer = peer;
 	e->port = port;
 	e->tp = sl_tp_create(&cfg, &clock, &cb);
 	assert_non_null(e->tp);
@@ -613,6 +619,50 @@ static void test_lost_reopening_found_by_probe(void **state)
 	check_stats(&hs->a, &hs->b);
 	check_held_not_lost(&hs->a, &hs->b);
 	assert_true(sl_tp_get_stats(hs->a.tp)->window_probes > probes);
+	harness_free(hs);
+}
+
+/* The receiver parks a large call at its first packet (sl_tp_park): the
+ * sender sends what it had out of it, then the calls before it and the
+ * messages not in call order (that one first-come call would otherwise
+ * keep behind it), and holds back the rest of it.  The ACK that lifts the
+ * park is lost: the sender's probe finds the park gone, and it all arrives
+ * once, bytes and counters exact. */
+static void test_parked_call_waits_and_the_rest_goes(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp);
+	struct sl_pkt pkts[DEPTH];
+	uint32_t got = 0;
+
+	hs->a.msgs[7].in_call_order = hs->a.msgs[8].in_call_order = hs->a.msgs[6].in_call_order = true;
+	hs->b.park_seq = 7;
+	send_msg(&hs->a, 7);
+	send_msg(&hs->a, 8); /* a call after it: held back as well */
+	send_msg(&hs->a, 6); /* a call before it (posted there) */
+	send_msg(&hs->a, 5); /* not in call order (a point-to-point call, a control message) */
+	for (int i = 0; i < 2000; i++)
+		round_once(hs);
+	assert_int_equal(hs->a.acked[6], 1);
+	assert_int_equal(hs->a.acked[5], 1);
+	assert_int_equal(hs->a.acked[7] + hs->a.acked[8], 0);
+	for (uint32_t k = 0; k < msg_size[7]; k++)
+		got += hs->b.rx_count[msg_base[7] + k];
+	if (got > (WIN + 1) * P)
+		fail_msg("%u bytes of the parked call arrived: more than the sender had out", got);
+	assert_int_equal(sl_tp_get_stats(hs->b.tp)->parks, 1);
+	hs->b.park_seq = 0;
+	sl_tp_unpark(hs->b.tp, NODE_A, COMM);
+	sl_tp_poll(hs->b.tp);
+	uint16_t n = hs->pa->ops->rx_burst(hs->pa, pkts, DEPTH);
+	assert_int_equal(n, 1); /* the ACK that lifts the park: lost */
+	hs->pa->ops->free(hs->pa, pkts, n);
+	uint64_t probes = sa->window_probes;
+	run_to_completion(hs);
+	assert_true(sa->window_probes > probes);
+	check_received(&hs->a, &hs->b);
 	harness_free(hs);
 }
 
@@ -1167,6 +1217,7 @@ int main(void)
 		cmocka_unit_test(test_long_hold_is_not_death),
 		cmocka_unit_test(test_held_waits_are_not_credit_stalls),
 		cmocka_unit_test(test_lost_reopening_found_by_probe),
+		cmocka_unit_test(test_parked_call_waits_and_the_rest_goes),
 		cmocka_unit_test(test_stale_hold_after_reopening),
 		cmocka_unit_test(test_peer_dies_while_holding_packets),
 		cmocka_unit_test(test_peer_dies_while_a_message_waits),
