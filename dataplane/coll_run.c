@@ -1149,8 +1149,8 @@ static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, in
 
 /*
  * Taken past the cap, early packets are bounded by the engine's
- * stash_limit: an honest sender is held there and sends a
- * window a starving round (stash_starves), but one that ignores the hold
+ * stash_limit: an honest sender is parked there (stash_park), or held and
+ * sends a window a starving round (stash_starves), but one that ignores the hold
  * would make this rank take a block for every packet, for as long as the
  * call waited.  At the bound the communicator fails, saying so: true then
  * (the packet is dropped, as every packet of a failed communicator).
@@ -1161,11 +1161,12 @@ static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, 
 		return false;
 	e->count.stash_overflows++;
 	comm_fail(e, comm, SLUICE_ERR_NO_MEMORY, comm->next_seq, true,
-		  "rank %d sent %" PRIu64 " MiB of calls not posted here (#%u, %u packets) while a call waits on "
-		  "it, past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): either a call that rank "
-		  "posted first on another communicator sends that much ahead of the one this rank waits on "
-		  "(post calls on the communicators in one order on every rank, or raise the limit), or its "
-		  "dataplane ignores its held window", src, e->stash_past_cap_bytes >> 20, h->seq, comm->nstash);
+		  "rank %d sent %" PRIu64 " KiB of calls not posted here (#%u, %u packets) while a call waits on "
+		  "it, past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): either its dataplane "
+		  "ignores its held window and parked calls (a misbehaving or older build), or calls of several "
+		  "communicators that rank posted first send that much ahead of the one this rank waits on (a "
+		  "flow parks one: post calls on the communicators in one order on every rank, or raise the "
+		  "limit)", src, e->stash_past_cap_bytes >> 10, h->seq, comm->nstash);
 	return true;
 }
 

@@ -38,11 +38,13 @@
  * (SLUICE_ERR_NO_MEMORY) rather than grow without bound: a sender that
  * ignores its held window (a misbehaving peer, or a forged one), each
  * packet for a call this rank has not posted, took another block for as
- * long as the call waited.  A legal order reaches it too (a peer's call on
+ * long as the call waited.  A legal order reached it too (a peer's call on
  * another communicator, posted there first, sending more than the limit
- * ahead of the one this rank waits on: perf/ALGORITHMS.md, soak21), so the
- * default is a quarter of the machine's memory, at least this floor, and
- * sluiced --stash-limit / SLUICE_STASH_LIMIT set it. */
+ * ahead of the one this rank waits on: perf/ALGORITHMS.md, soak21); now
+ * that call is parked (coll_run.c stash_park), but a flow parks one
+ * communicator at a time, so the default stays a quarter of the machine's
+ * memory, at least this floor, and sluiced --stash-limit /
+ * SLUICE_STASH_LIMIT set it. */
 #define DP_STASH_LIMIT_FLOOR (256ull << 20)
 /* The same in payload bytes, for packets of calls past the next one, so
  * that senders running calls ahead stay in the pool's arena (pool.h):
