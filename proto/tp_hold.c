@@ -206,10 +206,3 @@ void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h)
 	f->park_comm = h->comm;
 	f->park_seq = h->seq;
 }
-
-/* Sender: whether m waits for its receiver to post its call. */
-bool tp_parked(const struct tp_flow *f, const struct sl_tp_msg *m)
-{
-	return f->parked && m->in_call_order && m->hdr.comm == f->park_comm &&
-	       (int32_t)(m->hdr.seq - f->park_seq) >= 0;
-}

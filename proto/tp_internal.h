@@ -212,7 +212,13 @@ uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max);
 uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f);
 void tp_park_ack(const struct tp_flow *f, struct sl_hdr *h);
 void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h);
-bool tp_parked(const struct tp_flow *f, const struct sl_tp_msg *m);
+
+/* Sender: whether m waits for its receiver to post its call (tp_hold.c's parks). */
+static inline bool tp_parked(const struct tp_flow *f, const struct sl_tp_msg *m)
+{
+	return f->parked && m->in_call_order && m->hdr.comm == f->park_comm &&
+	       (int32_t)(m->hdr.seq - f->park_seq) >= 0;
+}
 
 /* tp_core.c */
 void tp_unlink(struct tp_flow *f, struct sl_tp_msg *m, struct sl_tp_msg *prev);

@@ -192,6 +192,8 @@ static bool can_send(struct sl_tp *tp, struct tp_flow *f)
 static struct sl_tp_msg *next_msg(const struct tp_flow *f, struct sl_tp_msg **prev)
 {
 	*prev = NULL;
+	if (!f->parked)
+		return f->q_head;
 	for (struct sl_tp_msg *m = f->q_head; m; *prev = m, m = m->next)
 		if (!tp_parked(f, m))
 			return m;
