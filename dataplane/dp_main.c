@@ -939,9 +939,10 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	}
 	if (!o->quiet)
 		fprintf(stderr, "sluiced node %u: %u link(s) up%s%s, %u of %u zero-copy, %shugepages, payload %u B, "
-			"%s reductions, serving %s\n", o->node, o->nlinks, o->channels > 1 ? " per channel" : "",
-			o->nodes > 0 && !o->mesh_memif ? " (mesh over shm)" : "", zero_copy_links(base, nports),
-			nports, sl_eal_huge() ? "" : "no ", engines[0].payload, sl_simd_name(sl_simd_active()), o->socket_path);
+			"%s reductions, stash limit %llu MiB, serving %s\n", o->node, o->nlinks,
+			o->channels > 1 ? " per channel" : "", o->nodes > 0 && !o->mesh_memif ? " (mesh over shm)" : "",
+			zero_copy_links(base, nports), nports, sl_eal_huge() ? "" : "no ", engines[0].payload,
+			sl_simd_name(sl_simd_active()), (unsigned long long)(engines[0].stash_limit >> 20), o->socket_path);
 	if (!o->quiet && o->channels > 1)
 		fprintf(stderr, "sluiced node %u: %u channels, an engine each\n", o->node, o->channels);
 	atomic_store(&dp_running_engine, &engines[0]);
