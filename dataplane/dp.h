@@ -386,13 +386,6 @@ struct dp_engine {
 	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded); 0: handed back */
 	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */
 	_Atomic bool parked;        /* ... and says so: the hand-back wakes it only then */
-	/* A park runs out this long after the application's last drive.  Each
-	 * look costs the application's core a wake-up (a timer interrupt and
-	 * two switches: ~20 us on these VMs, of which the thread's own work is
-	 * under 1 us), and nothing else polls the links meanwhile: half the
-	 * transport's RTO floor, which peers share, so that a peer's packet
-	 * gets its ACK before the peer's RTO (perf/ALGORITHMS.md, park22). */
-	uint64_t park_holdoff_ns;
 	/* the application's last pass (embedded), kept after an ordinary hand-back
 	 * and 0 after one with work left or a control request: while it drives
 	 * call after call, its engine's thread parks between its calls

@@ -118,7 +118,6 @@ static void add_client(struct node *n)
 static struct {
 	bool on;
 	struct dp_idle_cfg idle;
-	uint64_t rto_min_ns; /* 0: the transport's default */
 	struct sl_port *wrapped[MAXN][MAXN]; /* what the engines were given: locked, then kicking */
 } threaded;
 
@@ -155,8 +154,7 @@ static void setup_cluster(unsigned n, const struct sl_memport_faults *f, uint64_
 	for (unsigned i = 0; i < n; i++) {
 		struct dp_engine_cfg cfg = { .node = (uint16_t)i, .max_frame = frame, .payload = payload,
 					     .timeout_ns = timeout_ns, .idle = threaded.idle,
-					     .all_links_wake = threaded.on, .rto_min_ns = threaded.rto_min_ns,
-					     .clock = clock };
+					     .all_links_wake = threaded.on, .clock = clock };
 		assert_int_equal(dp_engine_init(&nodes[i].e, &cfg, err, sizeof(err)), 0);
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -2836,7 +2834,7 @@ static void test_sleep_wakes_for_frames_and_submissions(void **state)
 /* An embedded application's pass is running when its hand-back (or a
  * control request) clears driven_ns: both wake the engine's thread only if
  * it is parked already.  A thread that finds the pass busy after that must
- * not park, or it waits out the whole holdoff with nobody to wake it
+ * not park, or it waits out the whole 1 ms holdoff with nobody to wake it
  * (1.1-1.3 ms calls, 3 ranks embedded, perf/NOTES-embedded-stalls.md). */
 static void test_no_park_after_the_hand_back(void **state)
 {
@@ -2875,7 +2873,7 @@ static void handed_back(struct dp_engine *e)
  * took a pass, spun and yielded on the application's core to a thread the
  * scheduler would not run yet, 0.1-2 ms at a time (perf/ALGORITHMS.md).
  * Hand-backs go on until the thread has parked PARKS_WANTED times: a park
- * per holdoff (half the 1 ms RTO floor here) on an idle machine; on a loaded one either thread may
+ * per holdoff (1 ms) on an idle machine; on a loaded one either thread may
  * wait whole ticks for a core (a fixed 25 ms window saw 2-4 parks at load
  * 12), so only a thread that never parks runs into the deadline. */
 #define PARKS_WANTED 5
@@ -2967,39 +2965,6 @@ static void test_control_request_wakes_a_parked_thread(void **state)
 		fail_msg("a control request after the application's hand-back was %s, after %llu parks that ran out "
 			 "(want served at once)", atomic_load(&done) == 1 ? "served" : atomic_load(&done) ? "refused" :
 			 "not served within 2 s", (unsigned long long)e->idle.count.parks_out);
-	teardown_cluster();
-}
-
-/* While an embedded application drives call after call, its engine's
- * thread looks once per half the RTO floor (park_holdoff_ns): each look
- * took the application's core 20-100 us on these VMs, once a millisecond
- * per rank with a fixed 1 ms holdoff (perf/ALGORITHMS.md, tail21 and park22),
- * while a park past the floor would leave a peer's packet unacknowledged
- * past its RTO, should the application stop driving without a hand-back
- * (sluice_test drives and hands nothing back).  A 40 ms floor, driven for
- * 400 ms: 20 ms parks run out ~20 times; a fixed 1 ms holdoff ran out 408
- * times, parks of the whole floor 9; a loaded machine only wakes it later. */
-static void test_parks_run_out_at_half_the_rto_floor(void **state)
-{
-	struct runner r[2];
-	struct dp_engine *e;
-	uint64_t end, outs;
-	(void)state;
-
-	threaded.rto_min_ns = 40ull * 1000000;
-	start_engines(r, 18, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 1000000 });
-	e = &nodes[0].e;
-	for (end = now_ms() + 400; now_ms() < end; usleep(100)) {
-		atomic_store(&e->drove_ns, dp_now_ns(NULL));
-		atomic_store(&e->driven_ns, dp_now_ns(NULL)); /* what each drive leaves */
-	}
-	outs = *(volatile uint64_t *)&e->idle.count.parks_out; /* racy: the thread's counter */
-	stop_engines(r);
-	if (outs < 12 || outs > 40)
-		fail_msg("driven for 400 ms with a 40 ms RTO floor, the engine's thread ran out of %llu parks "
-			 "(parked %llu times): want one per 20 ms, 12-40 (fewer: parks near or past the RTO floor; "
-			 "more: parks shorter than half of it)", (unsigned long long)outs,
-			 (unsigned long long)e->idle.count.parks);
 	teardown_cluster();
 }
 
@@ -3115,7 +3080,6 @@ int main(void)
 		cmocka_unit_test(test_parked_between_the_applications_calls),
 		cmocka_unit_test(test_not_parked_while_a_call_runs),
 		cmocka_unit_test(test_control_request_wakes_a_parked_thread),
-		cmocka_unit_test(test_parks_run_out_at_half_the_rto_floor),
 		cmocka_unit_test(test_parked_after_waking_its_application),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
