@@ -23,10 +23,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
+
 #include "internal.h"
 
-#define BOOT_MAGIC 0x534c4232u /* "SLB2" */
-#define BOOT_MSG_LEN 512
+#define BOOT_MAGIC 0x534c4233u /* "SLB3": its barrier message grew to SL_LAST_ERROR_LEN */
+#define BOOT_MSG_LEN SL_LAST_ERROR_LEN
 #define RETRY_NS (50 * 1000000LL)
 #define DRAIN_NS (100 * 1000000LL)
 #define GRACE_NS (1000 * 1000000LL) /* a rank waits this much longer than the root, to hear its verdict */
@@ -443,7 +445,7 @@ sluice_result_t sl_boot_barrier(struct sl_boot *b, sluice_result_t mine)
 	s.status = mine;
 	s.rank = b->rank;
 	if (mine != SLUICE_OK)
-		snprintf(s.msg, sizeof(s.msg), "%s", sluice_last_error());
+		sl_errmsg_copy(s.msg, sizeof(s.msg), sluice_last_error());
 	if (b->rank == 0)
 		barrier_root(b, &s, deadline);
 	else if ((err = xfer(b->fd, &s, sizeof(s), true, deadline)) == 0)

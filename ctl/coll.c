@@ -22,6 +22,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
+
 #include "internal.h"
 
 #define SPIN_NS (5 * 1000LL)          /* busy-poll this long before sleeping */
@@ -120,7 +122,7 @@ static void req_note(struct sluice_req *r, int32_t status, const char *msg)
 	if (r->status != SLUICE_OK || status == SLUICE_OK)
 		return;
 	r->status = status;
-	snprintf(r->msg, sizeof(r->msg), "%s", msg);
+	sl_errmsg_copy(r->msg, sizeof(r->msg), msg);
 }
 
 /* One part of r is over: when it was the last, release what r held. */

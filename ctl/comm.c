@@ -93,7 +93,7 @@ static sluice_result_t comm_alone(struct sluice_comm *c, uint32_t node)
  * links (or undo it). */
 static sluice_result_t comm_join(struct sluice_comm *c, const char *root)
 {
-	char host[SL_HOST_MAX], why[512];
+	char host[SL_HOST_MAX], why[SL_LAST_ERROR_LEN];
 	struct sl_boot b;
 	uint16_t port;
 	uint32_t node;

@@ -7,16 +7,22 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <sluice/errmsg.h>
+
 #include "internal.h"
 
-static _Thread_local char last_error[512];
+/* A dataplane's message (SL_ERRMSG_LEN) arrives inside a sentence of
+ * libsluice's ("the dataplane at <socket> refused ...: ", "collective
+ * request N failed in the dataplane: "): room for both. */
+_Static_assert(SL_LAST_ERROR_LEN >= SL_ERRMSG_LEN + 256, "sluice_last_error holds a dataplane message whole");
+static _Thread_local char last_error[SL_LAST_ERROR_LEN];
 
 sluice_result_t sl_fail(sluice_result_t result, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	sl_errmsg_vformat(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
 	SL_LOG(SL_LOG_WARN, 0, "%s: %s", sluice_get_error_string(result), last_error);
 	return result;

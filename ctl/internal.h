@@ -91,6 +91,8 @@ void sl_log_set_rank(int rank);
 /* ---- the context (attach.c), requests (coll.c), memory (mem.c) ---- */
 
 #define SL_MAX_REQS (SL_SUBMIT_SLOTS * 4)
+/* sluice_last_error's buffer, and those that carry one on (error.c says why this size) */
+#define SL_LAST_ERROR_LEN 1024u
 #define SL_VMETA_UNITS (SL_VMETA_BYTES / SL_VMETA_UNIT) /* pieces of the page's all-to-allv counts area */
 /* Zero-byte ranges name this region (see abi.h): no registration needed. */
 #define SL_REGION_NONE UINT32_MAX

@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
 #include <sluice/sluice.h>
 #include <sluice/touch.h>
 
@@ -594,7 +595,8 @@ static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq
 	if (!n)
 		return; /* the peers will time out instead */
 	n->nranks = comm->nranks;
-	memcpy(n->why, comm->why, sizeof(n->why));
+	/* one packet carries it (on_notice reads it whole): a smaller --payload cuts it */
+	sl_errmsg_copy(n->why, e->payload < sizeof(n->why) ? e->payload : sizeof(n->why), comm->why);
 	for (uint32_t r = 0; r < comm->nranks; r++) {
 		struct sl_tp_msg *m = &n->msgs[r];
 		if (r == comm->rank || !sl_tp_node_alive(e->tp, comm->node[r]))
@@ -677,7 +679,7 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 	if (comm->failed != SLUICE_OK)
 		return;
 	comm->failed = status;
-	vsnprintf(comm->why, sizeof(comm->why), fmt, ap);
+	sl_errmsg_vformat(comm->why, sizeof(comm->why), fmt, ap);
 	stash_release(e, comm); /* its packets are taken and dropped from now on */
 	stash_unpark(e, comm);
 	if (comm->channels_failed) {

@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
 #include <sluice/sluice.h>
 #include <sluice/touch.h>
 
@@ -57,7 +58,7 @@ static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ..
 	va_list ap;
 	r->status = status;
 	va_start(ap, fmt);
-	vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
+	sl_errmsg_vformat(r->msg, sizeof(r->msg), fmt, ap);
 	va_end(ap);
 	return 0;
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sluice/errmsg.h>
 
 #include "../ctl/internal.h"
 #include "faults.h"
@@ -458,6 +459,18 @@ static uint8_t *fake_range(struct fake_client *c, uint32_t region, uint64_t off,
 	return c->region[idx] + off;
 }
 
+#define LONG_MSG_END "(end)"
+
+/* A failure's sentence as long as a completion holds (SL_ERRMSG_LEN - 1
+ * bytes, ending in LONG_MSG_END): libsluice must hand it on whole. */
+static void fake_long_msg(char *msg, uint32_t comm)
+{
+	int n = snprintf(msg, SL_ERRMSG_LEN, "rank 1 of comm %u vanished: check that host", comm);
+
+	memset(msg + n, ' ', SL_ERRMSG_LEN - 1 - (size_t)n);
+	memcpy(msg + SL_ERRMSG_LEN - sizeof(LONG_MSG_END), LONG_MSG_END, sizeof(LONG_MSG_END));
+}
+
 static void fake_complete(struct fake_client *c, const struct sl_cmd *cmd, int mode, unsigned ch)
 {
 	struct sl_cpl cpl = {.req = cmd->req, .status = SLUICE_OK};
@@ -465,7 +478,7 @@ static void fake_complete(struct fake_client *c, const struct sl_cmd *cmd, int m
 
 	if (mode == FAKE_FAIL || fake.fail_channel == (int)ch + 1) {
 		cpl.status = SLUICE_ERR_REMOTE;
-		snprintf(cpl.msg, sizeof(cpl.msg), "rank 1 of comm %u vanished: check that host", cmd->comm);
+		fake_long_msg(cpl.msg, cmd->comm);
 	} else if (bytes > 0 && cmd->send_region != SL_REGION_NONE) {
 		memmove(fake_range(c, cmd->recv_region, cmd->recv_off, bytes),
 			fake_range(c, cmd->send_region, cmd->send_off, bytes), bytes);
@@ -792,6 +805,7 @@ static void allreduce_error_from_dataplane(void **state)
 	fake.mode = FAKE_FAIL;
 	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
 	assert_error(sluice_wait(req), SLUICE_ERR_REMOTE, "rank 1 of comm 101 vanished: check that host");
+	assert_non_null(strstr(sluice_last_error(), LONG_MSG_END)); /* the longest arrives whole */
 	fake.mode = FAKE_COMPLETE;
 	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
 	assert_int_equal(sluice_wait(req), SLUICE_OK);
@@ -1088,6 +1102,20 @@ static void wait_says_whether_calls_fly(void **state)
 
 /* sl_cmd_bytes refuses sizes past 64 bits and no others: the edges of its
  * two checks, count * size * nranks and (nranks - 1) * stride + block. */
+/* A message longer than sluice_last_error holds ends in errmsg.h's mark, not mid-word. */
+static void last_error_cut_visibly(void **state)
+{
+	const char *msg;
+
+	(void)state;
+	sl_fail(SLUICE_ERR_INTERNAL, "%0*d", 2 * SL_LAST_ERROR_LEN, 7);
+	msg = sluice_last_error();
+	assert_int_equal(strlen(msg), SL_LAST_ERROR_LEN - 1);
+	assert_string_equal(msg + strlen(msg) - strlen(SL_ERRMSG_CUT), SL_ERRMSG_CUT);
+	sl_fail(SLUICE_ERR_INTERNAL, "short");
+	assert_string_equal(sluice_last_error(), "short");
+}
+
 static void cmd_bytes_edges(void **state)
 {
 	uint64_t send, recv, half = UINT64_MAX / 2; /* 2^63 - 1 */
@@ -1136,6 +1164,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(split_over_channels, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(wait_says_whether_calls_fly, fake_setup, fake_teardown),
 		cmocka_unit_test(cmd_bytes_edges),
+		cmocka_unit_test(last_error_cut_visibly),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1524,6 +1524,10 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
 		poll_all();
 	assert_int_equal(cpl.status, SLUICE_ERR_NO_MEMORY);
+	/* the longest sentence the engine makes reaches the completion whole (abi.h, errmsg.h) */
+	assert_string_equal(cpl.msg, e->comms[0].why);
+	if (strlen(cpl.msg) >= SL_ERRMSG_LEN - 1)
+		fail_msg("the stash overrun's message filled SL_ERRMSG_LEN (%u): cut: %s", SL_ERRMSG_LEN, cpl.msg);
 	teardown_cluster();
 }
 

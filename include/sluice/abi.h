@@ -35,14 +35,19 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 8
+#define SL_ABI_VERSION 9
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
 #define SL_COMPLETE_SLOTS 256u
 #define SL_MAX_RANKS 256u
 #define SL_MAX_REGIONS 64u
-#define SL_ERRMSG_LEN 192u
+/* A failure's sentence in a completion or a control reply: room for the
+ * longest the dataplane makes (a stash overrun's, about 450 bytes) with a
+ * peer's "rank R reported: " and "(on another channel ...)" around it.  It
+ * was 192 and cut those mid-word.  624 makes struct sl_cpl 10 cache lines;
+ * a success writes none of it, a failure all of it (errmsg.h). */
+#define SL_ERRMSG_LEN 624u
 #define SL_MAX_CHANNELS 8u
 
 /* ---- rings ---- */
@@ -179,6 +184,7 @@ struct sl_cpl {
 	uint32_t reserved;
 	char msg[SL_ERRMSG_LEN];   /* why, when status is not SLUICE_OK; not written otherwise */
 };
+_Static_assert(sizeof(struct sl_cpl) % 64 == 0, "a completion slot is whole cache lines");
 
 /* A channel's engine naps on its doorbell when idle: the client rings it after submitting. */
 struct sl_channel_bell {
