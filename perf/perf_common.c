@@ -84,7 +84,11 @@ static bool coll_blocked(enum perf_coll c)
 	       c == PERF_GATHER || c == PERF_SCATTER;
 }
 
-/* Collectives without NCCL's in-place form: their in-place phase runs out of place. */
+/* Collectives without NCCL's in-place form: their in-place phase is not run,
+ * and its columns say N/A (a second out-of-place run under an in-place
+ * heading would read as an in-place figure).  sendrecv's send would read
+ * what its recv overwrites; sluice refuses an in-place all-to-allv; a
+ * barrier has no buffers. */
 static bool coll_in_place(enum perf_coll c)
 {
 	return c != PERF_SENDRECV && c != PERF_ALLTOALLV && c != PERF_BARRIER;
@@ -149,7 +153,8 @@ static void usage(FILE *f, const char *prog)
 		"  Each row ends with rank 0's own call times, out of place then in place: the median,\n"
 		"  p99 (nearest rank: the max below 100 calls) and max of the -n timed calls, in us;\n"
 		"  time is the average call over all ranks.  -J has them as oop_median_us, oop_p99_us,\n"
-		"  oop_max_us, ip_...\n",
+		"  oop_max_us, ip_...  sendrecv, alltoallv and barrier have no in-place form (NCCL's\n"
+		"  layout): their in-place columns say N/A, and -J's ip_ fields are null\n",
 		prog);
 }
 
@@ -453,9 +458,7 @@ static void place(const struct perf_opts *o, const struct perf_backend *b, void 
 
 	l->send = send;
 	l->recv = recv;
-	/* sendrecv has no in-place form (the send would read what the recv
-	 * overwrites), nor has all-to-allv (sluice and MPI_Alltoallv refuse it) */
-	if (!in_place || !coll_in_place(o->coll))
+	if (!in_place)
 		return;
 	switch (o->coll) {
 	case PERF_ALLGATHER: case PERF_GATHER: l->send = (char *)recv + mine; break;
@@ -465,7 +468,7 @@ static void place(const struct perf_opts *o, const struct perf_backend *b, void 
 }
 
 /* Where the host copy of a layout lives (itself, for host buffers). */
-static struct layout host_side(const struct perf_opts *o, const struct perf_backend *b, const void *send,
+static struct layout host_side(const struct perf_backend *b, const void *send,
 				void *recv, bool in_place, const struct layout *l)
 {
 	const struct perf_mirror *m = b->mirror;
@@ -473,7 +476,7 @@ static struct layout host_side(const struct perf_opts *o, const struct perf_back
 
 	if (!m)
 		return h;
-	if (in_place && coll_in_place(o->coll)) /* place() put send inside recv */
+	if (in_place) /* place() put send inside recv */
 		h.send = (const char *)m->recv_host + ((const char *)l->send - (const char *)recv);
 	else
 		h.send = (const char *)m->send_host + ((const char *)l->send - (const char *)send);
@@ -515,6 +518,7 @@ struct phase {
 	double wrong;         /* summed over ranks; -1 when not checked */
 	struct perf_tail tail; /* this rank's own call times (rank 0's are printed) */
 	double *rank_us;      /* each rank's own average call, by rank (run_size fills it) */
+	bool ran;             /* false: the collective has no such phase (coll_in_place) */
 };
 
 static double now_s(void)
@@ -625,7 +629,7 @@ static int run_phase(const struct perf_opts *o, const struct perf_backend *b, vo
 
 	layout_of(o, b, count, &l);
 	place(o, b, send, recv, in_place, &l);
-	h = host_side(o, b, send, recv, in_place, &l);
+	h = host_side(b, send, recv, in_place, &l);
 	if (fill_input(o, b, &l, &h) < 0 || repeat(b, o, &l, scaled(o->warmup, bytes, o->budget), NULL) < 0 ||
 	    timed(b, o, &l, iters, ph) < 0)
 		return -1;
@@ -672,6 +676,10 @@ static void print_time(double us)
 
 static void print_phase(double time_us, double algbw, double busbw, double wrong)
 {
+	if (time_us < 0) { /* not run */
+		printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+		return;
+	}
 	print_time(time_us);
 	printf("  %6.2f  %6.2f", algbw, busbw);
 	if (wrong < 0)
@@ -698,6 +706,12 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 		o->in_flight ? "false" : "true");
 	for (int k = 0; k < 2; k++) {
 		double alg = (double)bytes / ph[k].time_us * 1e-3;
+		if (!ph[k].ran) { /* every field of the phase there, none with a number */
+			fprintf(f, ",\"%s_time_us\":null,\"%s_algbw\":null,\"%s_busbw\":null,\"%s_wrong\":null,"
+				"\"%s_median_us\":null,\"%s_p99_us\":null,\"%s_max_us\":null,\"%s_rank_us\":null",
+				tag[k], tag[k], tag[k], tag[k], tag[k], tag[k], tag[k], tag[k]);
+			continue;
+		}
 		fprintf(f, ",\"%s_time_us\":%.6g,\"%s_algbw\":%.6g,\"%s_busbw\":%.6g", tag[k],
 			ph[k].time_us, tag[k], alg, tag[k], busbw_of(o, alg, b->nranks));
 		if (ph[k].wrong < 0)
@@ -715,7 +729,7 @@ static void write_json(FILE *f, const struct perf_opts *o, const struct perf_bac
 	fflush(f);
 }
 
-/* Print one row; returns the row's summed busbw (both phases). */
+/* Print one row; returns the row's summed busbw (the phases run). */
 static double print_row(const struct perf_opts *o, const struct perf_backend *b, size_t bytes,
 			size_t count, const struct phase ph[2])
 {
@@ -725,10 +739,14 @@ static double print_row(const struct perf_opts *o, const struct perf_backend *b,
 	       coll_reduces(o->coll) ? op_names[o->op] : "none", coll_rooted(o->coll) ? o->root : -1);
 	for (int k = 0; k < 2; k++) {
 		double alg = (double)bytes / ph[k].time_us * 1e-3; /* B/us -> GB/s */
-		print_phase(ph[k].time_us, alg, busbw_of(o, alg, b->nranks), ph[k].wrong);
-		sum += busbw_of(o, alg, b->nranks);
+		print_phase(ph[k].ran ? ph[k].time_us : -1, alg, busbw_of(o, alg, b->nranks), ph[k].wrong);
+		sum += ph[k].ran ? busbw_of(o, alg, b->nranks) : 0;
 	}
 	for (int k = 0; k < 2; k++) {
+		if (!ph[k].ran) {
+			printf("  %7s  %7s  %7s", "N/A", "N/A", "N/A");
+			continue;
+		}
 		print_time(ph[k].tail.median_us);
 		print_time(ph[k].tail.p99_us);
 		print_time(ph[k].tail.max_us);
@@ -750,8 +768,11 @@ static int run_size(const struct perf_opts *o, const struct perf_backend *b, voi
 {
 	int n = b->nranks;
 
+	ph[0].ran = true;
+	ph[1].ran = coll_in_place(o->coll);
+	ph[1].time_us = ph[1].wrong = 0;
 	if (run_phase(o, b, send, recv, count, false, &ph[0]) < 0 ||
-	    run_phase(o, b, send, recv, count, true, &ph[1]) < 0)
+	    (ph[1].ran && run_phase(o, b, send, recv, count, true, &ph[1]) < 0))
 		return -1;
 	memset(sums, 0, PERF_SUM_MAX(n) * sizeof(*sums));
 	for (int k = 0; k < 2; k++) {
@@ -824,7 +845,7 @@ static int run_table(const struct perf_opts *o, const struct perf_backend *b, vo
 		wrong += (ph[0].wrong > 0 ? ph[0].wrong : 0) + (ph[1].wrong > 0 ? ph[1].wrong : 0);
 		if (b->rank == 0) {
 			busbw_sum += print_row(o, b, count * es, count, ph);
-			nphases += 2;
+			nphases += 1 + ph[1].ran;
 			if (json)
 				write_json(json, o, b, count * es, count, ph);
 		}

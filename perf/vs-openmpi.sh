@@ -95,16 +95,18 @@ function get(line, key,    m) {
 	m = substr(line, RSTART, RLENGTH)
 	return substr(m, index(m, ":") + 1)
 }
-# no ratio where Open MPI has nothing to divide by (the busbw of a barrier): "-"
-function ratio(a, b) { return (b > 0) ? a / b : "" }
+# no ratio where Open MPI has nothing to divide by (the busbw of a barrier),
+# or a phase was not run (null: the in-place one of a collective without it): "-"
+function ratio(a, b) { return (a != "" && b > 0) ? a / b : "" }
 function cell(x) { return x == "" ? sprintf("  %12s", "-") : sprintf("  %12.2f", x) }
 function median(v, n,    i, j, t) {
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
 	return n == 0 ? 0 : (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2)
 }
-# median of metric k of size z in file f
+# median of metric k of size z in file f ("" when a round has none)
 function med(f, z, k,    i, v) {
-	for (i = 1; i <= cnt[f, z]; i++) v[i] = val[f, z, k, i]
+	for (i = 1; i <= cnt[f, z]; i++)
+		if ((v[i] = val[f, z, k, i]) == "") return ""
 	return median(v, cnt[f, z])
 }
 FNR == 1 { file++ }
@@ -113,7 +115,7 @@ FNR == 1 { file++ }
 	if (file == 2 && !((2, size) in cnt)) order[++nsizes] = size
 	c = ++cnt[file, size]
 	# + 0: a number, or median() would sort "43.3" before "5.8" (as strings)
-	for (k = 1; k <= 4; k++) val[file, size, k, c] = get($0, key[k]) + 0
+	for (k = 1; k <= 4; k++) val[file, size, k, c] = (v = get($0, key[k])) == "null" ? "" : v + 0
 	synced[get($0, "synced")]++
 }
 END {

@@ -3,6 +3,8 @@
 # each checked (-c 1: no wrong element) on 2 ranks over real dataplanes,
 # with a row per size and the collective's name in the -J output; each
 # waited for call by call (-z 1) and with calls in flight together (-z 0);
+# the collectives without an in-place form (sendrecv, alltoallv, barrier) run
+# no in-place phase: its JSON fields are null, every other's a number;
 # -d all -o all: a checked table for each datatype and op (all-reduce), or
 # each datatype (all-gather: no op), its JSON rows naming both.
 # usage: it_perf_colls.sh SLUICE_RUN SLUICE_PERF
@@ -22,6 +24,9 @@ for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall gathe
 	want=4 # 8, 64, 512 and 4096 bytes
 	[ "$coll" = barrier ] && want=1 # moves no bytes: one row
 	[ "$rows" = "$want" ] || fail "-C $coll -z $z: $rows JSON rows naming it, want $want"
+	case $coll in sendrecv|alltoallv|barrier) want_null=$want ;; *) want_null=0 ;; esac
+	nulls=$(grep -c '"ip_time_us":null' "$d/json")
+	[ "$nulls" = "$want_null" ] || fail "-C $coll -z $z: $nulls rows with no in-place time, want $want_null"
 	echo "it_perf_colls: -C $coll -z $z: $rows row(s), 0 wrong"
 done
 done
