@@ -1473,11 +1473,12 @@ static void test_held_stash_starves_no_posted_call(void **state)
 /* The same with B's first half longer than the stash (DP_STASH_MAX packets
  * of 512 bytes): each round that A's starvation reopened the window took
  * another window of B's early packets, until the stash was full and the
- * next was refused (later: taken past the cap; now B is parked).  A refused packet stops the flow's cumulative point,
+ * next was refused.  A refused packet stops the flow's cumulative point,
  * and the sender sends at most a window past it: A's last step, thousands
  * of packets behind, never came, and this rank would post B only after A
  * (it_mix seed 629, 3 ranks of 1 KiB packets reordered: "made no
- * progress ... waiting for rank N"). */
+ * progress ... waiting for rank N").  Later they were taken past the cap;
+ * now B is parked. */
 static void test_a_starving_call_is_not_stopped_by_a_full_stash(void **state)
 {
 	(void)state;
