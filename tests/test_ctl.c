@@ -1100,8 +1100,6 @@ static void wait_says_whether_calls_fly(void **state)
 	close_all(ctx, comm, buf);
 }
 
-/* sl_cmd_bytes refuses sizes past 64 bits and no others: the edges of its
- * two checks, count * size * nranks and (nranks - 1) * stride + block. */
 /* A message longer than sluice_last_error holds ends in errmsg.h's mark, not mid-word. */
 static void last_error_cut_visibly(void **state)
 {
@@ -1116,6 +1114,8 @@ static void last_error_cut_visibly(void **state)
 	assert_string_equal(sluice_last_error(), "short");
 }
 
+/* sl_cmd_bytes refuses sizes past 64 bits and no others: the edges of its
+ * two checks, count * size * nranks and (nranks - 1) * stride + block. */
 static void cmd_bytes_edges(void **state)
 {
 	uint64_t send, recv, half = UINT64_MAX / 2; /* 2^63 - 1 */
