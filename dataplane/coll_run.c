@@ -984,10 +984,12 @@ static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
 static bool defer_overflows(struct dp_engine *e, struct dp_coll *k, int src)
 {
 	const struct sl_sched_plan *p = &k->sched.p;
-	uint64_t left = (uint64_t)k->sched.chunks_left * (p->chunk_bytes / p->payload);
+	uint64_t left;
 
-	if (k->ndeferred < DEFER_SLACK * left)
+	/* compared in payload bytes, no division per packet: a chunk is whole payloads */
+	if ((uint64_t)k->ndeferred * p->payload < DEFER_SLACK * (uint64_t)k->sched.chunks_left * p->chunk_bytes)
 		return false;
+	left = (uint64_t)k->sched.chunks_left * (p->chunk_bytes / p->payload);
 	comm_fail(e, k->comm, SLUICE_ERR_REMOTE, k->seq, true,
 		  "rank %d sent more packets of %s #%u before their turn than %d times what the call has left to "
 		  "receive (%u waiting, %" PRIu64 " left): is that rank's dataplane misbehaving?", src,
