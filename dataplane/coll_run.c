@@ -1195,7 +1195,6 @@ static bool stash_park(struct dp_engine *e, struct dp_comm *comm, int src, const
 
 	if (packet_is_p2p(h) || !waits_on(e, node) || !sl_tp_park(e->tp, node, comm->key32, comm->next_seq))
 		return false;
-	e->count.stash_parks += !comm->parking;
 	comm->parking = true;
 	if (comm->held_from[src]) /* held before the call was posted: what it waits for can come now */
 		stash_unhold(e, comm, (uint32_t)src);

@@ -293,8 +293,6 @@ struct dp_counters {
 	uint64_t stashed;            /* packets that arrived before their collective */
 	uint64_t held_in_place;      /* early or deferred packets kept in their frames, not copied */
 	uint64_t stashed_past_cap;   /* early packets taken past DP_STASH_MAX (a posted call waited on their sender) */
-	uint64_t stash_parks;        /* senders told to park their calls not posted here rather than held
-					(a posted call waited on them: coll_run.c stash_park) */
 	uint64_t stash_overflows;    /* communicators failed at dp_engine.stash_limit */
 	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished

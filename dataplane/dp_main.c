@@ -712,7 +712,7 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,
 		(unsigned long long)e->count.stashed, (unsigned long long)e->count.held_in_place,
 		(unsigned long long)e->count.stashed_past_cap, (unsigned long long)e->count.stash_overflows,
-		(unsigned long long)e->count.stash_parks,
+		(unsigned long long)t->parks,
 		(unsigned long long)t->credit_stalls, (unsigned long long)t->held_waits,
 		(unsigned long long)t->paced_waits, (unsigned long long)t->rx_ce, (unsigned long long)t->ack_ce,
 		(unsigned long long)t->path_deaths, (unsigned long long)t->path_revivals,
