@@ -1169,8 +1169,20 @@ static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, 
 		  "it, past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): either its dataplane "
 		  "ignores its held window and parked calls (a misbehaving or older build), or calls of several "
 		  "communicators that rank posted first send that much ahead of the one this rank waits on (a "
-		  "flow parks one: post calls on the communicators in one order on every rank, or raise the "
-		  "limit)", src, e->stash_past_cap_bytes >> 10, h->seq, comm->nstash);
+		  "flow parks %d: post calls on the communicators in one order on every rank, or raise the "
+		  "limit)", src, e->stash_past_cap_bytes >> 10, h->seq, comm->nstash, SL_PARKS_MAX);
+	return true;
+}
+
+/* Park src's calls on comm from the first not posted here; a hold of src
+ * on comm gives way to it, so that what a call waits for behind them comes. */
+static bool park_sender(struct dp_engine *e, struct dp_comm *comm, uint32_t src)
+{
+	if (!sl_tp_park(e->tp, comm->node[src], comm->key32, comm->next_seq))
+		return false;
+	comm->parking = true;
+	if (comm->held_from[src])
+		stash_unhold(e, comm, src);
 	return true;
 }
 
@@ -1187,18 +1199,27 @@ static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, 
  * what the sender had out when the park reached it, and stash_unpark lets
  * the calls come once one is posted.  False (hold it then): no posted call
  * waits on src, a point-to-point packet (its seq is the pair's, not the
- * communicator's), or src's flow parks another communicator already.
+ * communicator's), or src's flow parks SL_PARKS_MAX other communicators.
  */
 static bool stash_park(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
 {
-	uint16_t node = comm->node[src];
+	return !packet_is_p2p(h) && waits_on(e, comm->node[src]) && park_sender(e, comm, (uint32_t)src);
+}
 
-	if (packet_is_p2p(h) || !waits_on(e, node) || !sl_tp_park(e->tp, node, comm->key32, comm->next_seq))
-		return false;
-	comm->parking = true;
-	if (comm->held_from[src]) /* held before the call was posted: what it waits for can come now */
-		stash_unhold(e, comm, (uint32_t)src);
-	return true;
+/* A call is posted on `posted`: senders it waits on whose early packets
+ * hold a stash (held before, when no call waited on them, so not parked:
+ * stash_park) are parked now.  Else the posted call's data waited behind
+ * theirs until it starved a STARVED_NS round (2 ms), which reopened the
+ * window, and only the packets that then came parked them. */
+static void park_held_senders(struct dp_engine *e, const struct dp_comm *posted)
+{
+	for (unsigned i = 0; e->stash_holding && i < DP_MAX_COMMS; i++) {
+		struct dp_comm *comm = &e->comms[i];
+		for (uint32_t r = 0; comm->live && comm->stash_held && r < comm->nranks; r++)
+			if (comm->held_from[r] && rank_of_node(posted, comm->node[r]) >= 0 &&
+			    waits_on(e, comm->node[r]))
+				park_sender(e, comm, r);
+	}
 }
 
 /* An early packet waits in its frame only for the next call, which this
@@ -1749,6 +1770,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 		issue_sends(e, k);
 	late_release(e, comm); /* what it refused may be this call's */
 	stash_unpark(e, comm); /* and what its senders parked */
+	park_held_senders(e, comm);
 }
 
 /* ---- progress ---- */
@@ -1839,11 +1861,32 @@ static int acks_owed_by(const struct dp_coll *k)
 	return -1;
 }
 
+/* Why k's sends wait, if a receiver parks them (sl_tp_park there: it has
+ * not posted k, while it waits on a call of another communicator that this
+ * rank has not posted, an order that waits on itself), in cause; else "". */
+static void parked_cause(const struct dp_engine *e, const struct dp_coll *k, char *cause, size_t size)
+{
+	uint32_t seq;
+
+	*cause = 0;
+	for (uint32_t i = 0; i < k->msgs_sent; i++) {
+		const struct sl_tp_msg *m = &k->msgs[i];
+		if (sl_tp_msg_parked(e->tp, m, &seq)) {
+			snprintf(cause, size,
+				 "; its data waits behind a park of communicator %#" PRIx32 "'s call #%u from rank %d, "
+				 "which has not posted it and waits on a call of another communicator (post calls on "
+				 "the communicators in one order on every rank)",
+				 m->hdr.comm, seq, rank_of_node(k->comm, m->dst_node));
+			return;
+		}
+	}
+}
+
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
 	int peer;
-	char waiting[64] = "for acknowledgements";
+	char waiting[64] = "for acknowledgements", cause[256];
 
 	/* local transfers in this pass may have made progress after `now` was read */
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < e->timeout_ns)
@@ -1852,10 +1895,11 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		snprintf(waiting, sizeof(waiting), "for rank %d", peer);
 	else if ((peer = acks_owed_by(k)) >= 0)
 		snprintf(waiting, sizeof(waiting), "for rank %d to acknowledge", peer);
+	parked_cause(e, k, cause, sizeof(cause));
 	comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
-		  "%s #%u on rank %u made no progress for %.1f s (waiting %s): a rank may not "
+		  "%s #%u on rank %u made no progress for %.1f s (waiting %s%s): a rank may not "
 		  "have made this call, or may be stuck", sl_coll_name(k->cmd.opcode), k->seq, comm->rank,
-		  (double)e->timeout_ns / 1e9, waiting);
+		  (double)e->timeout_ns / 1e9, waiting, cause);
 }
 
 /* Finish comm's lingering calls that are marked ready; on a timer pass

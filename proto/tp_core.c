@@ -174,7 +174,7 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
 	 * earlier time (an embedded application's read, sl_tp_poll_at) never
 	 * sees progress after its clock: the dead check's difference wrapped
 	 * and killed the flow at once. */
-	if ((f->held || f->parked) && !f->q_head && f->snd_una == f->snd_nxt) {
+	if ((f->held || f->park_slots) && !f->q_head && f->snd_una == f->snd_nxt) {
 		uint64_t now = sl_now(&tp->clock);
 		if (now > tp->now_ns)
 			tp->now_ns = now;
@@ -201,6 +201,8 @@ void tp_unlink(struct tp_flow *f, struct sl_tp_msg *m, struct sl_tp_msg *prev)
 		f->q_head = m->next;
 	if (f->q_tail == m)
 		f->q_tail = prev;
+	if (f->park_skip == m)
+		f->park_skip = prev;
 	m->queued = false;
 	m->next = NULL;
 }

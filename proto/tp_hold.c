@@ -133,7 +133,7 @@ uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max)
  * out (no ACK would come to lift the park). */
 uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f)
 {
-	bool waits = f->held ? f->n_held || f->q_head : f->parked && f->q_head && f->snd_una == f->snd_nxt;
+	bool waits = f->held ? f->n_held || f->q_head : f->park_slots && f->q_head && f->snd_una == f->snd_nxt;
 
 	if (!waits || tp->now_ns < f->persist_next_ns || !tp_send_probe(tp, f, tp_path_pick(f, -1)))
 		return 0;
@@ -154,19 +154,40 @@ uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f)
  * other messages, holding back those of calls from there on (marked
  * in_call_order) until an ACK lifts the park.  The receiver then takes at
  * most what the sender had out of B when the park reached it.
+ *
+ * Up to SL_PARKS_MAX communicators at once (B and C of two communicators,
+ * both in front of A), each in a slot of its own: every ACK lists the
+ * slots in use (sl_ack.parks) and names one of them, a new or changed one
+ * first and the others in turn, so the sender learns each within a few
+ * ACKs, and an unpark with the next ACK whatever it names.  A lost ACK is
+ * made up by the next: a parked sender with nothing out probes (as a held
+ * one), whose answer says it all again.  A fifth communicator is not
+ * parked (sl_tp_park says so): the engine holds its sender instead.
  */
+static int rcv_park_slot(const struct tp_flow *f, uint32_t comm)
+{
+	for (unsigned slots = f->rcv_park_slots; slots; slots &= slots - 1)
+		if (f->rcv_parks[__builtin_ctz(slots)].comm == comm)
+			return __builtin_ctz(slots);
+	return -1;
+}
+
 bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq)
 {
 	struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
+	int i = f ? rcv_park_slot(f, comm) : -1;
 
-	if (!f || (f->rcv_parking && f->rcv_park_comm != comm))
+	if (!f || (i < 0 && f->rcv_park_slots == (1u << SL_PARKS_MAX) - 1))
 		return false;
-	if (f->rcv_parking && f->rcv_park_seq == seq)
+	if (i >= 0 && f->rcv_parks[i].seq == seq)
 		return true;
-	tp->stats.parks += !f->rcv_parking;
-	f->rcv_parking = true;
-	f->rcv_park_comm = comm;
-	f->rcv_park_seq = seq;
+	if (i < 0) {
+		i = __builtin_ctz(~f->rcv_park_slots);
+		f->rcv_park_slots |= (uint8_t)(1u << i);
+		tp->stats.parks++;
+	}
+	f->rcv_parks[i] = (struct tp_park){ .comm = comm, .seq = seq };
+	f->rcv_park_next = (uint8_t)i; /* the next ACK names it */
 	state_ack_due(tp, f);
 	return true;
 }
@@ -174,35 +195,62 @@ bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq)
 void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm)
 {
 	struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
+	int i = f ? rcv_park_slot(f, comm) : -1;
 
-	if (!f || !f->rcv_parking || f->rcv_park_comm != comm)
+	if (i < 0)
 		return;
-	f->rcv_parking = false;
+	f->rcv_park_slots &= (uint8_t)~(1u << i);
 	state_ack_due(tp, f);
 }
 
-/* Receiver: an ACK (or probe) says what it parks. */
-void tp_park_ack(const struct tp_flow *f, struct sl_hdr *h)
+/* Receiver: an ACK (or probe) says what it parks: the slots in use, and
+ * the next of them in turn by name. */
+void tp_park_ack(struct tp_flow *f, struct sl_hdr *h, struct sl_ack *ack)
 {
-	if (!f->rcv_parking)
+	if (!f->rcv_park_slots)
 		return;
+	unsigned turn = f->rcv_park_next, slots = f->rcv_park_slots;
+	unsigned i = __builtin_ctz(slots >> turn ? slots >> turn << turn : slots);
+
+	f->rcv_park_next = (uint8_t)((i + 1) % SL_PARKS_MAX);
 	h->flags |= SL_F_PARK;
-	h->comm = f->rcv_park_comm;
-	h->seq = f->rcv_park_seq;
+	h->comm = f->rcv_parks[i].comm;
+	h->seq = f->rcv_parks[i].seq;
+	ack->parks = (uint8_t)(slots | i << SL_ACK_PARK_NAMED_SHIFT);
 }
 
-/* Sender: a current ACK's park (or none). */
-void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h)
+/* Sender: a current ACK's parks (or none): the slot it names, and those it
+ * lists that an earlier ACK named (one not named yet waits for its turn).
+ * What the queue walk skipped (park_skip) is walked again when they change. */
+void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h, const struct sl_ack *ack)
 {
-	bool park = h->flags & SL_F_PARK;
+	unsigned slots = 0, named;
+	bool fresh = false;
 
-	if (park && !f->held && (!f->parked || f->park_comm != h->comm)) {
+	if (h->flags & SL_F_PARK) {
+		named = ack->parks >> SL_ACK_PARK_NAMED_SHIFT & (SL_PARKS_MAX - 1);
+		slots = (ack->parks & SL_ACK_PARK_SLOTS & f->park_slots) | 1u << named;
+		struct tp_park *p = &f->parks[named];
+		fresh = !(f->park_slots >> named & 1) || p->comm != h->comm || p->seq != h->seq;
+		*p = (struct tp_park){ .comm = h->comm, .seq = h->seq };
+	}
+	if (fresh && !f->held) {
 		f->persist_ns = f->rto_ns; /* probes, should the ACK that lifts it be lost */
 		f->persist_next_ns = tp->now_ns + f->persist_ns;
 	}
-	if (park && f->snd_una == f->snd_nxt)
+	if (slots && f->snd_una == f->snd_nxt)
 		f->progress_ns = tp->now_ns; /* it answers: not dead, only not posted yet */
-	f->parked = park;
-	f->park_comm = h->comm;
-	f->park_seq = h->seq;
+	if (fresh || slots != f->park_slots)
+		f->park_skip = NULL;
+	f->park_slots = (uint8_t)slots;
+}
+
+bool sl_tp_msg_parked(const struct sl_tp *tp, const struct sl_tp_msg *m, uint32_t *seq)
+{
+	const struct tp_flow *f = m->queued && m->dst_node < SL_MAX_NODES ? tp->flows[m->dst_node] : NULL;
+	const struct tp_park *p = f ? tp_park_of(f, m) : NULL;
+
+	if (p)
+		*seq = p->seq;
+	return p != NULL;
 }

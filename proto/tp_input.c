@@ -250,7 +250,7 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 		f->ack_seen = h->psn;
 		f->credit_end = ack->cum_psn + (ack->credit < SL_MAX_WINDOW ? ack->credit : SL_MAX_WINDOW);
 		tp_hold_on_ack(tp, f, h->flags & SL_F_HOLD);
-		tp_park_on_ack(tp, f, h);
+		tp_park_on_ack(tp, f, h, ack);
 	}
 	if (has_sack(ack))
 		tp_detect_losses(tp, f);

@@ -75,6 +75,11 @@ struct tp_path {
 	uint32_t deaths, revivals;
 };
 
+/* A park: the receiver has not posted calls seq and after on communicator comm. */
+struct tp_park {
+	uint32_t comm, seq;
+};
+
 struct tp_flow {
 	uint16_t node;           /* the peer */
 	struct tp_path paths[SL_MAX_PATHS]; /* every route x tp->cfg.entropies */
@@ -109,9 +114,11 @@ struct tp_flow {
 	uint32_t n_held;         /* slots held */
 	uint64_t persist_ns;     /* window probe interval while held, doubling per probe */
 	uint64_t persist_next_ns; /* and when the next one is due */
-	bool parked;             /* the peer's last ACK parked our messages in_call_order on
-				    park_comm from park_seq on (SL_F_PARK): they wait queued */
-	uint32_t park_comm, park_seq;
+	uint8_t park_slots;      /* bit i: the peer's last ACK parks our messages in_call_order
+				    on parks[i] (SL_F_PARK, sl_ack.parks): they wait queued */
+	struct tp_park parks[SL_PARKS_MAX];
+	struct sl_tp_msg *park_skip; /* while parked: the queue up to it is parked, so the next
+				    message to send is looked for after it (tp_output.c) */
 	uint32_t ack_seen;       /* newest ACK number from the peer: an ACK sent before it
 				    brings no credit or hold state (wire.h) */
 
@@ -132,9 +139,10 @@ struct tp_flow {
 	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
 	bool rcv_holding;        /* the engine held this sender: the window ends at rcv_hold_psn */
 	uint32_t rcv_hold_psn;   /* until sl_tp_resume (tp_hold.c) */
-	bool rcv_parking;        /* the engine parked the sender's calls on rcv_park_comm from
-				    rcv_park_seq on, until sl_tp_unpark (tp_hold.c) */
-	uint32_t rcv_park_comm, rcv_park_seq;
+	uint8_t rcv_park_slots;  /* bit i: the engine parked the sender's calls on rcv_parks[i],
+				    until sl_tp_unpark (tp_hold.c) */
+	uint8_t rcv_park_next;   /* the slot the next ACK names, if in use (else the next one) */
+	struct tp_park rcv_parks[SL_PARKS_MAX];
 	uint32_t ack_nxt;        /* ACK number of the next ACK or probe to the peer */
 };
 
@@ -210,14 +218,21 @@ void tp_hold_on_ack(struct sl_tp *tp, struct tp_flow *f, bool hold);
 void tp_hold_release(struct tp_flow *f, struct tp_slot *s);
 uint32_t tp_hold_resend(struct sl_tp *tp, struct tp_flow *f, uint32_t max);
 uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f);
-void tp_park_ack(const struct tp_flow *f, struct sl_hdr *h);
-void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h);
+void tp_park_ack(struct tp_flow *f, struct sl_hdr *h, struct sl_ack *ack);
+void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h, const struct sl_ack *ack);
 
-/* Sender: whether m waits for its receiver to post its call (tp_hold.c's parks). */
-static inline bool tp_parked(const struct tp_flow *f, const struct sl_tp_msg *m)
+/* Sender: the park of f that holds m back, waiting for its receiver to post
+ * its call (tp_hold.c), or NULL. */
+static inline const struct tp_park *tp_park_of(const struct tp_flow *f, const struct sl_tp_msg *m)
 {
-	return f->parked && m->in_call_order && m->hdr.comm == f->park_comm &&
-	       (int32_t)(m->hdr.seq - f->park_seq) >= 0;
+	if (!m->in_call_order)
+		return NULL;
+	for (unsigned slots = f->park_slots; slots; slots &= slots - 1) {
+		const struct tp_park *p = &f->parks[__builtin_ctz(slots)];
+		if (m->hdr.comm == p->comm && (int32_t)(m->hdr.seq - p->seq) >= 0)
+			return p;
+	}
+	return NULL;
 }
 
 /* tp_core.c */

@@ -188,16 +188,21 @@ static bool can_send(struct sl_tp *tp, struct tp_flow *f)
 }
 
 /* The first queued message that the receiver has not parked (tp_hold.c),
- * and in *prev the one before it (NULL: it is the head). */
-static struct sl_tp_msg *next_msg(const struct tp_flow *f, struct sl_tp_msg **prev)
+ * and in *prev the one before it (NULL: it is the head).  The parked ones
+ * in front are walked once per change of the parks, not once per packet:
+ * park_skip keeps the last of them (tp_unlink keeps it on the queue). */
+static struct sl_tp_msg *next_msg(struct tp_flow *f, struct sl_tp_msg **prev)
 {
-	*prev = NULL;
-	if (!f->parked)
+	struct sl_tp_msg *m;
+
+	if (!f->park_slots) {
+		*prev = NULL;
 		return f->q_head;
-	for (struct sl_tp_msg *m = f->q_head; m; *prev = m, m = m->next)
-		if (!tp_parked(f, m))
-			return m;
-	return NULL;
+	}
+	for (m = f->park_skip ? f->park_skip->next : f->q_head; m && tp_park_of(f, m); m = m->next)
+		f->park_skip = m;
+	*prev = f->park_skip;
+	return m;
 }
 
 /* Cut the next packet of m, queued after prev, and send it under a new PSN. */
@@ -312,7 +317,7 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 				       .echo_path = SL_ECHO_NONE };
 	}
 	tp_hold_ack(f, &ack, &h.flags);
-	tp_park_ack(f, &h);
+	tp_park_ack(f, &h, &ack);
 	sack_bits(f, ack.sack);
 	h.psn = f->ack_nxt++;
 	hdr_common(tp, f, pp->port_idx, &h, SL_T_ACK);

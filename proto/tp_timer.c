@@ -72,7 +72,7 @@ static void flow_die(struct sl_tp *tp, struct tp_flow *f)
 		m->next = NULL;
 		m->queued = false;
 	}
-	f->q_head = f->q_tail = NULL;
+	f->q_head = f->q_tail = f->park_skip = NULL;
 	tp->cb.flow_dead(tp->cb.arg, f->node);
 }
 
@@ -168,7 +168,7 @@ uint32_t tp_run_timers(struct sl_tp *tp)
 			continue;
 		moved += tp_path_scan(tp, f); /* probes go on even when idle */
 		moved += tp_hold_probe(tp, f);
-		if (f->snd_una == f->snd_nxt && !((f->held || f->parked) && f->q_head))
+		if (f->snd_una == f->snd_nxt && !((f->held || f->park_slots) && f->q_head))
 			continue; /* idle: nothing out, and nothing waits for a held window or a park */
 		if (tp->now_ns - f->progress_ns >= tp->cfg.dead_ns)
 			flow_die(tp, f);

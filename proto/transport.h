@@ -176,12 +176,18 @@ void sl_tp_resume_node(struct sl_tp *tp, uint16_t node);
  * comm from seq on (calls this engine has not posted) and send the rest:
  * the flow is one for every communicator, and a call posted here may wait
  * behind a large one that is not (wire.h, SL_F_PARK).  What it has out
- * already still comes.  One communicator a flow: false when another is
- * parked there (or node has no flow).  Lasts until sl_tp_unpark. */
+ * already still comes.  Up to SL_PARKS_MAX communicators a flow, each
+ * from its own seq (a park of comm again moves its seq): false when that
+ * many others are parked there (or node has no flow).  Lasts until
+ * sl_tp_unpark. */
 bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq);
 /* A call of comm is posted here (or comm is gone): lift node's park of it
  * (no-op when node's flow parks no message of comm). */
 void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm);
+/* Sender: whether queued m waits for its receiver to post its call (the
+ * receiver's sl_tp_park); *seq then says from which call of m's
+ * communicator the receiver parks them.  For a failure's message. */
+bool sl_tp_msg_parked(const struct sl_tp *tp, const struct sl_tp_msg *m, uint32_t *seq);
 /* Forget m: unqueue it, and send its in-flight packets' PSNs empty if they
  * must be retransmitted.  No callback for m afterwards. */
 void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m);

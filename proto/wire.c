@@ -152,7 +152,7 @@ static void build_ack(uint8_t *p, const struct sl_ack *ack)
 	put32(p + 8, ack->credit);
 	put16(p + 12, ack->ce);
 	p[14] = ack->echo_path;
-	p[15] = ack->reserved;
+	p[15] = ack->parks;
 	for (int i = 0; i < 4; i++)
 		put64(p + 16 + 8 * i, ack->sack[i]);
 }
@@ -212,7 +212,7 @@ static void parse_ack(const uint8_t *p, struct sl_ack *ack)
 	ack->credit = get32(p + 8);
 	ack->ce = get16(p + 12);
 	ack->echo_path = p[14];
-	ack->reserved = p[15];
+	ack->parks = p[15];
 	for (int i = 0; i < 4; i++)
 		ack->sack[i] = get64(p + 16 + 8 * i);
 }

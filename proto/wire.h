@@ -25,6 +25,11 @@
  * not posted, naming them in the ACK header's comm and seq; a version 2
  * peer that does not know it sends them on, and the receiver stashes them
  * as before the flag (bounded by its stash limit), so the version stays.
+ * A receiver parks up to SL_PARKS_MAX communicators at once, in slots: the
+ * ACK body's former reserved byte (sl_ack.parks) lists the slots in use and
+ * which one the header names, each ACK naming the next in turn.  A sender
+ * that reads the byte as 0 (a peer from before it) sees one park in slot 0;
+ * one that does not read it takes each ACK's named park as the only one.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
@@ -71,7 +76,7 @@ enum sl_hdr_flags {
 	SL_F_PARK = 1u << 12, /* ACK: the receiver has not posted calls seq and after on
 				 communicator comm (the header's fields): the sender holds back
 				 their messages not yet sent and sends its others, until an ACK
-				 without the flag (or naming another communicator) lifts it */
+				 without the flag, or whose sl_ack.parks lacks its slot, lifts it */
 };
 
 /* DATA and probe ACKs: the sender's path (port x UDP source port) in flags
@@ -81,6 +86,14 @@ enum sl_hdr_flags {
 #define SL_F_PATH_MASK 0x0f00u
 #define SL_MAX_PATHS 16
 #define SL_ECHO_NONE 0xff
+
+/* sl_ack.parks: bits 0..3 the receiver's park slots in use, bits 4..5 the
+ * slot that an SL_F_PARK ACK's comm and seq name (in use, whatever bits
+ * 0..3 say).  Four slots: a rank waits on a call of one communicator while
+ * calls of up to four others, posted first by the peer, are parked. */
+#define SL_PARKS_MAX 4
+#define SL_ACK_PARK_SLOTS 0x0fu
+#define SL_ACK_PARK_NAMED_SHIFT 4
 
 /* The IPv4 header's ECN field (RFC 3168), in struct sl_hdr.ip_ecn. */
 enum sl_ecn {
@@ -120,7 +133,7 @@ struct sl_ack {
 	uint16_t ce;           /* DATA packets that arrived CE-marked since the previous ACK */
 	uint8_t echo_path;     /* path id (SL_F_PATH_MASK) of the packet whose ts is echoed, or
 				  SL_ECHO_NONE (a probe: its echo_ts and ce mean nothing) */
-	uint8_t reserved;
+	uint8_t parks;         /* the receiver's parks (SL_ACK_PARK_*), 0 without SL_F_PARK */
 	uint64_t sack[4];      /* bit i of word i/64: PSN cum_psn + 1 + i was received */
 };
 

@@ -117,7 +117,7 @@ static void test_ack_round_trip(void **state)
 			    .src_node = 7, .dst_node = 9, .psn = 0x80000001 /* the ACK number */,
 			    .ts = 0xabcdef01 };
 	struct sl_ack ack = { .cum_psn = 0xfffffff0, .echo_ts = 0x01020304, .credit = 256, .ce = 0x1234,
-			      .echo_path = 0xab, .reserved = 0,
+			      .echo_path = 0xab, .parks = 0x25,
 			      .sack = { 1, 0x8000000000000000ull, 0x5555, ~0ull } };
 	uint8_t buf[BUF_LEN];
 	struct sl_hdr out;
