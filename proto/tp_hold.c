@@ -187,7 +187,7 @@ bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq)
 		tp->stats.parks++;
 	}
 	f->rcv_parks[i] = (struct tp_park){ .comm = comm, .seq = seq };
-	f->rcv_park_next = (uint8_t)i; /* the next ACK names it */
+	f->rcv_park_unsaid |= (uint8_t)(1u << i);
 	state_ack_due(tp, f);
 	return true;
 }
@@ -200,19 +200,22 @@ void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm)
 	if (i < 0)
 		return;
 	f->rcv_park_slots &= (uint8_t)~(1u << i);
+	f->rcv_park_unsaid &= (uint8_t)~(1u << i);
 	state_ack_due(tp, f);
 }
 
 /* Receiver: an ACK (or probe) says what it parks: the slots in use, and
- * the next of them in turn by name. */
+ * by name one that no ACK named since it changed, else the next in turn. */
 void tp_park_ack(struct tp_flow *f, struct sl_hdr *h, struct sl_ack *ack)
 {
 	if (!f->rcv_park_slots)
 		return;
-	unsigned turn = f->rcv_park_next, slots = f->rcv_park_slots;
-	unsigned i = __builtin_ctz(slots >> turn ? slots >> turn << turn : slots);
+	unsigned turn = f->rcv_park_turn, slots = f->rcv_park_slots;
+	unsigned i = f->rcv_park_unsaid ? __builtin_ctz(f->rcv_park_unsaid)
+					: __builtin_ctz(slots >> turn ? slots >> turn << turn : slots);
 
-	f->rcv_park_next = (uint8_t)((i + 1) % SL_PARKS_MAX);
+	f->rcv_park_unsaid &= (uint8_t)~(1u << i);
+	f->rcv_park_turn = (uint8_t)((i + 1) % SL_PARKS_MAX);
 	h->flags |= SL_F_PARK;
 	h->comm = f->rcv_parks[i].comm;
 	h->seq = f->rcv_parks[i].seq;

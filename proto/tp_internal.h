@@ -141,7 +141,9 @@ struct tp_flow {
 	uint32_t rcv_hold_psn;   /* until sl_tp_resume (tp_hold.c) */
 	uint8_t rcv_park_slots;  /* bit i: the engine parked the sender's calls on rcv_parks[i],
 				    until sl_tp_unpark (tp_hold.c) */
-	uint8_t rcv_park_next;   /* the slot the next ACK names, if in use (else the next one) */
+	uint8_t rcv_park_unsaid; /* of those, parked or moved since an ACK named them: each is
+				    named by an ACK of its own, in the same pass */
+	uint8_t rcv_park_turn;   /* else the slot the next ACK names, if in use (else the next) */
 	struct tp_park rcv_parks[SL_PARKS_MAX];
 	uint32_t ack_nxt;        /* ACK number of the next ACK or probe to the peer */
 };

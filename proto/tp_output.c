@@ -348,6 +348,14 @@ uint32_t tp_send_acks(struct sl_tp *tp)
 		struct tp_flow *f = tp->flows[tp->ack_list[i]];
 		f->ack_due = f->probe_due = false;
 		sent += send_ack(tp, f, -1);
+		/* an ACK names one park: others parked since go in ACKs of their own (tp_hold.c),
+		 * which echo nothing (the first did) */
+		while (f->rcv_park_unsaid) {
+			f->rcv_echo_path = SL_ECHO_NONE;
+			if (!send_ack(tp, f, -1))
+				break;
+			sent++;
+		}
 	}
 	tp->n_ack = 0;
 	return sent;
