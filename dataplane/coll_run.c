@@ -1861,22 +1861,33 @@ static int acks_owed_by(const struct dp_coll *k)
 	return -1;
 }
 
-/* Why k's sends wait, if a receiver parks them (sl_tp_park there: it has
- * not posted k, while it waits on a call of another communicator that this
- * rank has not posted, an order that waits on itself), in cause; else "". */
-static void parked_cause(const struct dp_engine *e, const struct dp_coll *k, char *cause, size_t size)
+/* What a park has to do with k's wait, in cause (else ""): a receiver
+ * parks k's sends (it has not posted k, and waits on a call of another
+ * communicator), or this rank parks calls of another communicator from the
+ * rank k waits for (peer, or -1).  Either is an order of calls across
+ * communicators that waits on itself. */
+static void park_cause(const struct dp_engine *e, const struct dp_coll *k, int peer, char *cause, size_t size)
 {
+	static const char fix[] = "post calls on the communicators in one order on every rank";
 	uint32_t seq;
 
 	*cause = 0;
 	for (uint32_t i = 0; i < k->msgs_sent; i++) {
 		const struct sl_tp_msg *m = &k->msgs[i];
+		int r = rank_of_node(k->comm, m->dst_node);
 		if (sl_tp_msg_parked(e->tp, m, &seq)) {
-			snprintf(cause, size,
-				 "; its data waits behind a park of communicator %#" PRIx32 "'s call #%u from rank %d, "
-				 "which has not posted it and waits on a call of another communicator (post calls on "
-				 "the communicators in one order on every rank)",
-				 m->hdr.comm, seq, rank_of_node(k->comm, m->dst_node));
+			snprintf(cause, size, "; it waits behind a park of communicator %#" PRIx32 "'s call #%u from "
+				 "rank %d, which rank %d has not posted while it waits on a call of another "
+				 "communicator: %s", m->hdr.comm, seq, r, r, fix);
+			return;
+		}
+	}
+	for (unsigned i = 0; peer >= 0 && i < DP_MAX_COMMS; i++) {
+		const struct dp_comm *c = &e->comms[i];
+		int r = c->live && c->parking && c != k->comm ? rank_of_node(c, k->comm->node[peer]) : -1;
+		if (r >= 0) {
+			snprintf(cause, size, "; this rank parks communicator %#" PRIx32 "'s calls from #%u from "
+				 "rank %d, which it has not posted: %s", c->key32, c->next_seq, peer, fix);
 			return;
 		}
 	}
@@ -1895,7 +1906,7 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		snprintf(waiting, sizeof(waiting), "for rank %d", peer);
 	else if ((peer = acks_owed_by(k)) >= 0)
 		snprintf(waiting, sizeof(waiting), "for rank %d to acknowledge", peer);
-	parked_cause(e, k, cause, sizeof(cause));
+	park_cause(e, k, peer, cause, sizeof(cause));
 	comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
 		  "%s #%u on rank %u made no progress for %.1f s (waiting %s%s): a rank may not "
 		  "have made this call, or may be stuck", sl_coll_name(k->cmd.opcode), k->seq, comm->rank,

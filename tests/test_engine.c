@@ -1612,6 +1612,16 @@ static void test_honest_packets_before_their_turn_leave_room(void **state)
 	teardown_cluster();
 }
 
+/* Communicator 1 (key 0xabce) of nodes 0 and 1, beside the cluster's 0. */
+static void add_second_comm(void)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		struct dp_comm c = { .key = 0x5eed0000abceull, .key32 = 0xabce, .rank = i, .nranks = 2,
+				     .client = &nodes[i].e.clients[0], .node = { 0, 1 } };
+		ctl(&nodes[i], DP_CTL_ADD_COMM, 1, &c);
+	}
+}
+
 /* The same across two communicators of the same ranks, whose packets share
  * one flow: the peer posts B (b elements a half) on communicator 1, then A
  * on communicator 0; this rank posts A first (legal: they are independent),
@@ -1629,11 +1639,7 @@ static struct dp_counters a_behind_b_of_another_communicator(uint64_t b, uint64_
 	setup_cluster(2, &none, 10ull * 1000000000);
 	if (limit)
 		nodes[1].e.stash_limit = limit;
-	for (unsigned i = 0; i < 2; i++) {
-		struct dp_comm c = { .key = 0x5eed0000abceull, .key32 = 0xabce, .rank = i, .nranks = 2,
-				     .client = &nodes[i].e.clients[0], .node = { 0, 1 } };
-		ctl(&nodes[i], DP_CTL_ADD_COMM, 1, &c);
-	}
+	add_second_comm();
 	post_sum_on(&nodes[0], 1, 1, b, a, 10);
 	post_sum_on(&nodes[0], 0, 0, a, 0, 0);
 	for (; p < 100000 && !nodes[1].e.comms[1].stash_held; p++)
@@ -1697,6 +1703,37 @@ static void test_a_large_call_of_another_communicator_is_parked(void **state)
 	if (count.stashed_past_cap > 2 * SL_MAX_WINDOW)
 		fail_msg("%llu packets of B taken past the stash's cap: more than two windows",
 			 (unsigned long long)count.stashed_past_cap);
+}
+
+/* An order that waits on itself: node 0 waits for B on communicator 1
+ * before it posts A on communicator 0, node 1 for A before it posts B (MPI
+ * and NCCL deadlock on it too).  Node 1 parks B, and both time out,
+ * naming the park, the cause: node 0's B waits behind it, node 1 parks B
+ * from the rank its A waits for (rather than only "waiting for rank N"). */
+static void test_a_cycle_across_communicators_names_the_park(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2, deadline;
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 300ull * 1000000);
+	add_second_comm();
+	post_sum_on(&nodes[0], 1, 1, b, a, 10);
+	post_sum_on(&nodes[1], 0, 0, a, 0, 0);
+	for (deadline = now_ms() + 5000; !sl_spsc_dequeue(&nodes[0].complete, &cpl); poll_all())
+		if (now_ms() > deadline)
+			fail_msg("node 0's B neither completed nor timed out");
+	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
+	if (!strstr(cpl.msg, "waits behind a park of communicator 0xabce's call #0 from rank 1"))
+		fail_msg("B's timeout does not name node 1's park: %s", cpl.msg);
+	for (deadline = now_ms() + 5000; !sl_spsc_dequeue(&nodes[1].complete, &cpl); poll_all())
+		if (now_ms() > deadline)
+			fail_msg("node 1's A neither completed nor timed out");
+	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
+	if (!strstr(cpl.msg, "this rank parks communicator 0xabce's calls from #0 from rank 0"))
+		fail_msg("A's timeout does not name the park of B: %s", cpl.msg);
+	teardown_cluster();
 }
 
 /* A reduce of one int32 to rank 0 (one packet from each leaf); rank r adds r + 1. */
@@ -3069,6 +3106,7 @@ int main(void)
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_held_stash_starves_no_call_of_another_communicator),
 		cmocka_unit_test(test_a_large_call_of_another_communicator_is_parked),
+		cmocka_unit_test(test_a_cycle_across_communicators_names_the_park),
 		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
 		cmocka_unit_test(test_a_sender_past_the_stash_cap_is_bounded),
 		cmocka_unit_test(test_a_packet_sent_again_before_its_turn_is_bounded),
