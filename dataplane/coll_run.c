@@ -1169,7 +1169,7 @@ static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, 
 		  "it, past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): either its dataplane "
 		  "ignores its held window and parked calls (a misbehaving or older build), or calls of several "
 		  "communicators that rank posted first send that much ahead of the one this rank waits on (a "
-		  "flow parks %d: post calls on the communicators in one order on every rank, or raise the "
+		  "flow parks up to %d: post calls on the communicators in one order on every rank, or raise the "
 		  "limit)", src, e->stash_past_cap_bytes >> 10, h->seq, comm->nstash, SL_PARKS_MAX);
 	return true;
 }

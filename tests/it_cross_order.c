@@ -8,8 +8,11 @@
  * stash limit far below B (SLUICE_STASH_LIMIT, sluice-run --payload 1024 so
  * that the stash's cap is 4 MiB): a rank that took all of B while it waited
  * failed with "past the stash limit"; now its peer parks B until it is
- * posted (coll_run.c stash_park).  Both results are checked exactly.
- * usage: it_cross_order [B_MIB [ROUNDS]]
+ * posted (coll_run.c stash_park).  With BIG > 1, rank 0 posts BIG such
+ * calls, each on a communicator of its own, before A: a flow parked one
+ * communicator at a time, and the second one's data filled the stash up to
+ * the limit; now it parks up to four.  Every result is checked exactly.
+ * usage: it_cross_order [B_MIB [ROUNDS [BIG]]]
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,8 +26,9 @@ static int rank, nranks;
 #include "it_common.h"
 
 #define A_COUNT 4096
+#define MAX_BIG 6
 
-/* Rank r's input element i of call c (0: A, 1: B): small, so sums are exact. */
+/* Rank r's input element i of call c (0: A, 1..: the big ones): small, so sums are exact. */
 static int32_t input(int r, size_t i, int c)
 {
 	return (int32_t)(mix((uint64_t)r << 40 ^ (uint64_t)c << 36 ^ i) % 1000);
@@ -44,8 +48,8 @@ static int check(const int32_t *buf, size_t n, int c, int round)
 		for (int r = 0; r < nranks; r++)
 			want += input(r, i, c);
 		if (buf[i] != want) {
-			fprintf(stderr, "rank %d round %d: %s element %zu is %d, want %d\n", rank, round,
-				c ? "B" : "A", i, buf[i], want);
+			fprintf(stderr, "rank %d round %d: %s%.0d element %zu is %d, want %d\n", rank, round,
+				c ? "B" : "A", c, i, buf[i], want);
 			return 1;
 		}
 	}
@@ -55,42 +59,57 @@ static int check(const int32_t *buf, size_t n, int c, int round)
 int main(int argc, char **argv)
 {
 	size_t b_count = (size_t)(argc > 1 ? atol(argv[1]) : 32) << 20 >> 2;
-	int rounds = argc > 2 ? atoi(argv[2]) : 2, failures = 0;
+	int rounds = argc > 2 ? atoi(argv[2]) : 2, big = argc > 3 ? atoi(argv[3]) : 1, failures = 0;
 	sluice_ctx_t *ctx;
-	sluice_comm_t *comm[2];
-	int32_t *a_buf, *b_buf;
-	sluice_req_t *a, *b;
+	sluice_comm_t *comm[1 + MAX_BIG];
+	int32_t *a_buf, *b_buf[MAX_BIG];
+	sluice_req_t *a, *b[MAX_BIG];
 
+	if (big < 1 || big > MAX_BIG) {
+		fprintf(stderr, "it_cross_order: BIG %d: want 1 to %d calls in front of A\n", big, MAX_BIG);
+		return 2;
+	}
 	CHECK(sluice_init(&ctx));
-	for (int c = 0; c < 2; c++)
+	for (int c = 0; c <= big; c++)
 		CHECK(sluice_comm_init_env(ctx, &comm[c]));
 	CHECK(sluice_comm_rank(comm[0], &rank));
 	CHECK(sluice_comm_size(comm[0], &nranks));
 	CHECK(sluice_mem_alloc(ctx, A_COUNT * 4, (void **)&a_buf));
-	CHECK(sluice_mem_alloc(ctx, b_count * 4, (void **)&b_buf));
+	for (int c = 0; c < big; c++)
+		CHECK(sluice_mem_alloc(ctx, b_count * 4, (void **)&b_buf[c]));
 	for (int round = 0; round < rounds; round++) {
 		fill(a_buf, A_COUNT, 0);
-		fill(b_buf, b_count, 1);
+		for (int c = 0; c < big; c++)
+			fill(b_buf[c], b_count, 1 + c);
 		if (rank == 0) {
-			CHECK(sluice_allreduce(comm[1], b_buf, b_buf, b_count, SLUICE_INT32, SLUICE_SUM, &b));
+			for (int c = 0; c < big; c++)
+				CHECK(sluice_allreduce(comm[1 + c], b_buf[c], b_buf[c], b_count, SLUICE_INT32, SLUICE_SUM,
+						       &b[c]));
 			CHECK(sluice_allreduce(comm[0], a_buf, a_buf, A_COUNT, SLUICE_INT32, SLUICE_SUM, &a));
 			CHECK(sluice_wait(a));
-			CHECK(sluice_wait(b));
+			for (int c = 0; c < big; c++)
+				CHECK(sluice_wait(b[c]));
 		} else {
 			CHECK(sluice_allreduce(comm[0], a_buf, a_buf, A_COUNT, SLUICE_INT32, SLUICE_SUM, &a));
 			CHECK(sluice_wait(a));
-			CHECK(sluice_allreduce(comm[1], b_buf, b_buf, b_count, SLUICE_INT32, SLUICE_SUM, &b));
-			CHECK(sluice_wait(b));
+			for (int c = 0; c < big; c++) {
+				CHECK(sluice_allreduce(comm[1 + c], b_buf[c], b_buf[c], b_count, SLUICE_INT32, SLUICE_SUM,
+						       &b[c]));
+				CHECK(sluice_wait(b[c]));
+			}
 		}
-		failures += check(a_buf, A_COUNT, 0, round) + check(b_buf, b_count, 1, round);
+		failures += check(a_buf, A_COUNT, 0, round);
+		for (int c = 0; c < big; c++)
+			failures += check(b_buf[c], b_count, 1 + c, round);
 	}
 	CHECK(sluice_mem_free(ctx, a_buf));
-	CHECK(sluice_mem_free(ctx, b_buf));
-	for (int c = 0; c < 2; c++)
+	for (int c = 0; c < big; c++)
+		CHECK(sluice_mem_free(ctx, b_buf[c]));
+	for (int c = 0; c <= big; c++)
 		CHECK(sluice_comm_destroy(comm[c]));
 	CHECK(sluice_finalize(ctx));
 	if (rank == 0 || failures)
-		printf("it_cross_order rank %d of %d: %d rounds of B %zu MiB behind A, %d failures\n", rank, nranks,
-		       rounds, b_count >> 18, failures);
+		printf("it_cross_order rank %d of %d: %d rounds of %d calls of %zu MiB behind A, %d failures\n", rank,
+		       nranks, rounds, big, b_count >> 18, failures);
 	return failures ? 1 : 0;
 }
