@@ -257,3 +257,13 @@ bool sl_tp_msg_parked(const struct sl_tp *tp, const struct sl_tp_msg *m, uint32_
 		*seq = p->seq;
 	return p != NULL;
 }
+
+bool sl_tp_parking(const struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t *seq)
+{
+	const struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
+	int i = f ? rcv_park_slot(f, comm) : -1;
+
+	if (i >= 0)
+		*seq = f->rcv_parks[i].seq;
+	return i >= 0;
+}

@@ -188,6 +188,8 @@ void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm);
  * receiver's sl_tp_park); *seq then says from which call of m's
  * communicator the receiver parks them.  For a failure's message. */
 bool sl_tp_msg_parked(const struct sl_tp *tp, const struct sl_tp_msg *m, uint32_t *seq);
+/* Receiver: whether it parks node's calls on comm (sl_tp_park), from *seq on. */
+bool sl_tp_parking(const struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t *seq);
 /* Forget m: unqueue it, and send its in-flight packets' PSNs empty if they
  * must be retransmitted.  No callback for m afterwards. */
 void sl_tp_cancel(struct sl_tp *tp, struct sl_tp_msg *m);
