@@ -624,6 +624,16 @@ static void test_lost_reopening_found_by_probe(void **state)
 	harness_free(hs);
 }
 
+/* Bytes of message i that reached rx. */
+static uint32_t bytes_of(const struct end *rx, int i)
+{
+	uint32_t got = 0;
+
+	for (uint32_t k = 0; k < msg_size[i]; k++)
+		got += rx->rx_count[msg_base[i] + k];
+	return got;
+}
+
 /* The receiver parks a large call at its first packet (sl_tp_park): the
  * sender sends what it had out of it, then the calls before it and the
  * messages not in call order (that one first-come call would otherwise
@@ -637,7 +647,6 @@ static void test_parked_call_waits_and_the_rest_goes(void **state)
 	struct harness *hs = harness_new(&s);
 	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp);
 	struct sl_pkt pkts[DEPTH];
-	uint32_t got = 0;
 
 	hs->a.msgs[7].in_call_order = hs->a.msgs[8].in_call_order = hs->a.msgs[6].in_call_order = true;
 	hs->b.park_seq = 7;
@@ -650,10 +659,8 @@ static void test_parked_call_waits_and_the_rest_goes(void **state)
 	assert_int_equal(hs->a.acked[6], 1);
 	assert_int_equal(hs->a.acked[5], 1);
 	assert_int_equal(hs->a.acked[7] + hs->a.acked[8], 0);
-	for (uint32_t k = 0; k < msg_size[7]; k++)
-		got += hs->b.rx_count[msg_base[7] + k];
-	if (got > (WIN + 1) * P)
-		fail_msg("%u bytes of the parked call arrived: more than the sender had out", got);
+	if (bytes_of(&hs->b, 7) > (WIN + 1) * P)
+		fail_msg("%u bytes of the parked call arrived: more than the sender had out", bytes_of(&hs->b, 7));
 	assert_int_equal(sl_tp_get_stats(hs->b.tp)->parks, 1);
 	hs->b.park_seq = 0;
 	sl_tp_unpark(hs->b.tp, NODE_A, COMM);
@@ -692,16 +699,6 @@ static uint32_t take_ack_to_a(struct harness *hs, uint8_t *frame, struct sl_hdr 
 	memcpy(frame, pkt.data, len);
 	hs->pa->ops->free(hs->pa, &pkt, 1);
 	return len;
-}
-
-/* Bytes of message i that reached rx. */
-static uint32_t bytes_of(const struct end *rx, int i)
-{
-	uint32_t got = 0;
-
-	for (uint32_t k = 0; k < msg_size[i]; k++)
-		got += rx->rx_count[msg_base[i] + k];
-	return got;
 }
 
 /* Two calls on two communicators parked on one flow at once (a rank waits
@@ -775,6 +772,12 @@ static void test_two_parks_on_one_flow(void **state)
 	sl_tp_unpark(hs->b.tp, NODE_A, COMM);
 	run_to_completion(hs);
 	check_received(&hs->a, &hs->b);
+	/* the bound: SL_PARKS_MAX communicators; a park of one of them again moves its seq */
+	for (uint32_t c = 0; c < SL_PARKS_MAX; c++)
+		assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM + c, 0));
+	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM, 1));
+	if (sl_tp_park(hs->b.tp, NODE_A, COMM + SL_PARKS_MAX, 0))
+		fail_msg("a flow took a park past its SL_PARKS_MAX (%d)", SL_PARKS_MAX);
 	harness_free(hs);
 }
 
