@@ -1705,6 +1705,22 @@ static void test_a_large_call_of_another_communicator_is_parked(void **state)
 			 (unsigned long long)count.stashed_past_cap);
 }
 
+/* Node i's next completion is a timeout whose message says want. */
+static void expect_timeout_saying(unsigned i, const char *want)
+{
+	uint64_t deadline = now_ms() + 5000;
+	struct sl_cpl cpl;
+
+	while (!sl_spsc_dequeue(&nodes[i].complete, &cpl)) {
+		if (now_ms() > deadline)
+			fail_msg("node %u: its call neither completed nor timed out", i);
+		poll_all();
+	}
+	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
+	if (!strstr(cpl.msg, want))
+		fail_msg("node %u's timeout does not say \"%s\": %s", i, want, cpl.msg);
+}
+
 /* An order that waits on itself: node 0 waits for B on communicator 1
  * before it posts A on communicator 0, node 1 for A before it posts B (MPI
  * and NCCL deadlock on it too).  Node 1 parks B, and both time out,
@@ -1713,26 +1729,15 @@ static void test_a_large_call_of_another_communicator_is_parked(void **state)
 static void test_a_cycle_across_communicators_names_the_park(void **state)
 {
 	struct sl_memport_faults none = { 0 };
-	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2, deadline;
-	struct sl_cpl cpl;
+	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2;
 	(void)state;
 
 	setup_cluster(2, &none, 300ull * 1000000);
 	add_second_comm();
 	post_sum_on(&nodes[0], 1, 1, b, a, 10);
 	post_sum_on(&nodes[1], 0, 0, a, 0, 0);
-	for (deadline = now_ms() + 5000; !sl_spsc_dequeue(&nodes[0].complete, &cpl); poll_all())
-		if (now_ms() > deadline)
-			fail_msg("node 0's B neither completed nor timed out");
-	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
-	if (!strstr(cpl.msg, "waits behind a park of communicator 0xabce's call #0 from rank 1"))
-		fail_msg("B's timeout does not name node 1's park: %s", cpl.msg);
-	for (deadline = now_ms() + 5000; !sl_spsc_dequeue(&nodes[1].complete, &cpl); poll_all())
-		if (now_ms() > deadline)
-			fail_msg("node 1's A neither completed nor timed out");
-	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
-	if (!strstr(cpl.msg, "this rank parks communicator 0xabce's calls from #0 from rank 0"))
-		fail_msg("A's timeout does not name the park of B: %s", cpl.msg);
+	expect_timeout_saying(0, "waits behind a park of communicator 0xabce's call #0 from rank 1");
+	expect_timeout_saying(1, "this rank parks communicator 0xabce's calls from #0 from rank 0");
 	teardown_cluster();
 }
 
