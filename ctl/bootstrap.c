@@ -157,7 +157,7 @@ static void gather_error(struct gather *g, sluice_result_t status, const char *f
 		return;
 	g->answer.status = status;
 	va_start(ap, fmt);
-	vsnprintf(g->answer.msg, sizeof(g->answer.msg), fmt, ap);
+	sl_errmsg_vformat(g->answer.msg, sizeof(g->answer.msg), fmt, ap);
 	va_end(ap);
 }
 
@@ -423,8 +423,8 @@ static void barrier_root(struct sl_boot *b, struct boot_sync *s, int64_t deadlin
 		if (err != 0 && s->status == SLUICE_OK) {
 			s->status = err == ETIMEDOUT ? SLUICE_ERR_TIMEOUT : SLUICE_ERR_REMOTE;
 			s->rank = r;
-			snprintf(s->msg, sizeof(s->msg), "rank %d did not reach the bootstrap barrier: %s", r,
-				 xfer_why(err));
+			sl_errmsg_format(s->msg, sizeof(s->msg), "rank %d did not reach the bootstrap barrier: %s", r,
+					 xfer_why(err));
 		} else if (err == 0 && in.status != SLUICE_OK && s->status == SLUICE_OK) {
 			*s = in;
 			s->rank = r;

@@ -145,8 +145,8 @@ static void req_complete(struct sluice_req *r, const struct sl_cpl *cpl)
 		memcpy(msg, cpl->msg, sizeof(msg));
 		msg[sizeof(msg) - 1] = '\0';
 	} else {
-		snprintf(msg, sizeof(msg), "the dataplane reported status %d, which is not a sluice_result_t: "
-			 "libsluice and sluiced differ in version", cpl->status);
+		sl_errmsg_format(msg, sizeof(msg), "the dataplane reported status %d, which is not a sluice_result_t: "
+				 "libsluice and sluiced differ in version", cpl->status);
 	}
 	req_note(r, known ? cpl->status : SLUICE_ERR_INTERNAL, msg);
 	req_part_done(r);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <sys/random.h>
 
+#include <sluice/errmsg.h>
+
 #include "internal.h"
 
 static sluice_result_t comm_check_args(sluice_ctx_t *ctx, int nranks, int rank, sluice_comm_t **comm)
@@ -117,7 +119,7 @@ static sluice_result_t comm_join(struct sluice_comm *c, const char *root)
 		res = sl_boot_barrier(&b, sl_link_probe(c));
 	sl_boot_close(&b);
 	if (res != SLUICE_OK && created == SLUICE_OK) {
-		snprintf(why, sizeof(why), "%s", sluice_last_error());
+		sl_errmsg_copy(why, sizeof(why), sluice_last_error());
 		comm_destroy_call(c);
 		return sl_fail(res, "%s", why);
 	}

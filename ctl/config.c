@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
+
 #include "internal.h"
 
 /* ---- parsing ---- */
@@ -348,7 +350,7 @@ static const char *subsys_name(unsigned subsys)
 
 void sl_log(enum sl_log_level level, unsigned subsys, const char *fmt, ...)
 {
-	char line[768];
+	char line[SL_LAST_ERROR_LEN + 256]; /* sl_fail logs sluice_last_error whole, after its prefix */
 	char rank[16] = "-";
 	int n;
 	va_list ap;
@@ -358,7 +360,7 @@ void sl_log(enum sl_log_level level, unsigned subsys, const char *fmt, ...)
 	n = snprintf(line, sizeof(line), "sluice %s:%d [%s] %s %s ", logger.host, (int)getpid(), rank,
 		     level_names[level], subsys_name(subsys));
 	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	sl_errmsg_vformat(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "%s\n", line);
 }

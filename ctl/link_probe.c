@@ -15,6 +15,8 @@
  */
 #include <stdio.h>
 
+#include <sluice/errmsg.h>
+
 #include "internal.h"
 
 #define SMALL_RUNS 4
@@ -88,7 +90,7 @@ sluice_result_t sl_link_probe(struct sluice_comm *comm)
 	sluice_mem_free(comm->ctx, buf);
 	if (res != SLUICE_OK) {
 		char why[SL_LAST_ERROR_LEN];
-		snprintf(why, sizeof(why), "%s", sluice_last_error());
+		sl_errmsg_copy(why, sizeof(why), sluice_last_error());
 		return sl_fail(res, "sluice_comm_init: measuring the links of communicator %u failed: %s "
 			       "(SLUICE_LINK_PROBE=0 skips the measurement)", comm->handle, why);
 	}

@@ -46,6 +46,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <sluice/errmsg.h>
+
 #include "internal.h"
 
 /* Measured on the 2-core development machines (memif between dataplanes). */
@@ -100,7 +102,7 @@ static const char *const algo_names[SL_ALGO_ID_COUNT] = {
 static bool bad(const char *fmt, const char *name, const char *value)
 {
 	cfg.status = SLUICE_ERR_INVALID_ARGUMENT;
-	snprintf(cfg.why, sizeof(cfg.why), fmt, name, value);
+	sl_errmsg_format(cfg.why, sizeof(cfg.why), fmt, name, value);
 	return false;
 }
 

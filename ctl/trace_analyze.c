@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sluice/errmsg.h>
+
 #include "trace_cli.h"
 
 #define DEFAULT_GAP_US 1000
@@ -144,7 +146,7 @@ static int load(struct analysis *a, const char *path)
 	while ((rc = tr_pcapng_next(r, &pk, err, sizeof(err))) == 1)
 		if (add_event(a, &pk, &cap) != 0) {
 			rc = -1;
-			snprintf(err, sizeof(err), "out of memory after %zu packets", a->nevs);
+			sl_errmsg_format(err, sizeof(err), "out of memory after %zu packets", a->nevs);
 			break;
 		}
 	tr_pcapng_close(r);

@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
+
 #include "trace_cli.h"
 
 int tr_parse_num(const char *s, const char *what, uint64_t max, uint64_t *out)
@@ -40,8 +42,8 @@ int tr_find_socket(char *path, size_t len, char *err, size_t errlen)
 	int n = 0;
 
 	if (!f) {
-		snprintf(err, errlen, "cannot read /proc/net/unix (%s): name the dataplane with --socket PATH",
-			 strerror(errno));
+		sl_errmsg_format(err, errlen, "cannot read /proc/net/unix (%s): name the dataplane with --socket PATH",
+				 strerror(errno));
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -61,10 +63,10 @@ int tr_find_socket(char *path, size_t len, char *err, size_t errlen)
 	}
 	fclose(f);
 	if (n != 1) {
-		snprintf(err, errlen, n ? "%d dataplanes are listening (one is %s): pick one with --socket PATH"
-					: "no dataplane is listening on this machine: start sluiced, or name its "
-					  "socket with --socket PATH",
-			 n, found);
+		sl_errmsg_format(err, errlen, n ? "%d dataplanes are listening (one is %s): pick one with --socket PATH"
+						: "no dataplane is listening on this machine: start sluiced, or name its "
+						  "socket with --socket PATH",
+				 n, found);
 		return -1;
 	}
 	snprintf(path, len, "%s", found);
@@ -77,14 +79,14 @@ static int connect_to(const char *path, char *err, size_t errlen)
 	int fd;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "socket path %s is too long", path);
+		sl_errmsg_format(err, errlen, "socket path %s is too long", path);
 		return -1;
 	}
 	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		snprintf(err, errlen, "cannot connect to the dataplane at %s: %s (is sluiced running?)", path,
-			 strerror(errno));
+		sl_errmsg_format(err, errlen, "cannot connect to the dataplane at %s: %s (is sluiced running?)", path,
+				 strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -106,7 +108,7 @@ static int request_ring(int sock, const char *path, uint32_t snap, const struct 
 	m.t.snap = snap;
 	m.t.filter = *flt;
 	if (send(sock, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
-		snprintf(err, errlen, "sending the attach request to %s failed: %s", path, strerror(errno));
+		sl_errmsg_format(err, errlen, "sending the attach request to %s failed: %s", path, strerror(errno));
 		return -1;
 	}
 	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
@@ -114,13 +116,13 @@ static int request_ring(int sock, const char *path, uint32_t snap, const struct 
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
 	if (n != (ssize_t)sizeof(r)) {
-		snprintf(err, errlen, "the dataplane at %s answered the attach request with %zd bytes: is it "
-			 "from the same build as sluice-trace?", path, n);
+		sl_errmsg_format(err, errlen, "the dataplane at %s answered the attach request with %zd bytes: is it "
+				 "from the same build as sluice-trace?", path, n);
 	} else if (r.status != 0) {
 		r.msg[SL_ERRMSG_LEN - 1] = '\0';
-		snprintf(err, errlen, "the dataplane at %s refused: %s", path, r.msg);
+		sl_errmsg_format(err, errlen, "the dataplane at %s refused: %s", path, r.msg);
 	} else if (fd < 0) {
-		snprintf(err, errlen, "the dataplane at %s sent no trace ring", path);
+		sl_errmsg_format(err, errlen, "the dataplane at %s sent no trace ring", path);
 	} else {
 		return fd;
 	}
@@ -136,13 +138,13 @@ static int map_ring(struct tr_source *s, int fd, char *err, size_t errlen)
 	const struct sl_trace_page *pg;
 
 	if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(*pg)) {
-		snprintf(err, errlen, "the trace ring from %s is too small", s->path);
+		sl_errmsg_format(err, errlen, "the trace ring from %s is too small", s->path);
 		return -1;
 	}
 	s->bytes = (size_t)st.st_size;
 	s->page = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (s->page == MAP_FAILED) {
-		snprintf(err, errlen, "cannot map the trace ring from %s: %s", s->path, strerror(errno));
+		sl_errmsg_format(err, errlen, "cannot map the trace ring from %s: %s", s->path, strerror(errno));
 		s->page = NULL;
 		return -1;
 	}
@@ -152,8 +154,8 @@ static int map_ring(struct tr_source *s, int fd, char *err, size_t errlen)
 	    (size_t)pg->ring_off + sl_spsc_bytes(pg->slots, pg->slot_size) > s->bytes ||
 	    !sl_spsc_attach(&s->cons, (struct sl_spsc_shared *)((uint8_t *)s->page + pg->ring_off), pg->slots,
 			    pg->slot_size, false)) {
-		snprintf(err, errlen, "the trace ring from %s has an unknown layout (version %u): use sluiced "
-			 "and sluice-trace from the same build", s->path, pg->version);
+		sl_errmsg_format(err, errlen, "the trace ring from %s has an unknown layout (version %u): use sluiced "
+				 "and sluice-trace from the same build", s->path, pg->version);
 		return -1;
 	}
 	s->slot_size = pg->slot_size;

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sluice/errmsg.h>
+
 #include "trace_cli.h"
 
 #define BT_SHB 0x0a0d0d0au
@@ -157,13 +159,13 @@ struct tr_pcapng_reader *tr_pcapng_open(const char *path, char *err, size_t errl
 
 	if (!r || !(r->block = malloc(MAX_BLOCK))) {
 		free(r);
-		snprintf(err, errlen, "out of memory");
+		sl_errmsg_format(err, errlen, "out of memory");
 		return NULL;
 	}
 	r->path = path;
 	r->f = fopen(path, "rb");
 	if (!r->f) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		sl_errmsg_format(err, errlen, "cannot open %s: %s", path, strerror(errno));
 		tr_pcapng_close(r);
 		return NULL;
 	}
@@ -259,7 +261,7 @@ static int read_block(struct tr_pcapng_reader *r, uint32_t *type, uint32_t *tota
 	*total = r->swap ? __builtin_bswap32(*total) : *total;
 	if (got != 8 || *total < 12 || *total > MAX_BLOCK || *total % 4 ||
 	    fread(r->block + 8, 1, *total - 8, r->f) != *total - 8) {
-		snprintf(err, errlen, "%s: a truncated or damaged pcapng block", r->path);
+		sl_errmsg_format(err, errlen, "%s: a truncated or damaged pcapng block", r->path);
 		return -1;
 	}
 	*type = r->swap ? __builtin_bswap32(*type) : *type;
@@ -285,8 +287,8 @@ int tr_pcapng_next(struct tr_pcapng_reader *r, struct tr_pcapng_pkt *p, char *er
 		p->caplen = rd32(r, b + 20);
 		p->len = rd32(r, b + 24);
 		if (p->ifid >= r->nifs || 28 + (uint64_t)pad4(p->caplen) + 4 > total) {
-			snprintf(err, errlen, "%s: a packet names interface %u of %u or overruns its block", r->path,
-				 p->ifid, r->nifs);
+			sl_errmsg_format(err, errlen, "%s: a packet names interface %u of %u or overruns its block", r->path,
+					 p->ifid, r->nifs);
 			return -1;
 		}
 		p->ts_ns = raw / r->ts_div[p->ifid] * r->ts_mul[p->ifid];

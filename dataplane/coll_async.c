@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sluice/errmsg.h>
 #include <sluice/sluice.h>
 
 #include "dp.h"
@@ -40,13 +41,13 @@ static int gdev_open(struct dp_engine *e, int gpu, struct dp_gdev **out, char *w
 		cfg.idle_ns = (uint64_t)atoll(idle) * 1000;
 
 	if (!d) {
-		snprintf(why, SL_ERRMSG_LEN, "the dataplane is out of memory for a reducer");
+		sl_errmsg_format(why, SL_ERRMSG_LEN, "the dataplane is out of memory for a reducer");
 		return -ENOMEM;
 	}
 	d->device = gpu;
 	if (sl_gdma_open(&d->g, &cfg, err, sizeof(err)) != 0 ||
 	    (gpu >= 0 && sl_gdma_stager_open(&d->st, gpu, DP_STAGE_BUFS, 64ull * e->payload, err, sizeof(err)) != 0)) {
-		snprintf(why, SL_ERRMSG_LEN, "dataplane node %u cannot reduce into GPU %d: %.140s", e->node, gpu, err);
+		sl_errmsg_format(why, SL_ERRMSG_LEN, "dataplane node %u cannot reduce into GPU %d: %s", e->node, gpu, err);
 		if (d->g)
 			sl_gdma_close(d->g);
 		free(d);
@@ -64,7 +65,7 @@ int dp_gdev_for(struct dp_engine *e, int gpu, struct dp_gdev **gdev, char *why)
 	if (gpu < 0 && !e->gate_host)
 		return 0;
 	if (gpu >= DP_MAX_GPUS) {
-		snprintf(why, SL_ERRMSG_LEN, "GPU %d is past the %u this dataplane serves", gpu, DP_MAX_GPUS);
+		sl_errmsg_format(why, SL_ERRMSG_LEN, "GPU %d is past the %u this dataplane serves", gpu, DP_MAX_GPUS);
 		return -EINVAL;
 	}
 	if (!*slot) {
@@ -180,7 +181,7 @@ int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why
 	k->pend_cap = k->sched.chunks_left + 1;
 	k->pend = malloc(k->pend_cap * sizeof(*k->pend));
 	if (!k->stage_of || !k->pend) {
-		snprintf(why, SL_ERRMSG_LEN, "the dataplane is out of memory for a GPU collective");
+		sl_errmsg_format(why, SL_ERRMSG_LEN, "the dataplane is out of memory for a GPU collective");
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < k->nmsgs; i++)

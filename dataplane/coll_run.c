@@ -80,7 +80,7 @@ static bool post_cpl(struct dp_engine *e, struct dp_client *c, uint64_t req, int
 	/* A success writes no message: its 192 bytes were zeroed, copied into
 	 * the ring, out of it and once more by the client, every call. */
 	if (status != SLUICE_OK)
-		snprintf(cpl.msg, sizeof(cpl.msg), "%s", why);
+		sl_errmsg_copy(cpl.msg, sizeof(cpl.msg), why);
 	if (!sl_spsc_enqueue_part(&c->complete, &cpl,
 				  status == SLUICE_OK ? (uint32_t)offsetof(struct sl_cpl, msg) : sizeof(cpl)))
 		return false;
@@ -1475,9 +1475,9 @@ static const char *buffers_gpu(const struct dp_client *c, const struct sl_cmd *c
 
 	*gpu = s >= 0 ? s : r;
 	if ((bytes[0] && bytes[1] && s != r) || (cmd->opcode == SL_OP_ALLTOALLV && *gpu < 0 && s != r)) {
-		snprintf(why, SL_ERRMSG_LEN, "the send buffer is %s%.0d and the recv buffer %s%.0d: both buffers "
-			 "of one call must be host memory, or memory of the same GPU", s < 0 ? "host memory" : "on GPU ",
-			 s < 0 ? 0 : s, r < 0 ? "host memory" : "on GPU ", r < 0 ? 0 : r);
+		sl_errmsg_format(why, SL_ERRMSG_LEN, "the send buffer is %s%.0d and the recv buffer %s%.0d: both buffers "
+				 "of one call must be host memory, or memory of the same GPU", s < 0 ? "host memory" : "on GPU ",
+				 s < 0 ? 0 : s, r < 0 ? "host memory" : "on GPU ", r < 0 ? 0 : r);
 		return why;
 	}
 	return NULL;
@@ -1489,9 +1489,9 @@ static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *c
 	if (cmd->opcode == 0 || cmd->opcode >= SL_OP_COUNT)
 		return "unknown collective opcode in the descriptor";
 	if (!sl_algo_supported((enum sl_coll)cmd->opcode, (enum sl_algo)cmd->algo)) {
-		snprintf(why, SL_ERRMSG_LEN, "algorithm %u (%s) does not implement %s: the descriptor's "
-			 "algo must name one that does", cmd->algo, sl_algo_name(cmd->algo),
-			 sl_coll_name(cmd->opcode));
+		sl_errmsg_format(why, SL_ERRMSG_LEN, "algorithm %u (%s) does not implement %s: the descriptor's "
+				 "algo must name one that does", cmd->algo, sl_algo_name(cmd->algo),
+				 sl_coll_name(cmd->opcode));
 		return why;
 	}
 	if (cmd->dtype >= SL_DTYPE_COUNT || cmd->redop >= SL_REDOP_COUNT)
@@ -1499,8 +1499,8 @@ static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *c
 	if (cmd->count >> COUNT_ROOT_SHIFT)
 		return "element count overflows the 56 bits a packet carries (2^56 or more)";
 	if ((is_rooted(cmd->opcode) || is_p2p(cmd->opcode)) && cmd->root >= comm->nranks) {
-		snprintf(why, SL_ERRMSG_LEN, "root or peer %u is not a rank of this %u-rank communicator",
-			 cmd->root, comm->nranks);
+		sl_errmsg_format(why, SL_ERRMSG_LEN, "root or peer %u is not a rank of this %u-rank communicator",
+				 cmd->root, comm->nranks);
 		return why;
 	}
 	if (is_p2p(cmd->opcode) && cmd->root == comm->rank)
@@ -1558,9 +1558,9 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 	const uint8_t *send = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
 	const uint8_t *recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	if (!send || !recv) {
-		snprintf(why, SL_ERRMSG_LEN, "buffers (regions %u+%" PRIu64 " for %" PRIu64 " bytes and %u+%"
-			 PRIu64 " for %" PRIu64 " bytes) are not inside memory this client registered",
-			 cmd->send_region, cmd->send_off, bytes[0], cmd->recv_region, cmd->recv_off, bytes[1]);
+		sl_errmsg_format(why, SL_ERRMSG_LEN, "buffers (regions %u+%" PRIu64 " for %" PRIu64 " bytes and %u+%"
+				 PRIu64 " for %" PRIu64 " bytes) are not inside memory this client registered",
+				 cmd->send_region, cmd->send_off, bytes[0], cmd->recv_region, cmd->recv_off, bytes[1]);
 		return why;
 	}
 	/* in place, an all-to-all leaves its own block where it lies
@@ -2006,7 +2006,7 @@ static int32_t comm_close_now(struct dp_engine *e, struct dp_comm *comm, char *w
 	int32_t res = 0;
 
 	if (comm->failed != SLUICE_OK && !comm->failure_told) {
-		snprintf(why, SL_ERRMSG_LEN, "%s", comm->why);
+		sl_errmsg_copy(why, SL_ERRMSG_LEN, comm->why);
 		res = DP_CTL_STATUS + comm->failed;
 	}
 	dp_comm_release(e, comm);
@@ -2076,8 +2076,8 @@ static void close_timers(struct dp_engine *e, uint64_t now)
 int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_req *r)
 {
 	if (comm->colls) {
-		snprintf(r->why, SL_ERRMSG_LEN, "the communicator has collectives running: "
-			 "wait for them before destroying it");
+		sl_errmsg_format(r->why, SL_ERRMSG_LEN, "the communicator has collectives running: "
+				 "wait for them before destroying it");
 		return 1;
 	}
 	comm->close_done = r->done;

@@ -264,15 +264,15 @@ static const char *check_comm(const struct server *s, const struct sl_ctl_msg *m
 	if (n == 0 || n > SL_MAX_RANKS || m->c.rank >= n)
 		return "rank or rank count out of range";
 	if (m->c.node[m->c.rank] != s->e[0]->node) {
-		snprintf(buf, SL_ERRMSG_LEN, "the communicator places this rank on dataplane node %u, but "
-			 "this dataplane is node %u", m->c.node[m->c.rank], s->e[0]->node);
+		sl_errmsg_format(buf, SL_ERRMSG_LEN, "the communicator places this rank on dataplane node %u, but "
+				 "this dataplane is node %u", m->c.node[m->c.rank], s->e[0]->node);
 		return buf;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (i != m->c.rank && m->c.node[i] == s->e[0]->node) {
-			snprintf(buf, SL_ERRMSG_LEN, "ranks %u and %u share dataplane node %u: this version runs "
-				 "one rank of a communicator per dataplane (sluice-run -n N starts N)",
-				 m->c.rank, i, s->e[0]->node);
+			sl_errmsg_format(buf, SL_ERRMSG_LEN, "ranks %u and %u share dataplane node %u: this version runs "
+					 "one rank of a communicator per dataplane (sluice-run -n N starts N)",
+					 m->c.rank, i, s->e[0]->node);
 			return buf;
 		}
 		if (m->c.node[i] >= SL_MAX_NODES)
@@ -503,15 +503,15 @@ static int open_listener(const char *path, char *err, size_t len)
 	int fd;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, len, "socket path %s is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+		sl_errmsg_format(err, len, "socket path %s is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
 		return -1;
 	}
 	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	unlink(path);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0) {
-		snprintf(err, len, "cannot listen on %s: %s (does its directory exist and is it writable?)",
-			 path, strerror(errno));
+		sl_errmsg_format(err, len, "cannot listen on %s: %s (does its directory exist and is it writable?)",
+				 path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;

@@ -28,6 +28,8 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
+#include <sluice/errmsg.h>
+
 #include "ctl_server.h"
 #include "dp_main.h"
 #include "eal.h"
@@ -611,7 +613,7 @@ static int wake_peers(const struct opts *o, struct sl_port **ports, char *err, s
 		struct sl_port *p = peer ? dp_wake_port_wrap(ports[k], peer) : NULL;
 		if (!p) {
 			if (peer && !*err)
-				snprintf(err, len, "out of memory wrapping link %u", i);
+				sl_errmsg_format(err, len, "out of memory wrapping link %u", i);
 			return -1;
 		}
 		ports[k] = p;
@@ -638,7 +640,7 @@ static int prepare_links(const struct opts *o, struct sl_port **ports, struct sl
 					       (uint64_t)(i / o->nlinks) << 16 | (uint64_t)o->node << 8 | i % o->nlinks,
 					       clock);
 		if (!faulty[i]) {
-			snprintf(err, len, "out of memory wrapping link %u in the fault injector", i);
+			sl_errmsg_format(err, len, "out of memory wrapping link %u in the fault injector", i);
 			return -1;
 		}
 		ports[i] = faulty[i];
@@ -652,9 +654,9 @@ static int add_routes(struct dp_engine *e, const struct opts *o, struct sl_port 
 		const struct link *l = &o->links[i];
 		int idx = sl_tp_add_port(e->tp, ports[i]);
 		if (idx < 0) {
-			snprintf(err, len, "cannot add link %u (%s): %u links at most, and frames of %u B must "
-				 "hold the payload and CRC (pick a smaller --payload)", i, l->devargs,
-				 SL_MAX_PORTS, ports[i]->max_frame);
+			sl_errmsg_format(err, len, "cannot add link %u (%s): %u links at most, and frames of %u B must "
+					 "hold the payload and CRC (pick a smaller --payload)", i, l->devargs,
+					 SL_MAX_PORTS, ports[i]->max_frame);
 			return -1;
 		}
 		for (unsigned k = 0; k <= l->nmore; k++) {
@@ -662,9 +664,9 @@ static int add_routes(struct dp_engine *e, const struct opts *o, struct sl_port 
 			uint16_t node = k ? l->more[k - 1] : l->node;
 			sl_addr_for_node(node, &addr);
 			if (sl_tp_add_route(e->tp, node, (uint16_t)idx, &addr) != 0) {
-				snprintf(err, len, "cannot add the route to node %u over link %u: out of memory, or "
-					 "more than %u paths to it (links to it x --paths: lower --paths)",
-					 node, i, SL_MAX_PATHS);
+				sl_errmsg_format(err, len, "cannot add the route to node %u over link %u: out of memory, or "
+						 "more than %u paths to it (links to it x --paths: lower --paths)",
+						 node, i, SL_MAX_PATHS);
 				return -1;
 			}
 		}
@@ -819,7 +821,7 @@ static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, 
 		return -1;
 	/* before the routes: each flow starts its controller when it is made */
 	if (sl_tp_set_cc(e->tp, o->cc, (uint64_t)o->cc_target_us * 1000) != 0)
-		snprintf(err, len, "cannot set congestion control (a bug: routes exist already)");
+		sl_errmsg_format(err, len, "cannot set congestion control (a bug: routes exist already)");
 	if (*err || add_routes(e, o, ports, err, len) != 0) {
 		dp_engine_fini(e);
 		return -1;
@@ -929,7 +931,7 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	}
 	for (unsigned ch = 0; ch < o->channels; ch++) {
 		if (rte_eal_remote_launch(engine_main, &engines[ch], lcore + ch) != 0) {
-			snprintf(err, len, "cannot launch channel %u's engine on lcore %u", ch, lcore + ch);
+			sl_errmsg_format(err, len, "cannot launch channel %u's engine on lcore %u", ch, lcore + ch);
 			for (unsigned k = 0; k < ch; k++) {
 				atomic_store(&engines[k].stop, true);
 				rte_eal_wait_lcore(lcore + k);
@@ -975,7 +977,7 @@ int dp_main(int argc, char **argv, _Atomic bool *stop, _Atomic bool *ready, char
 
 	err[0] = '\0';
 	if (parse_opts(argc, argv, &o) != 0) {
-		snprintf(err, len, "bad arguments (see above)");
+		sl_errmsg_format(err, len, "bad arguments (see above)");
 		return -1;
 	}
 	return run(&o, stop, ready, err, len);

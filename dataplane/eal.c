@@ -30,6 +30,8 @@
 #include <rte_errno.h>
 #include <rte_memory.h>
 
+#include <sluice/errmsg.h>
+
 #define SL_EAL_MAIN_LCORE 0u
 #define SL_EAL_ENGINE_LCORE 1u
 #define SL_EAL_DEFAULT_MEM_MB 512u
@@ -92,7 +94,7 @@ void sl_set_err(char *err, size_t errlen, const char *fmt, ...)
 	if (err == NULL || errlen == 0)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	sl_errmsg_vformat(err, errlen, fmt, ap);
 	va_end(ap);
 }
 

@@ -67,7 +67,7 @@ unsigned sl_eal_reap(const char *root);
 /* Release EAL's resources and its runtime directory.  Ports must be closed first. */
 void sl_eal_stop(void);
 
-/* snprintf into err (if any): the dataplane's one way to say what failed. */
+/* A failure's sentence into err (if any), cut visibly (errmsg.h): the dataplane's one way to say what failed. */
 void sl_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

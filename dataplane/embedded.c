@@ -20,6 +20,8 @@
 
 #include <rte_lcore.h>
 
+#include <sluice/errmsg.h>
+
 #include "dp.h"
 #include "dp_main.h"
 
@@ -49,7 +51,7 @@ static int split_args(const char *args, char *err, size_t err_len)
 	char *save, *tok;
 
 	if (strlen(args) >= sizeof(emb.buf)) {
-		snprintf(err, err_len, "embedded dataplane arguments are longer than %zu bytes", sizeof(emb.buf) - 1);
+		sl_errmsg_format(err, err_len, "embedded dataplane arguments are longer than %zu bytes", sizeof(emb.buf) - 1);
 		return -1;
 	}
 	strcpy(emb.buf, args);
@@ -57,7 +59,7 @@ static int split_args(const char *args, char *err, size_t err_len)
 	emb.argv[emb.argc++] = "sluiced-embedded";
 	for (tok = strtok_r(emb.buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
 		if (emb.argc == MAX_ARGS) {
-			snprintf(err, err_len, "more than %d embedded dataplane arguments", MAX_ARGS);
+			sl_errmsg_format(err, err_len, "more than %d embedded dataplane arguments", MAX_ARGS);
 			return -1;
 		}
 		emb.argv[emb.argc++] = tok;
@@ -71,8 +73,8 @@ int sl_dp_embedded_start(const char *args, char *sock_path, size_t sock_len, cha
 	char full[2048];
 
 	if (emb.started) {
-		snprintf(err, err_len, "an embedded dataplane already ran in this process (DPDK starts once "
-			 "per process): call sluice_init once, or attach to a sluiced");
+		sl_errmsg_format(err, err_len, "an embedded dataplane already ran in this process (DPDK starts once "
+				 "per process): call sluice_init once, or attach to a sluiced");
 		return -1;
 	}
 	/* The socket is private to this process unless the caller names one. */
@@ -87,7 +89,7 @@ int sl_dp_embedded_start(const char *args, char *sock_path, size_t sock_len, cha
 		if (strcmp(emb.argv[i], "--socket") == 0 && i + 1 < emb.argc)
 			snprintf(sock_path, sock_len, "%s", emb.argv[i + 1]);
 	if (pthread_create(&emb.thread, NULL, embedded_thread, NULL) != 0) {
-		snprintf(err, err_len, "cannot start the embedded dataplane's thread");
+		sl_errmsg_format(err, err_len, "cannot start the embedded dataplane's thread");
 		return -1;
 	}
 	emb.started = true;
@@ -95,7 +97,7 @@ int sl_dp_embedded_start(const char *args, char *sock_path, size_t sock_len, cha
 		usleep(1000);
 	if (atomic_load(&emb.failed)) {
 		pthread_join(emb.thread, NULL);
-		snprintf(err, err_len, "embedded dataplane: %s", emb.err);
+		sl_errmsg_format(err, err_len, "embedded dataplane: %s", emb.err);
 		return -1;
 	}
 	return 0;

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
 #include <sluice/sluice.h>
 
 #include "dp.h"
@@ -67,9 +68,9 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 	sl_tp_config_default(&tc, cfg->node, cfg->max_frame);
 	if (cfg->payload) {
 		if (cfg->payload % 16 || cfg->payload + SL_FRAME_OVERHEAD > cfg->max_frame) {
-			snprintf(err, len, "payload %u does not fit the ports' %u-byte frames or is not a "
-				 "multiple of 16: pick at most %u", cfg->payload, cfg->max_frame,
-				 (cfg->max_frame - SL_FRAME_OVERHEAD) & ~15u);
+			sl_errmsg_format(err, len, "payload %u does not fit the ports' %u-byte frames or is not a "
+					 "multiple of 16: pick at most %u", cfg->payload, cfg->max_frame,
+					 (cfg->max_frame - SL_FRAME_OVERHEAD) & ~15u);
 			return -1;
 		}
 		tc.payload = cfg->payload;
@@ -93,12 +94,12 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 		goto fail;
 	e->tp = sl_tp_create(&tc, &e->clock, &cb);
 	if (!e->tp) {
-		snprintf(err, len, "cannot create the transport (out of memory?)");
+		sl_errmsg_format(err, len, "cannot create the transport (out of memory?)");
 		goto fail;
 	}
 	e->ctl_mem = calloc(1, sl_spsc_bytes(CTL_SLOTS, sizeof(struct dp_ctl_req)));
 	if (!e->ctl_mem || !sl_spsc_attach(&e->ctl, e->ctl_mem, CTL_SLOTS, sizeof(struct dp_ctl_req), false)) {
-		snprintf(err, len, "cannot allocate the engine's control ring");
+		sl_errmsg_format(err, len, "cannot allocate the engine's control ring");
 		goto fail;
 	}
 	return 0;
@@ -200,26 +201,26 @@ static int32_t ctl_add_comm(struct dp_engine *e, struct dp_ctl_req *r)
 
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
 		if (e->comms[i].live && e->comms[i].key32 == src->key32) {
-			snprintf(r->why, SL_ERRMSG_LEN, "communicator key %#llx collides with one "
-				 "this dataplane already runs: create the communicator again",
-				 (unsigned long long)src->key);
+			sl_errmsg_format(r->why, SL_ERRMSG_LEN, "communicator key %#llx collides with one "
+					 "this dataplane already runs: create the communicator again",
+					 (unsigned long long)src->key);
 			return 1;
 		}
 	}
 	for (uint32_t i = 0; i < src->nranks; i++) {
 		if (i != src->rank && !sl_tp_node_alive(e->tp, src->node[i])) {
-			snprintf(r->why, SL_ERRMSG_LEN, "rank %u runs on dataplane node %u, which this "
-				 "dataplane (node %u) has no working link to: check sluiced's --nodes/--link "
-				 "options", i, src->node[i], e->node);
+			sl_errmsg_format(r->why, SL_ERRMSG_LEN, "rank %u runs on dataplane node %u, which this "
+					 "dataplane (node %u) has no working link to: check sluiced's --nodes/--link "
+					 "options", i, src->node[i], e->node);
 			return 1;
 		}
 	}
 	e->comms[r->index] = *src;
 	if (!dp_comm_open_tables(&e->comms[r->index])) {
 		memset(&e->comms[r->index], 0, sizeof(e->comms[r->index]));
-		snprintf(r->why, SL_ERRMSG_LEN, "no memory for the communicator's tables of early packets and "
-			 "ended calls (%zu KiB): free memory, or destroy communicators no longer used",
-			 DP_COMM_TABLES_BYTES >> 10);
+		sl_errmsg_format(r->why, SL_ERRMSG_LEN, "no memory for the communicator's tables of early packets and "
+				 "ended calls (%zu KiB): free memory, or destroy communicators no longer used",
+				 DP_COMM_TABLES_BYTES >> 10);
 		return 1;
 	}
 	e->comms[r->index].live = true;
@@ -269,8 +270,8 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 			for (struct dp_coll *k = e->comms[i].live ? e->comms[i].colls : NULL; k; k = k->next) {
 				if (k->comm->client == c && (k->cmd.send_region == r->index ||
 							     k->cmd.recv_region == r->index)) {
-					snprintf(r->why, SL_ERRMSG_LEN, "region %u is in use by a running "
-						 "collective: wait for it before freeing the memory", r->index);
+					sl_errmsg_format(r->why, SL_ERRMSG_LEN, "region %u is in use by a running "
+							 "collective: wait for it before freeing the memory", r->index);
 					return 1;
 				}
 			}
@@ -282,7 +283,7 @@ static int32_t ctl_apply(struct dp_engine *e, struct dp_ctl_req *r)
 	case DP_CTL_DEL_COMM:
 		return dp_comm_close(e, &e->comms[r->index], r);
 	}
-	snprintf(r->why, SL_ERRMSG_LEN, "unknown control request %u", r->op);
+	sl_errmsg_format(r->why, SL_ERRMSG_LEN, "unknown control request %u", r->op);
 	return 1;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "pool.h"
+#include "sluice/errmsg.h"
 #include "sluice/touch.h"
 
 #define BIG UINT32_MAX /* class of a block larger than the largest class */
@@ -56,7 +57,7 @@ int dp_pool_init(struct dp_pool *p, char *err, size_t len)
 
 	memset(p, 0, sizeof(*p));
 	if (a == MAP_FAILED) {
-		snprintf(err, len, "cannot map the engine's %u-byte copy pool: %s", DP_POOL_BYTES, strerror(errno));
+		sl_errmsg_format(err, len, "cannot map the engine's %u-byte copy pool: %s", DP_POOL_BYTES, strerror(errno));
 		return -1;
 	}
 	sl_touch(a, DP_POOL_BYTES);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sluice/errmsg.h"
 #include "sluice/touch.h"
 
 #define SHM_PAGE 4096
@@ -254,12 +255,12 @@ static int make_own(struct shm_port *s, uint32_t frame, char *err, size_t errlen
 	unlink(s->own_name); /* a previous run's, left by a crash */
 	fd = open(s->own_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", s->own_name, strerror(errno));
+		sl_errmsg_format(err, errlen, "cannot create %s: %s", s->own_name, strerror(errno));
 		return -1;
 	}
 	if ((e = posix_fallocate(fd, 0, (off_t)bytes)) != 0) {
-		snprintf(err, errlen, "cannot allocate %zu bytes for %s: %s (is /dev/shm full?)", bytes,
-			 s->own_name, strerror(e));
+		sl_errmsg_format(err, errlen, "cannot allocate %zu bytes for %s: %s (is /dev/shm full?)", bytes,
+				 s->own_name, strerror(e));
 		close(fd);
 		unlink(s->own_name);
 		return -1;
@@ -267,7 +268,7 @@ static int make_own(struct shm_port *s, uint32_t frame, char *err, size_t errlen
 	base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (base == MAP_FAILED) {
-		snprintf(err, errlen, "cannot map %s: %s", s->own_name, strerror(errno));
+		sl_errmsg_format(err, errlen, "cannot map %s: %s", s->own_name, strerror(errno));
 		unlink(s->own_name);
 		return -1;
 	}
@@ -285,13 +286,13 @@ struct sl_port *sl_shm_port_open(const char *dir, unsigned node, unsigned peer, 
 	struct shm_port *s;
 
 	if (nbufs == 0 || nbufs > SHM_MAX_BUFS || (nbufs & (nbufs - 1)) || max_frame == 0) {
-		snprintf(err, errlen, "shm link to node %u: %u buffers of %u B: want a power of two up to %u, "
-			 "and frames of at least 1 B", peer, nbufs, max_frame, SHM_MAX_BUFS);
+		sl_errmsg_format(err, errlen, "shm link to node %u: %u buffers of %u B: want a power of two up to %u, "
+				 "and frames of at least 1 B", peer, nbufs, max_frame, SHM_MAX_BUFS);
 		return NULL;
 	}
 	if (!(s = calloc(1, sizeof(*s))) || !(s->free_bufs = malloc(nbufs * sizeof(uint32_t))) ||
 	    !(s->state = calloc(nbufs, 1))) {
-		snprintf(err, errlen, "shm link to node %u: out of memory", peer);
+		sl_errmsg_format(err, errlen, "shm link to node %u: out of memory", peer);
 		if (s)
 			free(s->free_bufs);
 		free(s);
@@ -303,7 +304,7 @@ struct sl_port *sl_shm_port_open(const char *dir, unsigned node, unsigned peer, 
 	s->peer_node = peer;
 	s->channel = channel;
 	if (sl_shm_port_file(s->own_name, sizeof(s->own_name), dir, node, peer, channel) != 0) {
-		snprintf(err, errlen, "shm link to node %u: the mesh directory %s: %s", peer, dir, strerror(errno));
+		sl_errmsg_format(err, errlen, "shm link to node %u: the mesh directory %s: %s", peer, dir, strerror(errno));
 		goto fail;
 	}
 	sl_shm_port_file(s->peer_name, sizeof(s->peer_name), dir, peer, node, channel);
@@ -344,7 +345,7 @@ static int map_peer(struct shm_port *s, char *err, size_t errlen)
 			s->dead_owner = 0;
 			return 1;
 		}
-		snprintf(err, errlen, "cannot open %s: %s", s->peer_name, strerror(errno));
+		sl_errmsg_format(err, errlen, "cannot open %s: %s", s->peer_name, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(*h)) { /* not filled in yet */
@@ -354,7 +355,7 @@ static int map_peer(struct shm_port *s, char *err, size_t errlen)
 	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (base == MAP_FAILED) {
-		snprintf(err, errlen, "cannot map %s: %s", s->peer_name, strerror(errno));
+		sl_errmsg_format(err, errlen, "cannot map %s: %s", s->peer_name, strerror(errno));
 		return -1;
 	}
 	h = base;
@@ -367,10 +368,10 @@ static int map_peer(struct shm_port *s, char *err, size_t errlen)
 	}
 	if (h->version != SHM_VERSION || h->frame != s->port.max_frame || h->stride != s->stride ||
 	    h->nbufs != s->nbufs || (size_t)st.st_size != bytes) {
-		snprintf(err, errlen, "%s (pid %d) carries frames of %u B in %u buffers (version %u), this end %u B "
-			 "in %u (version %u): start every dataplane of the mesh with the same --frame and build",
-			 s->peer_name, h->owner, h->frame, h->nbufs, h->version, s->port.max_frame, s->nbufs,
-			 SHM_VERSION);
+		sl_errmsg_format(err, errlen, "%s (pid %d) carries frames of %u B in %u buffers (version %u), this end %u B "
+				 "in %u (version %u): start every dataplane of the mesh with the same --frame and build",
+				 s->peer_name, h->owner, h->frame, h->nbufs, h->version, s->port.max_frame, s->nbufs,
+				 SHM_VERSION);
 		munmap(base, (size_t)st.st_size);
 		return -1;
 	}
@@ -397,11 +398,11 @@ int sl_shm_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, si
 			char left[64] = "";
 			if (s->dead_owner)
 				snprintf(left, sizeof(left), " (only a file of pid %d, which is gone)", s->dead_owner);
-			snprintf(err, errlen, "node %u: node %u's end of the shm link (channel %u), %s, did not appear "
-				 "in %u ms%s: node %u's dataplane did not start, is stuck starting or died (its log or "
-				 "its rank's stderr says which), or starts slower than that (raise --timeout or "
-				 "SLUICE_TIMEOUT); every node needs the same mesh directory and --mesh shm",
-				 s->node, s->peer_node, s->channel, s->peer_name, timeout_ms, left, s->peer_node);
+			sl_errmsg_format(err, errlen, "node %u: node %u's end of the shm link (channel %u), %s, did not appear "
+					 "in %u ms%s: node %u's dataplane did not start, is stuck starting or died (its log or "
+					 "its rank's stderr says which), or starts slower than that (raise --timeout or "
+					 "SLUICE_TIMEOUT); every node needs the same mesh directory and --mesh shm",
+					 s->node, s->peer_node, s->channel, s->peer_name, timeout_ms, left, s->peer_node);
 			return -1;
 		}
 		usleep(1000);

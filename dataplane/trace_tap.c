@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
 #include <sluice/sluice.h>
 
 #include "dp.h"
@@ -288,7 +289,7 @@ static void page_init(struct sl_trace_page *pg, const struct dp_trace *t, const 
 static int refuse(struct sl_ctl_reply *r, int32_t status, const char *why, int err)
 {
 	r->status = status;
-	snprintf(r->msg, sizeof(r->msg), "trace attach: %s%s%s", why, err ? ": " : "", err ? strerror(err) : "");
+	sl_errmsg_format(r->msg, sizeof(r->msg), "trace attach: %s%s%s", why, err ? ": " : "", err ? strerror(err) : "");
 	return -1;
 }
 
@@ -324,8 +325,8 @@ int dp_trace_attach(struct dp_trace *t, const struct dp_engine *e, const struct 
 			      "stop it first", 0);
 	if (m->t.snap > SL_TRACE_MAX_SNAP) {
 		r->status = SLUICE_ERR_INVALID_ARGUMENT;
-		snprintf(r->msg, sizeof(r->msg), "trace attach: snap %u is above the %u bytes a record keeps",
-			 m->t.snap, SL_TRACE_MAX_SNAP);
+		sl_errmsg_format(r->msg, sizeof(r->msg), "trace attach: snap %u is above the %u bytes a record keeps",
+				 m->t.snap, SL_TRACE_MAX_SNAP);
 		return -1;
 	}
 	struct dp_trace_ring *ring = calloc(1, sizeof(*ring));

@@ -14,6 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sluice/errmsg.h>
+
 #include "wake.h"
 
 struct dp_wake *dp_wake_open(const char *dir, unsigned node, unsigned channel, bool own, char *err, size_t len)
@@ -26,13 +28,13 @@ struct dp_wake *dp_wake_open(const char *dir, unsigned node, unsigned channel, b
 		p = mmap(NULL, sizeof(struct dp_wake), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 		if (p != MAP_FAILED)
 			return p;
-		snprintf(err, len, "cannot map the engine's wake word: %s", strerror(errno));
+		sl_errmsg_format(err, len, "cannot map the engine's wake word: %s", strerror(errno));
 		return NULL;
 	}
 	snprintf(path, sizeof(path), "%s/wake-%u-%u", dir, node, channel);
 	fd = own ? open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0 || (own && ftruncate(fd, sizeof(struct dp_wake)) != 0)) {
-		snprintf(err, len, "cannot %s the wake word %s: %s", own ? "create" : "open", path, strerror(errno));
+		sl_errmsg_format(err, len, "cannot %s the wake word %s: %s", own ? "create" : "open", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return NULL;
@@ -41,7 +43,7 @@ struct dp_wake *dp_wake_open(const char *dir, unsigned node, unsigned channel, b
 	close(fd);
 	if (p != MAP_FAILED)
 		return p;
-	snprintf(err, len, "cannot map the wake word %s: %s", path, strerror(errno));
+	sl_errmsg_format(err, len, "cannot map the wake word %s: %s", path, strerror(errno));
 	return NULL;
 }
 

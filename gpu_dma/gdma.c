@@ -17,13 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sluice/errmsg.h>
+
 int sl_gdma_fail(char *err, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (err && len) {
 		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
+		sl_errmsg_vformat(err, len, fmt, ap);
 		va_end(ap);
 	}
 	return rc;

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sluice/errmsg.h>
+
 #include "wire.h"
 
 #define OFF_UDP_DPORT (SL_ETH_LEN + SL_IP_LEN + 2)
@@ -140,7 +142,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	sl_errmsg_vformat(err, errlen, fmt, ap);
 	va_end(ap);
 	return -1;
 }

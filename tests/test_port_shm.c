@@ -284,10 +284,31 @@ static void missing_or_wrong_peer_is_an_error(void **state)
 	a->ops->close(a);
 }
 
+/* A message longer than its buffer ends in "..." (errmsg.h): here a mesh
+ * directory longer than sluiced's 512-byte err, which it names whole. */
+static void a_cut_message_says_so(void **state)
+{
+	(void)state;
+	char long_dir[700], err[512];
+	size_t n = (size_t)snprintf(long_dir, sizeof(long_dir), "%s/missing", dir);
+
+	while (n + 101 < sizeof(long_dir)) {
+		long_dir[n++] = '/';
+		memset(long_dir + n, 'd', 99); /* components under NAME_MAX: stat says ENOENT */
+		n += 99;
+	}
+	long_dir[n] = '\0';
+	assert_null(sl_shm_port_open(long_dir, 8, 9, 0, FRAME, NBUFS, err, sizeof(err)));
+	assert_non_null(strstr(err, "shm link to node 9: the mesh directory /tmp/"));
+	assert_int_equal(strlen(err), sizeof(err) - 1);
+	assert_string_equal(err + sizeof(err) - 4, "...");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(frames_cross_between_processes),
+		cmocka_unit_test(a_cut_message_says_so),
 		cmocka_unit_test(forged_descriptors_are_dropped),
 		cmocka_unit_test(missing_or_wrong_peer_is_an_error),
 		cmocka_unit_test(buffers_fault_nothing_in),

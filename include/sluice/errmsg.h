@@ -28,6 +28,20 @@ static inline void sl_errmsg_vformat(char *buf, size_t cap, const char *fmt, va_
 	sl_errmsg_mark_cut(buf, cap, vsnprintf(buf, cap, fmt, ap));
 }
 
+static inline void sl_errmsg_format(char *buf, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* snprintf for a failure's sentence: every one that goes into a fixed buffer
+ * is made here, by sl_errmsg_vformat or by sl_errmsg_copy, so none is cut silently. */
+static inline void sl_errmsg_format(char *buf, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sl_errmsg_vformat(buf, cap, fmt, ap);
+	va_end(ap);
+}
+
 static inline void sl_errmsg_copy(char *buf, size_t cap, const char *msg)
 {
 	sl_errmsg_mark_cut(buf, cap, snprintf(buf, cap, "%s", msg));
