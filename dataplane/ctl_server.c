@@ -68,16 +68,16 @@ static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ..
  * MAP_POPULATE, and a 3-rank 128 KiB scatter's first call on fresh buffers
  * took 550-700 us against 110 (perf/ALGORITHMS.md, gaps2).  Registering
  * costs that instead: 3-5 ms a MiB here (MAP_POPULATE alone 0.7). */
-void *dp_map_client_file(int fd, uint64_t len)
+void *dp_map_client_file(int fd, uint64_t len, uint64_t touch)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (p != MAP_FAILED)
-		sl_touch(p, len);
+		sl_touch(p, touch);
 	return p;
 }
 
-static void *map_fd(int fd, uint64_t want, struct sl_ctl_reply *r, const char *what)
+static void *map_fd(int fd, uint64_t want, uint64_t touch, struct sl_ctl_reply *r, const char *what)
 {
 	struct stat st;
 	void *p;
@@ -91,7 +91,7 @@ static void *map_fd(int fd, uint64_t want, struct sl_ctl_reply *r, const char *w
 			  (long long)st.st_size, (unsigned long long)want);
 		return NULL;
 	}
-	p = dp_map_client_file(fd, want);
+	p = dp_map_client_file(fd, want, touch);
 	if (p == MAP_FAILED) {
 		reply_err(r, SLUICE_ERR_SYSTEM, "%s: mmap of %llu bytes failed: %s", what,
 			  (unsigned long long)want, strerror(errno));
@@ -151,7 +151,10 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 		return;
 	}
 	c.page_len = sl_page_bytes();
-	c.page = map_fd(fd, c.page_len, r, "client page");
+	/* the rings of channels this dataplane runs, not all SL_MAX_CHANNELS:
+	 * the others are never read, and their completion slots (640 B each
+	 * since ABI 9) made a 2-rank sluice_init 10 ms slower here (odds23) */
+	c.page = map_fd(fd, c.page_len, sl_page_submit_off(s->nch), r, "client page");
 	if (!c.page)
 		return;
 	if (c.page->magic != SL_ABI_MAGIC || c.page->version != SL_ABI_VERSION) {
@@ -231,7 +234,7 @@ static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m,
 	} else if (m->a.kind != SL_REGION_HOST) {
 		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "unknown memory kind %u in a registration", m->a.kind);
 		return;
-	} else if (!(reg.base = map_fd(fd, m->a.size, r, "registered memory"))) {
+	} else if (!(reg.base = map_fd(fd, m->a.size, m->a.size, r, "registered memory"))) {
 		return;
 	}
 	for (unsigned ch = 0; ch < s->nch; ch++) { /* taking a region is never refused */

@@ -24,7 +24,7 @@ int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const str
 		  _Atomic bool *ready, char *err, size_t len);
 
 /* Map len bytes of a client's file (its page, registered memory) shared,
- * every page touched; MAP_FAILED with errno. */
-void *dp_map_client_file(int fd, uint64_t len);
+ * the first touch bytes' pages touched; MAP_FAILED with errno. */
+void *dp_map_client_file(int fd, uint64_t len, uint64_t touch);
 
 #endif

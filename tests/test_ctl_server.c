@@ -34,7 +34,7 @@ static void registered_memory_faults_nothing_in(void **state)
 	assert_true(client != MAP_FAILED);
 	memset(client, 7, REGION);
 
-	uint8_t *dp = dp_map_client_file(fd, REGION);
+	uint8_t *dp = dp_map_client_file(fd, REGION, REGION);
 	assert_true(dp != MAP_FAILED);
 	long before = page_faults(RUSAGE_THREAD);
 	uint64_t sum = 0;
