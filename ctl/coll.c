@@ -116,13 +116,19 @@ static void req_abandon(struct sluice_req *r)
 	r->state = SL_REQ_ABANDONED;
 }
 
+/* r's reason when its status is not OK (internal.h says why it is apart). */
+static char *req_msg(struct sluice_req *r)
+{
+	return r->ctx->req_msgs[r - r->ctx->reqs];
+}
+
 /* Keep the first failure among the parts of r. */
 static void req_note(struct sluice_req *r, int32_t status, const char *msg)
 {
 	if (r->status != SLUICE_OK || status == SLUICE_OK)
 		return;
 	r->status = status;
-	sl_errmsg_copy(r->msg, sizeof(r->msg), msg);
+	sl_errmsg_copy(req_msg(r), SL_ERRMSG_LEN, msg);
 }
 
 /* One part of r is over: when it was the last, release what r held. */
@@ -181,7 +187,7 @@ static sluice_result_t req_take(struct sluice_req *r)
 	if (res == SLUICE_OK)
 		return SLUICE_OK;
 	return sl_fail(res, "collective request %llu failed in the dataplane: %s", (unsigned long long)r->tag,
-		       r->msg[0] ? r->msg : "(no reason given)");
+		       *req_msg(r) ? req_msg(r) : "(no reason given)");
 }
 
 /* ---- submitting ---- */

@@ -115,7 +115,6 @@ struct sluice_req {
 	int send_slot, recv_slot; /* region table slots kept busy, -1 for none */
 	int vmeta_unit;           /* all-to-allv: its first unit of the counts area, -1 for none */
 	unsigned vmeta_units;     /* and how many */
-	char msg[SL_ERRMSG_LEN];  /* the dataplane's reason when status != OK */
 };
 
 struct sl_region {
@@ -153,6 +152,10 @@ struct sluice_ctx {
 	unsigned inflight;            /* requests of all its comms posted and not yet completed */
 	uint64_t vmeta_busy[SL_VMETA_UNITS / 64]; /* bit per unit of the page's counts area in use */
 	_Atomic uint64_t naps, spins; /* wait turns that slept, and that spun first (none with cfg.yield) */
+	/* reqs[i]'s reason when its status is not OK, kept out of reqs, whose
+	 * pages sluice_init faults in: only a failure faults in the page it
+	 * writes, not 624 KiB at every attach (perf/ALGORITHMS.md, odds23) */
+	char req_msgs[SL_MAX_REQS][SL_ERRMSG_LEN];
 };
 
 struct sluice_comm {
