@@ -1876,17 +1876,17 @@ static void park_cause(const struct dp_engine *e, const struct dp_coll *k, int p
 		const struct sl_tp_msg *m = &k->msgs[i];
 		if (sl_tp_msg_parked(e->tp, m, &seq)) {
 			int r = rank_of_node(k->comm, m->dst_node);
-			snprintf(cause, size, "; it waits behind a park of communicator %#" PRIx32 "'s call #%u from "
-				 "rank %d, which rank %d has not posted while it waits on a call of another "
-				 "communicator: %s", m->hdr.comm, seq, r, r, fix);
+			sl_errmsg_format(cause, size, "; it waits behind a park of communicator %#" PRIx32
+					 "'s call #%u from rank %d, which rank %d has not posted while it waits "
+					 "on a call of another communicator: %s", m->hdr.comm, seq, r, r, fix);
 			return;
 		}
 	}
 	for (unsigned i = 0; peer >= 0 && i < DP_MAX_COMMS; i++) {
 		const struct dp_comm *c = &e->comms[i];
 		if (c->live && c->parking && c != k->comm && sl_tp_parking(e->tp, k->comm->node[peer], c->key32, &seq)) {
-			snprintf(cause, size, "; this rank parks communicator %#" PRIx32 "'s calls from #%u from "
-				 "rank %d, which it has not posted: %s", c->key32, seq, peer, fix);
+			sl_errmsg_format(cause, size, "; this rank parks communicator %#" PRIx32 "'s calls "
+					 "from #%u from rank %d, which it has not posted: %s", c->key32, seq, peer, fix);
 			return;
 		}
 	}
