@@ -94,6 +94,10 @@ enum sl_hdr_flags {
 #define SL_PARKS_MAX 4
 #define SL_ACK_PARK_SLOTS 0x0fu
 #define SL_ACK_PARK_NAMED_SHIFT 4
+/* the named slot is read as (parks >> SHIFT) & (SL_PARKS_MAX - 1): a forged byte cannot name a slot past the table */
+_Static_assert(SL_ACK_PARK_SLOTS == (1u << SL_PARKS_MAX) - 1 && (SL_PARKS_MAX & (SL_PARKS_MAX - 1)) == 0 &&
+		       SL_PARKS_MAX <= 1u << (8 - SL_ACK_PARK_NAMED_SHIFT),
+	       "sl_ack.parks: one bit a slot below the named slot's index, a power of two of slots");
 
 /* The IPv4 header's ECN field (RFC 3168), in struct sl_hdr.ip_ecn. */
 enum sl_ecn {
