@@ -77,8 +77,9 @@ static bool post_cpl(struct dp_engine *e, struct dp_client *c, uint64_t req, int
 	cpl.req = req;
 	cpl.status = status;
 	cpl.reserved = 0;
-	/* A success writes no message: its 192 bytes were zeroed, copied into
-	 * the ring, out of it and once more by the client, every call. */
+	/* A success writes no message: its SL_ERRMSG_LEN bytes would be
+	 * zeroed, copied into the ring, out of it and again by the client,
+	 * every call. */
 	if (status != SLUICE_OK)
 		sl_errmsg_copy(cpl.msg, sizeof(cpl.msg), why);
 	if (!sl_spsc_enqueue_part(&c->complete, &cpl,
