@@ -693,8 +693,8 @@ static void print_counters(const struct dp_engine *e)
 		"sluiced %s: collectives posted %llu done %llu failed %llu rejected %llu, schedules built %llu, "
 		"own buffers allocated %llu; "
 		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu, moved off dead paths %llu), "
-		"ACKs tx %llu (delayed %llu) rx %llu, "
-		"dup %llu, malformed %llu, "
+		"ACKs tx %llu (delayed %llu) rx %llu (of PSNs never sent %llu), "
+		"dup %llu, beyond the window %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu "
 		"(early or deferred packets kept in their frames %llu, past the stash's cap %llu, overran it %llu, senders parked %llu); "
 		"credit stalls %llu, held waits %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
@@ -709,7 +709,8 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)t->retx_rto, (unsigned long long)(t->retx_sack + t->retx_tlp + t->retx_path),
 		(unsigned long long)t->retx_tlp, (unsigned long long)t->retx_path,
 		(unsigned long long)t->ack_tx, (unsigned long long)t->ack_delayed, (unsigned long long)t->ack_rx,
-		(unsigned long long)t->rx_dup, (unsigned long long)t->rx_malformed,
+		(unsigned long long)t->ack_beyond, (unsigned long long)t->rx_dup,
+		(unsigned long long)t->rx_out_of_window, (unsigned long long)t->rx_malformed,
 		(unsigned long long)t->rx_bad_crc, (unsigned long long)t->rx_foreign, (unsigned long long)e->count.rx_unknown_comm,
 		(unsigned long long)e->count.rx_bad_coll, (unsigned long long)e->count.rx_mismatch,
 		(unsigned long long)e->count.stashed, (unsigned long long)e->count.held_in_place,
@@ -726,28 +727,42 @@ static void print_counters(const struct dp_engine *e)
 /* Each link's own frame counts and what the transport still holds for it,
  * then each flow's sender state: a link the port keeps refusing, or a flow
  * stuck with packets in flight, shows here when a run hangs. */
+static const char *ago(char *buf, size_t len, uint64_t ns)
+{
+	if (!ns)
+		return "never";
+	snprintf(buf, len, "%.3f s ago", ns / 1e9);
+	return buf;
+}
+
 static void print_links(const struct dp_engine *e, const struct opts *o, struct sl_port *const *base)
 {
 	struct sl_tp_flow_info fi;
-	char name[48];
+	char name[48], data[32], ack[32];
 
 	engine_name(e, name, sizeof(name));
 	for (unsigned i = 0; i < o->nlinks; i++) {
 		const struct sl_port_counters *c = &base[i]->stats;
+		char driver[160] = "";
+
+		sl_dpdk_port_describe(base[i], driver, sizeof(driver));
 		fprintf(stderr, "sluiced %s: link %u (to node %u%s): tx %llu refused %llu, rx %llu "
-			"chained %llu, staged %u, bad descriptors %llu\n", name, i, o->links[i].node,
+			"chained %llu, staged %u, bad descriptors %llu%s\n", name, i, o->links[i].node,
 			sl_shm_port_is(base[i]) ? ", shm" : sl_dpdk_port_zero_copy(base[i]) ? ", zero-copy" : "",
 			(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_full,
 			(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_chained,
 			sl_tp_port_staged(e->tp, (uint16_t)i),
-			(unsigned long long)c->bad_desc);
+			(unsigned long long)c->bad_desc, driver);
 	}
 	for (uint16_t n = 0; n < SL_MAX_NODES; n++) {
 		if (n == e->node || sl_tp_flow_info(e->tp, n, &fi) != 0)
 			continue;
 		fprintf(stderr, "sluiced %s: flow to node %u: in flight %u (held %u), credit %u, paths alive %u of %u, "
-			"srtt %llu us, rto %llu us\n", name, n, fi.in_flight, fi.held, fi.credit, fi.paths_alive,
-			fi.paths, (unsigned long long)fi.srtt_ns / 1000, (unsigned long long)fi.rto_ns / 1000);
+			"srtt %llu us, rto %llu us; PSNs out %#x-%#x, in order from it to %#x, "
+			"its last DATA %s, last ACK %s\n", name, n, fi.in_flight, fi.held, fi.credit,
+			fi.paths_alive, fi.paths, (unsigned long long)fi.srtt_ns / 1000,
+			(unsigned long long)fi.rto_ns / 1000, fi.snd_una, fi.snd_nxt, fi.rcv_cum,
+			ago(data, sizeof(data), fi.data_ago_ns), ago(ack, sizeof(ack), fi.ack_ago_ns));
 	}
 }
 

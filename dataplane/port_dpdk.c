@@ -331,6 +331,24 @@ uint64_t sl_dpdk_port_rx_dropped(const struct sl_port *port)
 	return dp_of(port)->rx_dropped;
 }
 
+int sl_dpdk_port_describe(const struct sl_port *port, char *buf, size_t len)
+{
+	const struct sl_dpdk_port *dp;
+	struct rte_eth_stats st;
+
+	if (port->ops != &dpdk_ops)
+		return 0;
+	dp = dp_of(port);
+	if (rte_eth_stats_get(dp->port_id, &st) != 0)
+		memset(&st, 0, sizeof(st));
+	return snprintf(buf, len, ", driver missed %llu no-buffer %llu errors %llu/%llu, "
+			"buffers free rx %u of %u tx %u of %u",
+			(unsigned long long)st.imissed, (unsigned long long)st.rx_nombuf,
+			(unsigned long long)st.ierrors, (unsigned long long)st.oerrors,
+			rte_mempool_avail_count(dp->rx_pool), dp->rx_pool->size,
+			rte_mempool_avail_count(dp->tx_pool), dp->tx_pool->size);
+}
+
 /*
  * Rewrite memif devargs (the part after the name) for open: add bsize= if
  * absent (see top), and give a server's socket file a hidden name until the

@@ -48,4 +48,10 @@ bool sl_dpdk_port_zero_copy(const struct sl_port *port);
 /* Frames received but dropped: chained and too long for one buffer, or no buffer to linearize into. */
 uint64_t sl_dpdk_port_rx_dropped(const struct sl_port *port);
 
+/* What the driver and the pools say, for a hung link's post-mortem: frames
+ * the driver missed or had no buffer for, and the free buffers of each pool
+ * (a pool that ran dry stops the link for good).  Writes ", ..." into buf as
+ * snprintf does; 0 and nothing for a port that is not DPDK's.  Control path. */
+int sl_dpdk_port_describe(const struct sl_port *port, char *buf, size_t len);
+
 #endif

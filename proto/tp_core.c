@@ -307,7 +307,10 @@ int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_inf
 					 .credit = psn_before(f->snd_una, f->credit_end) ?
 							   f->credit_end - f->snd_una : 0,
 					 .paths = f->n_paths,
-					 .paths_alive = f->n_alive };
+					 .paths_alive = f->n_alive,
+					 .snd_una = f->snd_una, .snd_nxt = f->snd_nxt, .rcv_cum = f->rcv_cum,
+					 .data_ago_ns = f->rcv_last_ns ? tp->now_ns - f->rcv_last_ns : 0,
+					 .ack_ago_ns = f->ack_last_ns ? tp->now_ns - f->ack_last_ns : 0 };
 	return 0;
 }
 

@@ -228,11 +228,16 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	uint32_t una = f->snd_una;
 
 	tp->stats.ack_rx++;
+	f->ack_last_ns = tp->now_ns;
 	if (h->flags & SL_F_PROBE)
 		ack_owed(tp, f, h, port_idx, true, false);
 	/* a dead flow calls nobody back; an ACK beyond snd_nxt is stale or forged */
-	if (f->dead || psn_before(f->snd_nxt, ack->cum_psn))
+	if (f->dead)
 		return;
+	if (psn_before(f->snd_nxt, ack->cum_psn)) {
+		tp->stats.ack_beyond++;
+		return;
+	}
 	if (h->flags & SL_F_DSACK)
 		tp_loss_on_dsack(tp, f);
 	ack_apply(tp, f, ack, &r);

@@ -131,6 +131,7 @@ struct tp_flow {
 	uint16_t ack_port;       /* the port it came in on: the ACK goes back there */
 	uint16_t rcv_ce;         /* CE-marked DATA since the last ACK */
 	uint64_t rcv_last_ns;    /* last DATA: the sender counts as active for a while */
+	uint64_t ack_last_ns;    /* last ACK from the peer (a hung flow's post-mortem) */
 	uint32_t rcv_grant;      /* credit granted in the last ACK */
 	uint32_t rcv_new;        /* DATA applied since the last ACK: how far the grant may grow */
 	bool ack_due;            /* on tp->ack_list: owes an ACK after this burst */

@@ -119,7 +119,8 @@ struct sl_tp_stats {
 	uint64_t retx_tlp;              /* and tail-loss probes */
 	uint64_t rx_dup;                /* DATA for a PSN already applied */
 	uint64_t rx_void;               /* void DATA (cancelled message): PSN marked, nothing delivered */
-	uint64_t rx_out_of_window;      /* DATA beyond the receive window */
+	uint64_t rx_out_of_window;      /* DATA beyond the receive window, dropped unanswered */
+	uint64_t ack_beyond;            /* ACKs of PSNs never sent (stale or forged), ignored */
 	uint64_t rx_retry;              /* DATA the engine could not apply yet */
 	uint64_t rx_malformed;          /* failed sl_wire_parse other than NOT_SLUICE */
 	uint64_t rx_bad_crc;            /* of which the CRC32C trailer did not match */
@@ -234,6 +235,11 @@ struct sl_tp_flow_info {
 	uint32_t held;        /* of those, packets the receiver holds out (SL_F_HOLD) */
 	uint32_t credit;      /* packets the peer lets us have in flight (from snd_una) */
 	uint32_t paths, paths_alive;
+	/* where each side stands, for a hung flow's post-mortem: the PSNs in
+	 * flight [snd_una, snd_nxt), what arrived in order from the peer
+	 * (rcv_cum), and how long ago its last DATA and ACK came (0: never) */
+	uint32_t snd_una, snd_nxt, rcv_cum;
+	uint64_t data_ago_ns, ack_ago_ns;
 };
 /* 0, or -1 when there is no flow to node. */
 int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_info *out);

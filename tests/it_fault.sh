@@ -23,6 +23,9 @@ grep -v '^\[sluiced' "$log" | tail -5
 if [ $rc -ne 0 ]; then
 	echo "it_fault: all-reduce under SLUICE_FAULT=$spec ($n ranks, $mode) failed with status $rc; log:" >&2
 	cat "$log" >&2
+	# a link that went deaf or mute may have left the kernel's word (af_packet's
+	# "packet size is too long", a veth's drops)
+	dmesg 2>/dev/null | tail -n 20 | sed 's/^/it_fault: kernel: /' >&2
 	exit 1
 fi
 [ "$mode" != embedded ] || exit 0

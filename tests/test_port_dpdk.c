@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -74,7 +75,15 @@ struct side {
 	int engine_cpu;
 	struct sl_port *port;
 	int rc;            /* the run's result: 0 ok */
+	char *stage;       /* where the child is, in memory the parent sees: a hang names its step */
 };
+
+#define STAGE_LEN 64
+
+static void set_stage(struct side *s, const char *what)
+{
+	snprintf(s->stage, STAGE_LEN, "%s", what);
+}
 
 static uint64_t now_ns(void)
 {
@@ -321,6 +330,7 @@ static void *side_main(void *arg)
 	unsigned lcore;
 
 	s->rc = -1;
+	set_stage(s, "starting EAL");
 	if (sl_eal_start(&cfg, &lcore, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s: %s\n", s->role, err);
 		return NULL;
@@ -329,6 +339,7 @@ static void *side_main(void *arg)
 		fprintf(stderr, "%s: a max_frame over the mbuf limit was accepted\n", s->role);
 		goto out;
 	}
+	set_stage(s, "opening the port and waiting for the link");
 	s->port = sl_dpdk_port_open(s->devargs, TEST_MAX_FRAME, 1024, 1024, err, sizeof(err));
 	if (s->port == NULL || sl_port_wait_up(s->port, LINK_UP_MS, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s: %s\n", s->role, err);
@@ -338,18 +349,23 @@ static void *side_main(void *arg)
 		fprintf(stderr, "%s: the port does not ask for a CRC trailer\n", s->role);
 		goto out;
 	}
+	set_stage(s, "sending and checking frames");
 	s->rc = run_on_engine(server ? run_receiver : run_sender, s, lcore);
 	/* The sender closes last: its peer closes first once it saw FIN and stopped. */
 	if (!server) {
+		set_stage(s, "waiting for the peer to close");
 		uint64_t deadline = now_ns() + 5000000000ull;
 
 		while (sl_dpdk_port_link_up(s->port) && now_ns() < deadline)
 			usleep(1000);
 	}
 out:
+	set_stage(s, "closing the port");
 	if (s->port != NULL)
 		s->port->ops->close(s->port);
+	set_stage(s, "cleaning up EAL");
 	sl_eal_stop();
+	set_stage(s, "exiting");
 	return NULL;
 }
 
@@ -393,11 +409,17 @@ static void test_memif_two_processes(void **state)
 	char dir[] = "/tmp/sluice-port-XXXXXX";
 	char sock[128];
 	struct side srv = { .role = "server" }, cli = { .role = "client" };
+	char *stages = mmap(NULL, 2 * STAGE_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	pid_t pids[2];
 	int status[2] = { -1, -1 };
 	uint64_t deadline;
 
 	(void)state;
+	assert_true(stages != MAP_FAILED);
+	cli.stage = stages;
+	srv.stage = stages + STAGE_LEN;
+	set_stage(&cli, "not started");
+	set_stage(&srv, "not started");
 	assert_non_null(mkdtemp(dir));
 	snprintf(sock, sizeof(sock), "%s/n0-n1.sock", dir);
 	snprintf(srv.devargs, sizeof(srv.devargs),
@@ -421,16 +443,20 @@ static void test_memif_two_processes(void **state)
 				left--;
 		usleep(10000);
 	}
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
+		const char *who = i == 0 ? "client" : "server", *stage = i == 0 ? cli.stage : srv.stage;
+
 		if (status[i] == -1) {
+			fprintf(stderr, "%s: did not exit within %llu s, killed while %s\n", who,
+				RUN_NS / 1000000000ull, stage);
 			kill(pids[i], SIGKILL);
 			waitpid(pids[i], NULL, 0);
-		}
-	for (int i = 0; i < 2; i++)
-		if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0)
-			fprintf(stderr, "%s: %s %d\n", i == 0 ? "client" : "server",
+		} else if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) {
+			fprintf(stderr, "%s: %s %d while %s\n", who,
 				WIFSIGNALED(status[i]) ? "killed by signal" : "exit status",
-				WIFSIGNALED(status[i]) ? WTERMSIG(status[i]) : WEXITSTATUS(status[i]));
+				WIFSIGNALED(status[i]) ? WTERMSIG(status[i]) : WEXITSTATUS(status[i]), stage);
+		}
+	}
 	/* A child that died could not remove its EAL runtime directory. */
 	for (int i = 0; i < 2; i++) {
 		char rt[128];
@@ -439,9 +465,10 @@ static void test_memif_two_processes(void **state)
 		rmdir(rt);
 	}
 	unlink(sock);
+	munmap(stages, 2 * STAGE_LEN);
 	assert_int_equal(rmdir(dir), 0);
-	assert_true(WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0);
-	assert_true(WIFEXITED(status[1]) && WEXITSTATUS(status[1]) == 0);
+	assert_true(status[0] != -1 && WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0);
+	assert_true(status[1] != -1 && WIFEXITED(status[1]) && WEXITSTATUS(status[1]) == 0);
 }
 
 /* Argument errors are caught before EAL is touched (it allows one init per process). */
