@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include <sluice/touch.h>
 
 #include "ctl_server.h"
+#include "stall_watch.h"
 #include "trace_tap.h"
 
 struct conn {
@@ -48,6 +50,7 @@ struct server {
 	int listen_fd;
 	struct conn conns[DP_MAX_CLIENTS];
 	int comm_owner[DP_MAX_COMMS];     /* client index holding each comm slot, -1 = free */
+	struct dp_stall_watch stall[SL_MAX_CHANNELS];
 };
 
 static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ...)
@@ -524,6 +527,24 @@ static int open_listener(const char *path, char *err, size_t len)
 	return fd;
 }
 
+/* An engine stuck in a call is named on stderr, with where it is (stall_watch.h). */
+static void watch_engines(struct server *s)
+{
+	uint64_t now = dp_now_ns(NULL);
+	char msg[768];
+
+	for (unsigned ch = 0; ch < s->nch; ch++) {
+		const struct dp_engine *e = s->e[ch];
+		if (!dp_stall_check(&s->stall[ch], atomic_load_explicit(&e->loops, memory_order_relaxed),
+				    (pid_t)atomic_load(&e->tid), now, msg, sizeof(msg)))
+			continue;
+		if (ch)
+			fprintf(stderr, "sluiced node %u channel %u: %s\n", e->node, ch, msg);
+		else
+			fprintf(stderr, "sluiced node %u: %s\n", e->node, msg);
+	}
+}
+
 int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const struct dp_server_cfg *cfg,
 		  _Atomic bool *ready, char *err, size_t len)
 {
@@ -544,7 +565,10 @@ int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const str
 		pfd[n++] = (struct pollfd){ .fd = s.listen_fd, .events = POLLIN };
 		for (int i = 0; i < DP_MAX_CLIENTS; i++)
 			pfd[n++] = (struct pollfd){ .fd = s.conns[i].fd, .events = POLLIN };
-		if (poll(pfd, (nfds_t)n, 100) <= 0)
+		int ready_fds = poll(pfd, (nfds_t)n, 100);
+
+		watch_engines(&s);
+		if (ready_fds <= 0)
 			continue;
 		if (pfd[0].revents & POLLIN)
 			accept_conn(&s);

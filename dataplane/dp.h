@@ -380,6 +380,8 @@ struct dp_engine {
 	struct dp_comm comms[DP_MAX_COMMS];
 	struct dp_counters count;
 	_Atomic bool stop;
+	_Atomic uint64_t loops;   /* rounds of dp_engine_run's loop: the server watches it move (stall_watch.h) */
+	_Atomic int tid;          /* the thread in dp_engine_run, once it runs */
 	_Atomic bool busy;        /* a thread is inside dp_engine_poll */
 	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded); 0: handed back */
 	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */

@@ -435,8 +435,11 @@ static bool park(struct dp_engine *e, bool app_in_pass)
 int dp_engine_run(void *engine)
 {
 	struct dp_engine *e = engine;
+	uint64_t loops = 0;
 
+	atomic_store(&e->tid, (int)syscall(SYS_gettid));
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+		atomic_store_explicit(&e->loops, ++loops, memory_order_relaxed); /* a plain store: no lock */
 		if (park(e, false)) {
 			dp_idle_busy(&e->idle);
 			continue;

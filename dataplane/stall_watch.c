@@ -1,0 +1,103 @@
+/*
+ * stall_watch.c: where a stuck engine's thread is (stall_watch.h), read
+ * from /proc/self/task/TID: its state, the system call it is in, the kernel
+ * function it sleeps in, and the top of its kernel stack where readable.
+ */
+#include "stall_watch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <sluice/errmsg.h>
+
+/* The first line of /proc/self/task/TID/NAME, without its newline; "" if unreadable. */
+static const char *task_file(pid_t tid, const char *name, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, name);
+	buf[0] = '\0';
+	f = fopen(path, "r");
+	if (!f)
+		return buf;
+	if (fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* The top frames of the thread's kernel stack, "a < b < c" (root only). */
+static const char *kernel_stack(pid_t tid, char *buf, size_t len)
+{
+	char path[64], line[128];
+	size_t at = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stack", (int)tid);
+	buf[0] = '\0';
+	f = fopen(path, "r");
+	if (!f)
+		return buf;
+	for (int i = 0; i < 4 && at + 1 < len && fgets(line, sizeof(line), f); i++) {
+		char *fn = strchr(line, ' '); /* "[<0>] do_sys_poll+0x.../0x..." */
+		fn = fn ? fn + 1 : line;
+		fn[strcspn(fn, "+\n")] = '\0';
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? " < " : "", fn);
+	}
+	fclose(f);
+	return buf;
+}
+
+static void where(pid_t tid, char *buf, size_t len)
+{
+	char stat[512], sc[128], wchan[64], stack[256];
+	const char *state = strrchr(task_file(tid, "stat", stat, sizeof(stat)), ')');
+
+	task_file(tid, "syscall", sc, sizeof(sc));
+	sc[strcspn(sc, " ")] = '\0';
+	task_file(tid, "wchan", wchan, sizeof(wchan));
+	kernel_stack(tid, stack, sizeof(stack));
+	if (!state || state[1] == '\0') {
+		sl_errmsg_format(buf, len, "its thread %d is gone", (int)tid);
+	} else if (state[2] == 'R' || strcmp(sc, "running") == 0) {
+		sl_errmsg_format(buf, len, "its thread %d is running: a loop that does not return", (int)tid);
+	} else {
+		bool in = wchan[0] && strcmp(wchan, "0") != 0;
+
+		sl_errmsg_format(buf, len, "its thread %d waits in the kernel, in system call %s%s%s%s%s%s", (int)tid,
+				 sc[0] ? sc : "?", in ? " in " : "", in ? wchan : "", stack[0] ? " (" : "", stack,
+				 stack[0] ? ")" : "");
+	}
+}
+
+bool dp_stall_check(struct dp_stall_watch *w, uint64_t loops, pid_t tid, uint64_t now_ns,
+		    char *msg, size_t len)
+{
+	char at[512];
+
+	if (!w->since_ns) { /* first look */
+		w->loops = loops;
+		w->since_ns = now_ns;
+		return false;
+	}
+	if (loops != w->loops || !tid) {
+		bool was = w->told;
+		uint64_t took = now_ns - w->since_ns;
+
+		w->loops = loops;
+		w->since_ns = now_ns;
+		w->told = false;
+		if (!was)
+			return false;
+		sl_errmsg_format(msg, len, "the engine came round again after %.1f s", took / 1e9);
+		return true;
+	}
+	if (w->told || now_ns - w->since_ns < DP_STALL_NS)
+		return false;
+	w->told = true;
+	where(tid, at, sizeof(at));
+	sl_errmsg_format(msg, len, "the engine has not come round for %.1f s: %s; its peers will "
+			 "find it silent", (now_ns - w->since_ns) / 1e9, at);
+	return true;
+}

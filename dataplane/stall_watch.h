@@ -1,0 +1,36 @@
+/*
+ * stall_watch.h: the server thread's watch over an engine's loop.  A polling
+ * engine comes round every few microseconds, and never waits more than a
+ * millisecond on purpose (idle.c); one that has not come round for
+ * DP_STALL_NS is stuck in a call that does not return (a driver waiting in
+ * the kernel, a loop), and its peers will soon say it stopped answering.
+ * The watch says so once, with where its thread is, and again when it
+ * comes back, so that such a run's log names the place.
+ */
+#ifndef SLUICE_DP_STALL_WATCH_H
+#define SLUICE_DP_STALL_WATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define DP_STALL_NS 2000000000ull
+
+struct dp_stall_watch {
+	uint64_t loops;     /* the engine's loop count when last seen to move */
+	uint64_t since_ns;  /* ... and when */
+	bool told;          /* the stall was reported */
+};
+
+/*
+ * Look at an engine whose loop count is now loops and whose thread is tid
+ * (0: not started), at now_ns.  True when there is something to say: a stall
+ * of DP_STALL_NS or more (where the thread is: blocked in the kernel, in
+ * which system call and kernel function, or running), or the end of one
+ * reported; msg holds it, without a trailing newline.
+ */
+bool dp_stall_check(struct dp_stall_watch *w, uint64_t loops, pid_t tid, uint64_t now_ns,
+		    char *msg, size_t len);
+
+#endif

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# it_stall.sh: a sluiced whose engine thread stops names it.  Two daemons
+# run; node 0's engine thread alone is stopped for 3 s (ptrace's seize and
+# interrupt stop one thread, not the process), and node 0's log must say
+# the engine has not come round and where its thread is, then that it came
+# round again (dataplane/stall_watch.h).  Needs root and python3.
+# usage: it_stall.sh SLUICE_RUN
+set -u
+run=$1
+log=$(mktemp /tmp/sl-stall.XXXXXX)
+trap 'rm -f "$log"' EXIT
+"$run" -n 2 --daemons -v --timeout 20 -- sleep 8 >"$log" 2>&1 &
+runner=$!
+
+node0=""
+for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
+	node0=$(pgrep -P "$runner" -f "sluiced --node 0 " | head -1)
+	[ -n "$node0" ] && tid=$(grep -l '^rte-worker' /proc/$node0/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5) &&
+		[ -n "$tid" ] && break
+	sleep 0.1
+done
+[ -n "$node0" ] && [ -n "${tid:-}" ] || { wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
+
+python3 - "$tid" <<'PY' || { wait $runner; echo "FAIL: could not stop thread $tid"; exit 1; }
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
+tid = int(sys.argv[1])
+if libc.ptrace(SEIZE, tid, 0, 0) or libc.ptrace(INTERRUPT, tid, 0, 0):
+    sys.exit(f"ptrace: {os.strerror(ctypes.get_errno())}")
+os.waitpid(tid, WALL)
+time.sleep(3)
+libc.ptrace(DETACH, tid, 0, 0)
+PY
+wait $runner
+rc=$?
+grep -E "come round|came round" "$log"
+[ $rc -eq 0 ] || { cat "$log"; echo "FAIL: sluice-run exited $rc"; exit 1; }
+grep -q "sluiced node 0: the engine has not come round for [0-9.]* s: its thread $tid " "$log" ||
+	{ cat "$log"; echo "FAIL: node 0 did not name its stopped engine thread $tid"; exit 1; }
+grep -q "sluiced node 0: the engine came round again after [3-9]\.[0-9] s" "$log" ||
+	{ cat "$log"; echo "FAIL: node 0 did not say its engine came back"; exit 1; }
+if grep -q "sluiced node 1: the engine" "$log"; then
+	cat "$log"; echo "FAIL: node 1's engine, never stopped, was reported"; exit 1
+fi
+echo "it_stall: ok"

@@ -1,0 +1,135 @@
+/*
+ * test_stall_watch.c: the server's watch over an engine's loop
+ * (dataplane/stall_watch.h), on real threads of this process: one blocked
+ * in poll(), one spinning, and a loop that keeps moving.  Time is given,
+ * so the test waits only for the threads to get where they are going.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "stall_watch.h"
+
+#define S 1000000000ull
+
+static _Atomic int tid;
+static _Atomic bool quit;
+
+static void *blocked(void *arg)
+{
+	(void)arg;
+	atomic_store(&tid, (int)syscall(SYS_gettid));
+	poll(NULL, 0, 5000);
+	return NULL;
+}
+
+static void *spinning(void *arg)
+{
+	(void)arg;
+	atomic_store(&tid, (int)syscall(SYS_gettid));
+	while (!atomic_load_explicit(&quit, memory_order_relaxed))
+		;
+	return NULL;
+}
+
+/* The thread's state letter, from /proc (after the command name's ')'). */
+static char state_of(int t)
+{
+	char path[64], buf[256];
+	FILE *f;
+	char *p;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", t);
+	f = fopen(path, "r");
+	if (!f || !fgets(buf, sizeof(buf), f)) {
+		if (f)
+			fclose(f);
+		return '?';
+	}
+	fclose(f);
+	p = strrchr(buf, ')');
+	return p && p[1] ? p[2] : '?';
+}
+
+static int start(pthread_t *th, void *(*fn)(void *), char want)
+{
+	atomic_store(&tid, 0);
+	atomic_store(&quit, false);
+	assert_int_equal(pthread_create(th, NULL, fn, NULL), 0);
+	for (int i = 0; i < 2000 && (!atomic_load(&tid) || state_of(atomic_load(&tid)) != want); i++)
+		usleep(1000);
+	assert_int_equal(state_of(atomic_load(&tid)), want);
+	return atomic_load(&tid);
+}
+
+static void a_blocked_engine_is_named_then_its_return(void **state)
+{
+	struct dp_stall_watch w = { 0 };
+	char msg[768];
+	pthread_t th;
+	int t = start(&th, blocked, 'S');
+
+	(void)state;
+	assert_false(dp_stall_check(&w, 7, t, 10 * S, msg, sizeof(msg)));
+	assert_false(dp_stall_check(&w, 7, t, 11 * S, msg, sizeof(msg)));
+	assert_true(dp_stall_check(&w, 7, t, 12 * S + S / 2, msg, sizeof(msg)));
+	printf("# %s\n", msg);
+	assert_non_null(strstr(msg, "has not come round for 2.5 s"));
+	/* poll is system call 7 on x86-64 and aarch64 has none: the number is the kernel's own */
+	assert_non_null(strstr(msg, "waits in the kernel, in system call"));
+	assert_false(dp_stall_check(&w, 7, t, 13 * S, msg, sizeof(msg))); /* said once */
+	assert_true(dp_stall_check(&w, 8, t, 14 * S, msg, sizeof(msg)));
+	assert_string_equal(msg, "the engine came round again after 4.0 s");
+	assert_false(dp_stall_check(&w, 9, t, 15 * S, msg, sizeof(msg)));
+	pthread_cancel(th);
+	pthread_join(th, NULL);
+}
+
+static void a_spinning_engine_is_named(void **state)
+{
+	struct dp_stall_watch w = { 0 };
+	char msg[768];
+	pthread_t th;
+	int t = start(&th, spinning, 'R');
+
+	(void)state;
+	assert_false(dp_stall_check(&w, 3, t, S, msg, sizeof(msg)));
+	assert_true(dp_stall_check(&w, 3, t, 4 * S, msg, sizeof(msg)));
+	printf("# %s\n", msg);
+	assert_non_null(strstr(msg, "is running: a loop that does not return"));
+	atomic_store(&quit, true);
+	pthread_join(th, NULL);
+}
+
+static void a_moving_or_unstarted_engine_is_quiet(void **state)
+{
+	struct dp_stall_watch w = { 0 };
+	char msg[768];
+
+	(void)state;
+	for (uint64_t i = 1; i < 10; i++)
+		assert_false(dp_stall_check(&w, i, 1, i * 3 * S, msg, sizeof(msg)));
+	w = (struct dp_stall_watch){ 0 };
+	for (uint64_t i = 1; i < 10; i++)
+		assert_false(dp_stall_check(&w, 0, 0, i * 3 * S, msg, sizeof(msg)));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(a_blocked_engine_is_named_then_its_return),
+		cmocka_unit_test(a_spinning_engine_is_named),
+		cmocka_unit_test(a_moving_or_unstarted_engine_is_quiet),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
