@@ -11,6 +11,7 @@
  * its files: mem_fds).
  */
 #include "eal.h"
+#include "eal_intr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -519,6 +520,8 @@ void sl_eal_stop(void)
 	for (; n_mem_fds > 0; n_mem_fds--)
 		close(mem_fds[n_mem_fds - 1].keep);
 	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
+	/* 22.11's interrupt thread outlives cleanup: let it take in the ports' teardown first (eal_intr.h). */
+	sl_eal_settle_intr_thread();
 	rte_eal_cleanup();
 	/* EAL leaves its (by now empty) per-prefix directory; with a pid in the prefix they pile up. */
 	rmdir(dir);

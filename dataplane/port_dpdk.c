@@ -21,6 +21,7 @@
  * lent its ring our rx buffers (sl_dpdk_port_zero_copy).
  */
 #include "eal.h"
+#include "eal_intr.h"
 #include "port_dpdk.h"
 
 #include <errno.h>
@@ -67,6 +68,7 @@ struct sl_dpdk_port {
 	char name[RTE_DEV_NAME_MAX_LEN]; /* vdev name, e.g. "net_memif0" */
 	char socket[108];            /* memif socket path, for retries and messages */
 	char hidden[108];            /* memif server: where it listens until started */
+	bool socket_shown;           /* ... and it was moved from there to socket */
 };
 
 static inline struct sl_dpdk_port *dp_of(const struct sl_port *port)
@@ -199,21 +201,47 @@ static void dpdk_free(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 	}
 }
 
-static void dpdk_close(struct sl_port *port)
+/*
+ * Stopping and removing the device run on EAL's interrupt thread
+ * (sl_eal_on_intr_thread), where memif handles its peer's messages: 22.11
+ * frees a link's regions and closes its descriptors without a lock both when
+ * the peer disconnects and when the port stops, and the two at once freed
+ * them twice (rte_free's "EAL: Error: Invalid memory" in 4 of 5 test runs,
+ * and then and again a process that crashed or hung in teardown).
+ */
+static void stop_device(void *arg)
 {
-	struct sl_dpdk_port *dp = dp_of(port);
+	struct sl_dpdk_port *dp = arg;
 
-	/* memif: the caller has stopped rx/tx on both ends first (see DPDK-NOTES). */
+	rte_eth_dev_stop(dp->port_id);
+	dp->started = false;
+}
+
+static void remove_device(void *arg)
+{
+	struct sl_dpdk_port *dp = arg;
+
 	if (dp->started)
-		rte_eth_dev_stop(dp->port_id);
+		stop_device(dp);
 	/* Give memif back the name it made, so that it removes the file itself. */
-	if (dp->hidden[0] != '\0')
+	if (dp->socket_shown)
 		rename(dp->socket, dp->hidden);
 	rte_eth_dev_close(dp->port_id);
 	rte_eal_hotplug_remove("vdev", dp->name);
+}
+
+/* memif: the caller has stopped rx/tx on both ends first (see DPDK-NOTES). */
+static void release(struct sl_dpdk_port *dp)
+{
+	sl_eal_on_intr_thread(remove_device, dp, "closed a DPDK port");
 	rte_mempool_free(dp->rx_pool);
 	rte_mempool_free(dp->tx_pool);
 	free(dp);
+}
+
+static void dpdk_close(struct sl_port *port)
+{
+	release(dp_of(port));
 }
 
 static const struct sl_port_ops dpdk_ops = {
@@ -300,10 +328,8 @@ int sl_dpdk_port_wait_up(struct sl_port *port, unsigned timeout_ms, char *err, s
 		 * thread, so a started client is given SL_DPDK_RECONNECT_MS.
 		 */
 		if (now - tried_at >= (dp->started ? SL_DPDK_RECONNECT_MS : retry_ms)) {
-			if (dp->started && dp->memif_client) {
-				rte_eth_dev_stop(dp->port_id);
-				dp->started = false;
-			}
+			if (dp->started && dp->memif_client)
+				sl_eal_on_intr_thread(stop_device, dp, "stopped a memif client to retry");
 			if (!dp->started)
 				start_rc = try_start(dp);
 			tried_at = now;
@@ -587,10 +613,13 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 		sl_set_err(err, errlen, "%s: start: %s", dp->name, rte_strerror(-rc));
 		goto fail;
 	}
-	if (dp->hidden[0] != '\0' && rename(dp->hidden, dp->socket) != 0) {
-		sl_set_err(err, errlen, "%s: cannot move socket %s to %s: %s", dp->name, dp->hidden,
-			dp->socket, strerror(errno));
-		goto fail;
+	if (dp->hidden[0] != '\0') {
+		if (rename(dp->hidden, dp->socket) != 0) {
+			sl_set_err(err, errlen, "%s: cannot move socket %s to %s: %s", dp->name, dp->hidden,
+				dp->socket, strerror(errno));
+			goto fail;
+		}
+		dp->socket_shown = true;
 	}
 
 	struct rte_ether_addr mac;
@@ -603,12 +632,6 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 	return &dp->port;
 
 fail:
-	if (dp->started)
-		rte_eth_dev_stop(dp->port_id);
-	rte_eth_dev_close(dp->port_id);
-	rte_eal_hotplug_remove("vdev", dp->name);
-	rte_mempool_free(dp->rx_pool);
-	rte_mempool_free(dp->tx_pool);
-	free(dp);
+	release(dp);
 	return NULL;
 }
