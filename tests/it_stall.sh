@@ -12,14 +12,14 @@ trap 'rm -f "$log"' EXIT
 "$run" -n 2 --daemons -v --timeout 20 -- sleep 8 >"$log" 2>&1 &
 runner=$!
 
-node0=""
+node0="" tid=""
 for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
 	node0=$(pgrep -P "$runner" -f "sluiced --node 0 " | head -1)
 	[ -n "$node0" ] && tid=$(grep -l '^rte-worker' /proc/$node0/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5) &&
 		[ -n "$tid" ] && break
 	sleep 0.1
 done
-[ -n "$node0" ] && [ -n "${tid:-}" ] || { wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
+[ -n "$node0" ] && [ -n "$tid" ] || { wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
 
 python3 - "$tid" <<'PY' || { wait $runner; echo "FAIL: could not stop thread $tid"; exit 1; }
 import ctypes, os, sys, time
