@@ -103,13 +103,21 @@ static void *map_fd(int fd, uint64_t want, uint64_t touch, struct sl_ctl_reply *
 	return p;
 }
 
-static void call_engine(struct dp_engine *e, struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
+static void watch_engines(void *server);
+
+/* Channel ch's engine applies req; the stall watch goes on while we wait. */
+static int32_t server_call(struct server *s, unsigned ch, struct dp_ctl_req *req)
+{
+	return dp_engine_call(s->e[ch], req, watch_engines, s);
+}
+
+static void call_engine(struct server *s, unsigned ch, struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
 {
 	char why[SL_ERRMSG_LEN] = "";
 	int32_t res;
 
 	req->why = why;
-	if ((res = dp_engine_call(e, req)) != 0)
+	if ((res = server_call(s, ch, req)) != 0)
 		reply_err(r, res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : fail, "%s", why);
 }
 
@@ -127,7 +135,7 @@ static void remove_all(struct server *s, const struct dp_ctl_req *req, struct sl
 		int32_t res;
 
 		q.why = why;
-		if ((res = dp_engine_call(s->e[ch], &q)) == 0)
+		if ((res = server_call(s, ch, &q)) == 0)
 			continue;
 		if (r->status == SLUICE_OK)
 			reply_err(r, res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : refused, "%s", why);
@@ -177,7 +185,7 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 			       sizeof(struct sl_cmd), false);
 		sl_spsc_attach(&c.complete, (void *)((uint8_t *)c.page + sl_page_complete_off(ch)),
 			       SL_COMPLETE_SLOTS, sizeof(struct sl_cpl), true);
-		call_engine(s->e[ch], &req, r, SLUICE_ERR_INTERNAL);
+		call_engine(s, ch, &req, r, SLUICE_ERR_INTERNAL);
 	}
 	s->conns[ci].hello = true;
 	r->value = (uint32_t)ci;
@@ -243,7 +251,7 @@ static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m,
 	for (unsigned ch = 0; ch < s->nch; ch++) { /* taking a region is never refused */
 		struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = (uint32_t)ci, .index = i, .obj = &reg };
 		reg.owner = ch == 0;
-		call_engine(s->e[ch], &req, r, SLUICE_ERR_INTERNAL);
+		call_engine(s, ch, &req, r, SLUICE_ERR_INTERNAL);
 	}
 	cn->region_used[i] = true;
 	r->value = i;
@@ -317,13 +325,13 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 	for (ch = 0; ch < s->nch && r->status == SLUICE_OK; ch++) {
 		struct dp_ctl_req req = { .op = DP_CTL_ADD_COMM, .client = (uint32_t)ci, .index = i, .obj = &comm };
 		comm.client = &s->e[ch]->clients[ci];
-		call_engine(s->e[ch], &req, r, SLUICE_ERR_INVALID_ARGUMENT);
+		call_engine(s, ch, &req, r, SLUICE_ERR_INVALID_ARGUMENT);
 	}
 	/* refused by one channel: the ones before it let go of it (nothing ran on it yet) */
 	for (unsigned k = 0; r->status != SLUICE_OK && k + 1 < ch; k++) {
 		struct dp_ctl_req undo = { .op = DP_CTL_DEL_COMM, .client = (uint32_t)ci, .index = i };
 		struct sl_ctl_reply ignored = { 0 };
-		call_engine(s->e[k], &undo, &ignored, SLUICE_ERR_INTERNAL);
+		call_engine(s, k, &undo, &ignored, SLUICE_ERR_INTERNAL);
 	}
 	if (r->status == SLUICE_OK) {
 		s->comm_owner[i] = ci;
@@ -408,7 +416,7 @@ static void drop_conn(struct server *s, int ci)
 			struct dp_ctl_req req = { .op = DP_CTL_DEL_CLIENT, .client = (uint32_t)ci };
 			char why[SL_ERRMSG_LEN];
 			req.why = why;
-			dp_engine_call(s->e[ch], &req);
+			server_call(s, ch, &req);
 		}
 	}
 	if (s->conns[ci].tracer)
@@ -527,9 +535,11 @@ static int open_listener(const char *path, char *err, size_t len)
 	return fd;
 }
 
-/* An engine stuck in a call is named on stderr, with where it is (stall_watch.h). */
-static void watch_engines(struct server *s)
+/* An engine stuck in a call is named on stderr, with where it is
+ * (stall_watch.h): from the server's loop, and while it waits on an engine. */
+static void watch_engines(void *server)
 {
+	struct server *s = server;
 	uint64_t now = dp_now_ns(NULL);
 	char msg[768];
 

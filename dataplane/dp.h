@@ -454,8 +454,11 @@ void dp_engine_flush_acks(struct dp_engine *e);
  * (0, 1: refused with the server's status, DP_CTL_STATUS + s: refused with
  * sluice_result_t s).  False when full. */
 bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req);
-/* From the server thread: hand a request to the engine and wait for its answer. */
-int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req);
+/* From the server thread: hand a request to the engine and wait for its
+ * answer, running waiting(arg) every 100 ms meanwhile (NULL: none): the
+ * server's stall watch, which would otherwise wait with it, blind, on an
+ * engine that does not come round (stall_watch.h). */
+int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, void (*waiting)(void *), void *arg);
 uint64_t dp_now_ns(void *unused);
 
 /* idle.c */

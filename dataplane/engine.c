@@ -32,6 +32,7 @@
  * Each time it looks costs a wake-up, about 20 us of the core on these VMs,
  * so it looks once per holdoff; sl_dp_embedded_release calls it back sooner. */
 #define DRIVEN_HOLDOFF_NS 1000000
+#define WAITING_EVERY_NS 100000000 /* a server waiting on the engine looks around this often */
 
 uint64_t dp_now_ns(void *unused)
 {
@@ -183,15 +184,33 @@ bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
 	return true;
 }
 
-int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req)
+/* Sleep us, and run waiting(arg) when WAITING_EVERY_NS have passed since *next was set. */
+static void call_pause(useconds_t us, uint64_t *next, void (*waiting)(void *), void *arg)
+{
+	uint64_t now;
+
+	usleep(us);
+	if (!waiting)
+		return;
+	now = dp_now_ns(NULL);
+	if (!*next) {
+		*next = now + WAITING_EVERY_NS;
+	} else if (now >= *next) {
+		waiting(arg);
+		*next = now + WAITING_EVERY_NS;
+	}
+}
+
+int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, void (*waiting)(void *), void *arg)
 {
 	_Atomic int32_t done = 0;
+	uint64_t next = 0;
 
 	req->done = &done;
 	while (!dp_engine_ctl_post(e, req))
-		usleep(100);
+		call_pause(100, &next, waiting, arg);
 	while (atomic_load_explicit(&done, memory_order_acquire) == 0)
-		usleep(20);
+		call_pause(20, &next, waiting, arg);
 	return atomic_load(&done) - 1;
 }
 

@@ -3,13 +3,18 @@
 # run; node 0's engine thread alone is stopped for 3 s (ptrace's seize and
 # interrupt stop one thread, not the process), and node 0's log must say
 # the engine has not come round and where its thread is, then that it came
-# round again (dataplane/stall_watch.h).  Needs root and python3.
-# usage: it_stall.sh SLUICE_RUN
+# round again (dataplane/stall_watch.h).  The ranks (sluice-perf) start only
+# once the thread is stopped, so node 0's server spends the stall waiting
+# for its engine to take rank 0's HELLO: the watch must go on from there
+# (a failed run of session 24 had a server waiting so, blind).  Needs root
+# and python3.
+# usage: it_stall.sh SLUICE_RUN SLUICE_PERF
 set -u
-run=$1
-log=$(mktemp /tmp/sl-stall.XXXXXX)
-trap 'rm -f "$log"' EXIT
-"$run" -n 2 --daemons -v --timeout 20 -- sleep 8 >"$log" 2>&1 &
+run=$1 perf=$2
+log=$(mktemp /tmp/sl-stall.XXXXXX) go=$(mktemp -u /tmp/sl-stall-go.XXXXXX)
+trap 'rm -f "$log" "$go"' EXIT
+"$run" -n 2 --daemons -v --timeout 20 -- bash -c 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' \
+	"$go" "$perf" -b 8 -e 8 -n 5 -w 1 >"$log" 2>&1 &
 runner=$!
 
 node0="" tid=""
@@ -21,7 +26,7 @@ for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
 done
 [ -n "$node0" ] && [ -n "$tid" ] || { wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
 
-python3 - "$tid" <<'PY' || { wait $runner; echo "FAIL: could not stop thread $tid"; exit 1; }
+python3 - "$tid" "$go" <<'PY' || { touch "$go"; wait $runner; echo "FAIL: could not stop thread $tid"; exit 1; }
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
@@ -29,6 +34,7 @@ tid = int(sys.argv[1])
 if libc.ptrace(SEIZE, tid, 0, 0) or libc.ptrace(INTERRUPT, tid, 0, 0):
     sys.exit(f"ptrace: {os.strerror(ctypes.get_errno())}")
 os.waitpid(tid, WALL)
+open(sys.argv[2], "w").close()  # the ranks may start
 time.sleep(3)
 libc.ptrace(DETACH, tid, 0, 0)
 PY
