@@ -1,0 +1,292 @@
+/*
+ * it_mismatch.c: a rank of the mismatch integration test, started by
+ * sluice-run over real dataplanes, once per algorithm (SLUICE_ALGO) and
+ * once with the planner's own choice.
+ *
+ * Rank 1 alone calls something else than the other ranks: another count,
+ * datatype, op, root or collective, at a small size (1 KiB a block) and a
+ * large one (1 MiB), and a small count against a large one, where the
+ * planner may pick another algorithm on each side.  Every rank must get
+ * SLUICE_ERR_MISMATCH well before the timeout, with the dataplane's
+ * sentence whole (what each side called, which ranks, what to do), and
+ * never a result: only a rooted call's rank may return first, and then its
+ * next call must fail; every later call fails.
+ *
+ * Usage: it_mismatch COLL[,COLL...] (allreduce, allgather, reduce_scatter,
+ * broadcast, reduce, alltoall, gather, scatter): the collectives whose
+ * mismatches this run tries, each against every kind.  The collective
+ * another rank calls instead must run under the same SLUICE_ALGO.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sluice/sluice.h>
+
+static int rank = -1, nranks;
+static sluice_ctx_t *ctx;
+
+#include "it_common.h"
+
+enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALLTOALL, GATHER, SCATTER, BARRIER, NCOLLS };
+static const char *const coll_names[NCOLLS] = { "allreduce", "allgather", "reduce_scatter", "broadcast",
+						 "reduce", "alltoall", "gather", "scatter", "barrier" };
+/* What a rank calls instead of each, in "collective differs" (the issue's own
+ * example first: all-reduce against broadcast). */
+static const enum coll other_coll[NCOLLS] = { BROADCAST, ALLTOALL, ALLREDUCE, ALLREDUCE,
+					      BROADCAST, ALLGATHER, SCATTER, GATHER };
+
+#define SMALL 256             /* elements of 4 bytes: 1 KiB a block */
+#define LARGE (256 * 1024)    /* 1 MiB a block */
+#define MOST_BYTES (3 * (size_t)(LARGE + 1) * 8) /* 3 ranks' blocks of 8-byte elements */
+#define MISMATCH_END "(a recv the same count and type as its send)"
+
+struct call {
+	enum coll coll;
+	size_t count;
+	sluice_datatype_t dtype;
+	sluice_redop_t op;
+	int root;
+};
+
+struct mismatch {
+	char what[96];
+	struct call all, odd; /* what ranks other than 1 call, and what rank 1 calls */
+	char said[48];        /* what the sentence must say of rank 1's call */
+};
+
+static void *bufa, *bufb;
+static int failures;
+static double timeout_s;
+
+static bool rooted(enum coll c)
+{
+	return c == BROADCAST || c == REDUCE || c == GATHER || c == SCATTER;
+}
+
+static bool reduces(enum coll c)
+{
+	return c == ALLREDUCE || c == REDUCE_SCATTER || c == REDUCE;
+}
+
+static sluice_result_t post(sluice_comm_t *comm, const struct call *c, sluice_req_t **req)
+{
+	switch (c->coll) {
+	case ALLREDUCE: return sluice_allreduce(comm, bufa, bufb, c->count, c->dtype, c->op, req);
+	case ALLGATHER: return sluice_allgather(comm, bufa, bufb, c->count, c->dtype, req);
+	case REDUCE_SCATTER: return sluice_reduce_scatter(comm, bufa, bufb, c->count, c->dtype, c->op, req);
+	case BROADCAST: return sluice_broadcast(comm, bufa, bufb, c->count, c->dtype, c->root, req);
+	case REDUCE: return sluice_reduce(comm, bufa, bufb, c->count, c->dtype, c->op, c->root, req);
+	case ALLTOALL: return sluice_alltoall(comm, bufa, bufb, c->count, c->dtype, req);
+	case GATHER: return sluice_gather(comm, bufa, bufb, c->count, c->dtype, c->root, req);
+	case SCATTER: return sluice_scatter(comm, bufa, bufb, c->count, c->dtype, c->root, req);
+	default: return sluice_barrier(comm, req);
+	}
+}
+
+/* The sentence is whole (not cut), says rank 1's side of it, and came
+ * quickly.  Returns whether it was a peer's copy ("rank R reported: ..."). */
+static bool check_sentence(const struct mismatch *m, double took)
+{
+	const char *msg = sluice_last_error();
+	size_t n = strlen(msg), end = strlen(MISMATCH_END);
+
+	if (!strstr(msg, "differs across ranks") || n < end || strcmp(msg + n - end, MISMATCH_END) != 0 ||
+	    !strstr(msg, m->said)) {
+		fprintf(stderr, "rank %d: %s: the sentence does not say \"%s\" or arrived cut short: \"%s\"\n", rank,
+			m->what, m->said, msg);
+		failures++;
+	}
+	if (took > timeout_s / 4) {
+		fprintf(stderr, "rank %d: %s took %.1f s to report (bound %.1f s, a quarter of SLUICE_TIMEOUT): \"%s\"\n",
+			rank, m->what, took, timeout_s / 4, msg);
+		failures++;
+	}
+	return strstr(msg, " reported: collective #") != NULL;
+}
+
+/* Runs one mismatch on a fresh communicator.  True when this rank heard of
+ * it as a peer's copy. */
+static bool run(const struct mismatch *m)
+{
+	const struct call *mine = rank == 1 ? &m->odd : &m->all;
+	struct call barrier_like = { .coll = ALLREDUCE, .count = 1, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	sluice_result_t res;
+	bool copy;
+
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	double t0 = now_s();
+	CHECK(post(comm, mine, &req));
+	res = sluice_wait(req);
+	/* a rooted call's rank whose own part was complete (a broadcast's root,
+	 * say) may end first: it hears of the mismatch on its next call */
+	if (res == SLUICE_OK && rooted(mine->coll)) {
+		CHECK(post(comm, &barrier_like, &req));
+		res = sluice_wait(req);
+	}
+	if (res != SLUICE_ERR_MISMATCH) {
+		fprintf(stderr, "rank %d: %s: rank 1 called %s(count=%zu), the others %s(count=%zu): got %s (\"%s\"), "
+			"want SLUICE_ERR_MISMATCH%s\n", rank, m->what, coll_names[m->odd.coll], m->odd.count,
+			coll_names[m->all.coll], m->all.count, sluice_get_error_string(res), sluice_last_error(),
+			res == SLUICE_OK ? ", never a result" : "");
+		failures++;
+		copy = false;
+	} else {
+		copy = check_sentence(m, now_s() - t0);
+	}
+	/* broken now, as NCCL's would be: later calls fail at once */
+	CHECK(post(comm, &barrier_like, &req));
+	if ((res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
+		fprintf(stderr, "rank %d: %s: a call after it got %s (\"%s\"), want SLUICE_ERR_MISMATCH\n", rank, m->what,
+			sluice_get_error_string(res), sluice_last_error());
+		failures++;
+	}
+	/* and the destroy does not wait out the timeout for a peer's closing words */
+	CHECK(sluice_comm_destroy(comm));
+	if (now_s() - t0 > timeout_s / 4) {
+		fprintf(stderr, "rank %d: %s: the call, the next and the destroy took %.1f s (bound %.1f s, a quarter "
+			"of SLUICE_TIMEOUT)\n", rank, m->what, now_s() - t0, timeout_s / 4);
+		failures++;
+	}
+	return copy;
+}
+
+static void add(struct mismatch *list, int *n, const char *what, enum coll c, struct call all, struct call odd,
+		const char *said)
+{
+	struct mismatch *m = &list[(*n)++];
+
+	snprintf(m->what, sizeof(m->what), "%s: %s", coll_names[c], what);
+	m->all = all;
+	m->odd = odd;
+	snprintf(m->said, sizeof(m->said), "%s", said);
+}
+
+/* Every kind of mismatch of collective c, at a small and a large count. */
+static int mismatches_of(enum coll c, struct mismatch *list)
+{
+	int n = 0;
+	char said[48];
+
+	for (int large = 0; large < 2; large++) {
+		size_t count = large ? LARGE : SMALL;
+		const char *size = large ? "1 MiB" : "1 KiB";
+		struct call all = { .coll = c, .count = count, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM }, odd;
+		char what[64];
+
+		odd = all, odd.count = count + 1;
+		snprintf(what, sizeof(what), "count differs (%s)", size);
+		snprintf(said, sizeof(said), "rank 1 called %s(count=%zu,", coll_names[c], count + 1);
+		add(list, &n, what, c, all, odd, said);
+		/* the same size: the same plan on both sides */
+		odd = all, odd.dtype = SLUICE_INT32;
+		snprintf(what, sizeof(what), "datatype differs (%s)", size);
+		add(list, &n, what, c, all, odd, "int32");
+		if (reduces(c)) {
+			odd = all, odd.op = SLUICE_MAX;
+			snprintf(what, sizeof(what), "op differs (%s)", size);
+			add(list, &n, what, c, all, odd, "max");
+		}
+		if (rooted(c)) {
+			odd = all, odd.root = 1;
+			snprintf(what, sizeof(what), "root differs (%s)", size);
+			add(list, &n, what, c, all, odd, "root 1)");
+		}
+		odd = all, odd.coll = other_coll[c];
+		snprintf(what, sizeof(what), "rank 1 calls %s (%s)", coll_names[odd.coll], size);
+		snprintf(said, sizeof(said), "rank 1 called %s(", coll_names[odd.coll]);
+		add(list, &n, what, c, all, odd, said);
+	}
+	/* a call with nothing to move, against one with something */
+	struct call all = { .coll = c, .count = SMALL, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM }, odd = all;
+	odd.count = 0;
+	add(list, &n, "count 0 on rank 1", c, all, odd, "rank 1 called");
+	odd = all, odd.coll = BARRIER;
+	add(list, &n, "rank 1 calls barrier", c, all, odd, "rank 1 called barrier");
+	/* the planner may pick one algorithm for 8 bytes and another for 1 MiB */
+	for (int odd_large = 0; odd_large < 2; odd_large++) {
+		struct call all = { .coll = c, .count = odd_large ? 2 : LARGE, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
+		struct call odd = all;
+
+		odd.count = odd_large ? LARGE : 2;
+		snprintf(said, sizeof(said), "rank 1 called %s(count=%zu,", coll_names[c], odd.count);
+		add(list, &n, odd_large ? "count 1 MiB on rank 1, 8 bytes on the others" :
+					  "count 8 bytes on rank 1, 1 MiB on the others", c, all, odd, said);
+	}
+	return n;
+}
+
+static bool coll_by_name(const char *s, size_t len, enum coll *out)
+{
+	for (int c = 0; c < NCOLLS; c++)
+		if (strlen(coll_names[c]) == len && !strncmp(s, coll_names[c], len)) {
+			*out = (enum coll)c;
+			return true;
+		}
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	const char *limit = getenv("SLUICE_TIMEOUT"), *algo = getenv("SLUICE_ALGO");
+	bool ring = algo && !strncmp(algo, "ring", 4);
+	int tried = 0, copies = 0, ring_allreduces = 0;
+	sluice_comm_t *comm;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: it_mismatch COLL[,COLL...] (allreduce, allgather, reduce_scatter, broadcast, "
+			"reduce, alltoall, gather, scatter)\n");
+		return 2;
+	}
+	timeout_s = limit ? atof(limit) : 60;
+	CHECK(sluice_init(&ctx));
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	CHECK(sluice_comm_rank(comm, &rank));
+	CHECK(sluice_comm_size(comm, &nranks));
+	CHECK(sluice_comm_destroy(comm));
+	if (nranks < 2 || nranks > 3) {
+		fprintf(stderr, "it_mismatch: runs on 2 or 3 ranks, not %d\n", nranks);
+		return 2;
+	}
+	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufa));
+	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufb));
+	memset(bufa, 0, MOST_BYTES);
+	for (const char *p = argv[1]; *p;) {
+		size_t len = strcspn(p, ",");
+		struct mismatch list[20];
+		enum coll c;
+
+		if (!coll_by_name(p, len, &c)) {
+			fprintf(stderr, "it_mismatch: \"%.*s\" is not a collective it knows\n", (int)len, p);
+			return 2;
+		}
+		int n = mismatches_of(c, list);
+		for (int i = 0; i < n; i++) {
+			bool copy = run(&list[i]);
+			/* on a ring rank 0 hears only from the last rank, which
+			 * agrees with it: it learns of rank 1's all-reduce only
+			 * as a peer's copy */
+			if (ring && nranks == 3 && list[i].all.coll == ALLREDUCE && list[i].odd.coll == ALLREDUCE) {
+				ring_allreduces++;
+				copies += copy;
+			}
+		}
+		tried += n;
+		p += len + (p[len] == ',');
+	}
+	if (rank == 0 && copies != ring_allreduces) {
+		fprintf(stderr, "rank 0: %d of %d ring all-reduce mismatches came as a peer's copy, want all: on a ring "
+			"it hears only from rank %d, which agrees with it\n", copies, ring_allreduces, nranks - 1);
+		failures++;
+	}
+	CHECK(sluice_mem_free(ctx, bufa));
+	CHECK(sluice_mem_free(ctx, bufb));
+	CHECK(sluice_finalize(ctx));
+	if (rank == 0 || failures)
+		printf("it_mismatch rank %d of %d (SLUICE_ALGO=%s): %d mismatches, %d failures\n", rank, nranks,
+		       algo ? algo : "", tried, failures);
+	return failures ? 1 : 0;
+}
