@@ -371,6 +371,21 @@ static void close_timers(struct dp_engine *e, uint64_t now);
 static void done_note(const struct dp_coll *k);
 static void issue_sends(struct dp_engine *e, struct dp_coll *k);
 
+/* A completion or refusal is carrying comm's failure to its client. */
+static void note_failure_told(struct dp_comm *comm)
+{
+	comm->failure_told = true;
+	if (comm->channels_failed)
+		atomic_store_explicit(&comm->channels_failed->told, true, memory_order_release);
+}
+
+/* Whether the client has heard of a failure of comm, on any channel. */
+static bool failure_heard(const struct dp_comm *comm)
+{
+	return comm->failure_told ||
+	       (comm->channels_failed && atomic_load_explicit(&comm->channels_failed->told, memory_order_acquire));
+}
+
 /* Finish k: tell its client (retried by progress when the ring is full),
  * unless it was told when k began to linger. */
 static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
@@ -389,7 +404,8 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 			e->count.colls_done++;
 		else
 			e->count.colls_failed++;
-		comm->failure_told |= k->status != SLUICE_OK;
+		if (k->status != SLUICE_OK)
+			note_failure_told(comm);
 	}
 	done_note(k);
 	coll_unlink(k);
@@ -820,10 +836,14 @@ static void mismatch(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, bo
 	e->count.rx_mismatch++;
 	describe(mine, sizeof(mine), kind, count, dt_op);
 	describe(theirs, sizeof(theirs), h->kind, h->count, h->dtype_op);
+	/* the planner splits a large call over the channels (or, counts
+	 * differing, on one rank and not another): the dataplane sees slices */
 	comm_fail(e, comm, SLUICE_ERR_MISMATCH, seq, true,
-		  "%s #%u differs across ranks: rank %u called %s but rank %d called %s: every rank "
+		  "%s #%u differs across ranks: rank %u called %s but rank %d called %s%s: every rank "
 		  "must make the same calls in the same order (a recv the same count and type as its send)",
-		  p2p ? "send/recv" : "collective", seq, comm->rank, mine, peer, theirs);
+		  p2p ? "send/recv" : "collective", seq, comm->rank, mine, peer, theirs,
+		  comm->channels_failed ? " (counts of a call split over the communicator's channels are "
+					  "one slice's)" : "");
 }
 
 static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct sl_hdr *h, int peer)
@@ -1726,6 +1746,19 @@ static uint32_t next_seq(struct dp_comm *comm, const struct sl_cmd *cmd)
 	return comm->next_seq++;
 }
 
+/* Another channel failed this communicator: so does this one (and tells its peers). */
+static void check_channels(struct dp_engine *e, struct dp_comm *comm)
+{
+	int32_t status;
+
+	if (comm->failed != SLUICE_OK || !comm->channels_failed ||
+	    (status = atomic_load_explicit(&comm->channels_failed->status, memory_order_acquire)) == 0)
+		return;
+	/* its reason first: a message cut to SL_ERRMSG_LEN keeps the cause */
+	comm_fail(e, comm, status, comm->colls ? comm->colls->seq : comm->linger ? comm->linger->seq : comm->next_seq,
+		  true, "%s (on another channel of this dataplane)", comm->channels_failed->why);
+}
+
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *given)
 {
 	struct dp_comm *comm = NULL;
@@ -1739,12 +1772,14 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 		cmd->algo = sl_algo_supported((enum sl_coll)cmd->opcode, SL_ALGO_RING) ? SL_ALGO_ID_RING
 											 : SL_ALGO_ID_DIRECT;
 	bad = check_cmd(e, c, cmd, &comm, bytes, buf);
+	if (!bad) /* a call split on a peer, and not here, may have failed only on another channel */
+		check_channels(e, comm);
 	if (bad || comm->failed != SLUICE_OK) {
 		if (bad) {
 			reject(e, c, cmd, SLUICE_ERR_INVALID_ARGUMENT, bad);
 		} else {
 			reject(e, c, cmd, comm->failed, comm->why);
-			comm->failure_told = true;
+			note_failure_told(comm);
 		}
 		return;
 	}
@@ -1838,19 +1873,6 @@ static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 		k->holding = false;
 	}
 	send_ready(e, k);
-}
-
-/* Another channel failed this communicator: so does this one (and tells its peers). */
-static void check_channels(struct dp_engine *e, struct dp_comm *comm)
-{
-	int32_t status;
-
-	if (comm->failed != SLUICE_OK || !comm->channels_failed ||
-	    (status = atomic_load_explicit(&comm->channels_failed->status, memory_order_acquire)) == 0)
-		return;
-	/* its reason first: a message cut to SL_ERRMSG_LEN keeps the cause */
-	comm_fail(e, comm, status, (comm->colls ? comm->colls : comm->linger)->seq, true,
-		  "%s (on another channel of this dataplane)", comm->channels_failed->why);
 }
 
 /* The rank whose acknowledgement k's first unacknowledged send waits for, or -1. */
@@ -2000,13 +2022,16 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 	return work;
 }
 
-/* The communicator is going: a failure no call has reported is reported
- * to its destroy (why: SL_ERRMSG_LEN bytes); then it is released. */
+/* The communicator is going: a failure no call has reported, on any
+ * channel, is reported to its destroy (why: SL_ERRMSG_LEN bytes); then it
+ * is released.  A channel that ran none of a failed call's slices (a peer
+ * split a call this rank did not: their counts differed) heard of the
+ * failure only from its peers, and the client has already. */
 static int32_t comm_close_now(struct dp_engine *e, struct dp_comm *comm, char *why)
 {
 	int32_t res = 0;
 
-	if (comm->failed != SLUICE_OK && !comm->failure_told) {
+	if (comm->failed != SLUICE_OK && !failure_heard(comm)) {
 		sl_errmsg_copy(why, SL_ERRMSG_LEN, comm->why);
 		res = DP_CTL_STATUS + comm->failed;
 	}

@@ -321,6 +321,7 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 		comm.node[k] = (uint16_t)m->c.node[k];
 	atomic_store(&comm_channels_failed[i].claimed, 0);
 	atomic_store(&comm_channels_failed[i].status, 0);
+	atomic_store(&comm_channels_failed[i].told, false);
 	comm.channels_failed = s->nch > 1 ? &comm_channels_failed[i] : NULL;
 	for (ch = 0; ch < s->nch && r->status == SLUICE_OK; ch++) {
 		struct dp_ctl_req req = { .op = DP_CTL_ADD_COMM, .client = (uint32_t)ci, .index = i, .obj = &comm };

@@ -159,6 +159,9 @@ struct dp_pending {
 struct dp_channels_failed {
 	_Atomic int32_t claimed;  /* set by the one channel that writes the rest */
 	_Atomic int32_t status;   /* 0, or its status, stored after why */
+	/* a channel's call has carried a failure to the client: the channels
+	 * that ran none of its calls do not report theirs again at destroy */
+	_Atomic bool told;
 	char why[SL_ERRMSG_LEN];
 };
 
