@@ -117,6 +117,15 @@ static bool check_sentence(const struct mismatch *m, double took)
 	return strstr(msg, " reported: collective #") != NULL;
 }
 
+/* What a call that should have failed got instead. */
+static const char *outcome(sluice_result_t res, char *buf, size_t len)
+{
+	if (res == SLUICE_OK)
+		return "it returned a result";
+	snprintf(buf, len, "got %s (\"%s\")", sluice_get_error_string(res), sluice_last_error());
+	return buf;
+}
+
 /* Runs one mismatch on a fresh communicator.  True when this rank heard of
  * it as a peer's copy. */
 static bool run(const struct mismatch *m)
@@ -127,6 +136,7 @@ static bool run(const struct mismatch *m)
 	sluice_req_t *req;
 	sluice_result_t res;
 	bool copy;
+	char got[1200];
 
 	CHECK(sluice_comm_init_env(ctx, &comm));
 	double t0 = now_s();
@@ -139,14 +149,9 @@ static bool run(const struct mismatch *m)
 		res = sluice_wait(req);
 	}
 	if (res != SLUICE_ERR_MISMATCH) {
-		char got[1200];
-		if (res == SLUICE_OK)
-			snprintf(got, sizeof(got), "it returned a result");
-		else
-			snprintf(got, sizeof(got), "got %s (\"%s\")", sluice_get_error_string(res), sluice_last_error());
 		fprintf(stderr, "rank %d: %s: rank 1 called %s(count=%zu), the others %s(count=%zu): %s, want "
 			"SLUICE_ERR_MISMATCH\n", rank, m->what, coll_names[m->odd.coll], m->odd.count,
-			coll_names[m->all.coll], m->all.count, got);
+			coll_names[m->all.coll], m->all.count, outcome(res, got, sizeof(got)));
 		failures++;
 		copy = false;
 	} else {
@@ -155,8 +160,8 @@ static bool run(const struct mismatch *m)
 	/* broken now, as NCCL's would be: later calls fail at once */
 	CHECK(post(comm, &barrier_like, &req));
 	if ((res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
-		fprintf(stderr, "rank %d: %s: a call after it got %s (\"%s\"), want SLUICE_ERR_MISMATCH\n", rank, m->what,
-			sluice_get_error_string(res), sluice_last_error());
+		fprintf(stderr, "rank %d: %s: a call after it: %s, want SLUICE_ERR_MISMATCH\n", rank, m->what,
+			outcome(res, got, sizeof(got)));
 		failures++;
 	}
 	/* the destroy neither reports again what the calls did nor waits out
