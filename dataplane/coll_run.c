@@ -41,6 +41,12 @@
  * the windows for a round: what it waits for may be queued behind the
  * early packets that held them (stash_starves). */
 #define STARVED_NS 2000000ull
+/* Bytes of a call's local transfers (its own block, copied or reduced into
+ * place) applied in one pass; the rest waits for the next passes, which the
+ * work this reports keeps coming.  Applied whole at post, a 2 GiB
+ * all-gather's own block held the engine 4-10 s: no ACKs, no timers, its
+ * peer's paths taken for dead (perf/ALGORITHMS.md, edge25). */
+#define LOCAL_BYTES_PER_PASS (1ull << 20)
 #define KIND_ALGO_SHIFT 5 /* wire kind = opcode | algorithm << 5 */
 #define COUNT_ROOT_SHIFT 56 /* wire count = count | root << 56 (the header has no root field) */
 
@@ -369,7 +375,7 @@ static void linger_mark(struct dp_coll *k)
 static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now);
 static void close_timers(struct dp_engine *e, uint64_t now);
 static void done_note(const struct dp_coll *k);
-static void issue_sends(struct dp_engine *e, struct dp_coll *k);
+static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k);
 
 /* A completion or refusal is carrying comm's failure to its client. */
 static void note_failure_told(struct dp_comm *comm)
@@ -1839,20 +1845,26 @@ static bool acks_may_wait(const struct dp_coll *k)
 	return !k->gdev && k->sched.bytes[SL_BUF_SEND] + k->sched.bytes[SL_BUF_RECV] <= DP_EAGER_MAX;
 }
 
-static void issue_sends(struct dp_engine *e, struct dp_coll *k)
+/* Hands k's ready sends to the transport and applies its local ones, up to
+ * LOCAL_BYTES_PER_PASS of those; returns the local chunks applied (work). */
+static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
+	uint64_t local = 0;
+	uint32_t applied = 0;
 
 	if (k->snapping)
-		return; /* our sends read the input's copy */
+		return 0; /* our sends read the input's copy */
 	while (k->status == SLUICE_OK) {
 		const struct sl_send *s = &k->held;
 		if (!k->holding && !sl_sched_next_send(&k->sched, &k->held))
 			break;
 		k->holding = true; /* until it is taken: the reducer or the stager may be full */
 		if (s->peer == comm->rank) {
-			if (!apply_local(e, k, s))
+			if (local >= LOCAL_BYTES_PER_PASS || !apply_local(e, k, s))
 				break;
+			local += s->len;
+			applied++;
 			k->holding = false;
 			continue;
 		}
@@ -1873,6 +1885,7 @@ static void issue_sends(struct dp_engine *e, struct dp_coll *k)
 		k->holding = false;
 	}
 	send_ready(e, k);
+	return applied;
 }
 
 /* The rank whose acknowledgement k's first unacknowledged send waits for, or -1. */
@@ -1996,7 +2009,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			if (timers && k->sched.lazy && !sl_sched_recv_done(&k->sched) &&
 			    now >= k->posted_ns + LAZY_CHECK_NS)
 				sl_sched_release_lazy(&k->sched);
-			issue_sends(e, k);
+			work += issue_sends(e, k);
 			if (timers) {
 				stash_starves(e, k, now);
 				check_timeout(e, k, now);

@@ -78,6 +78,17 @@ static void fill32(float *p, uint64_t n, int r)
 		failures += wrong_ != 0;                                                                   \
 	} while (0)
 
+/* Every rank has filled its buffers: filling gigabytes takes some ranks
+ * minutes longer than others on a loaded machine, and a call's wait counts
+ * SLUICE_TIMEOUT from its post. */
+static void filled(void)
+{
+	sluice_req_t *req;
+
+	CHECK(sluice_barrier(comm, &req));
+	CHECK(sluice_wait(req));
+}
+
 /* req is read after the call that sets it (an argument's order of evaluation is not). */
 static void run(const char *what, sluice_result_t posted, sluice_req_t *const *req)
 {
@@ -96,6 +107,7 @@ static void allreduce_int8(uint8_t *buf)
 
 	fill8(send, BIG8, rank);
 	memset(recv, 0xee, BIG8);
+	filled();
 	run("allreduce_int8", sluice_allreduce(comm, send, recv, BIG8, SLUICE_INT8, SLUICE_SUM, &req), &req);
 	VERIFY("allreduce_int8", BIG8, recv[i], (uint8_t)summed(i));
 }
@@ -107,6 +119,7 @@ static void allgather_int8(uint8_t *buf)
 
 	fill8(send, BIG8, rank);
 	memset(recv, 0xee, BIG8 * (uint64_t)nranks);
+	filled();
 	run("allgather_int8", sluice_allgather(comm, send, recv, BIG8, SLUICE_INT8, &req), &req);
 	VERIFY("allgather_int8", BIG8 * (uint64_t)nranks, recv[i], (uint8_t)value((int)(i / BIG8), i % BIG8));
 }
@@ -120,6 +133,7 @@ static void broadcast_int8(uint8_t *buf)
 		fill8(buf, HUGE8, rank);
 	else
 		memset(buf, 0xee, HUGE8);
+	filled();
 	run("broadcast_int8", sluice_broadcast(comm, buf, buf, HUGE8, SLUICE_INT8, root, &req), &req);
 	VERIFY("broadcast_int8", HUGE8, buf[i], (uint8_t)value(root, i));
 }
@@ -131,11 +145,14 @@ static void sendrecv_int8(uint8_t *buf)
 
 	if (nranks == 1)
 		return;
-	if (rank == 0) {
+	if (rank == 0)
 		fill8(buf, HUGE8, rank);
+	else if (rank == last)
+		memset(buf, 0xee, HUGE8);
+	filled();
+	if (rank == 0) {
 		run("sendrecv_int8", sluice_send(comm, buf, HUGE8, SLUICE_INT8, last, &req), &req);
 	} else if (rank == last) {
-		memset(buf, 0xee, HUGE8);
 		run("sendrecv_int8", sluice_recv(comm, buf, HUGE8, SLUICE_INT8, 0, &req), &req);
 		VERIFY("sendrecv_int8", HUGE8, buf[i], (uint8_t)value(0, i));
 	}
@@ -147,6 +164,7 @@ static void allreduce_f32(uint8_t *buf)
 	sluice_req_t *req;
 
 	fill32(p, BIG32, rank);
+	filled();
 	run("allreduce_f32", sluice_allreduce(comm, p, p, BIG32, SLUICE_FLOAT32, SLUICE_SUM, &req), &req);
 	VERIFY("allreduce_f32", BIG32, p[i], (float)summed(i));
 }
@@ -183,6 +201,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0); /* each case's time as it ends, into a log too */
 	CHECK(sluice_init(&ctx));
 	CHECK(sluice_comm_init_env(ctx, &comm));
 	CHECK(sluice_comm_rank(comm, &rank));
