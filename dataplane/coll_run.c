@@ -41,12 +41,6 @@
  * the windows for a round: what it waits for may be queued behind the
  * early packets that held them (stash_starves). */
 #define STARVED_NS 2000000ull
-/* Bytes of a call's local transfers (its own block, copied or reduced into
- * place) applied in one pass; the rest waits for the next passes, which the
- * work this reports keeps coming.  Applied whole at post, a 2 GiB
- * all-gather's own block held the engine 4-10 s: no ACKs, no timers, its
- * peer's paths taken for dead (perf/ALGORITHMS.md, edge25). */
-#define LOCAL_BYTES_PER_PASS (1ull << 20)
 #define KIND_ALGO_SHIFT 5 /* wire kind = opcode | algorithm << 5 */
 #define COUNT_ROOT_SHIFT 56 /* wire count = count | root << 56 (the header has no root field) */
 
@@ -1846,7 +1840,7 @@ static bool acks_may_wait(const struct dp_coll *k)
 }
 
 /* Hands k's ready sends to the transport and applies its local ones, up to
- * LOCAL_BYTES_PER_PASS of those; returns the local chunks applied (work). */
+ * e->local_per_pass of those (dp.h DP_LOCAL_PER_PASS); returns the local chunks applied (work). */
 static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
@@ -1861,7 +1855,7 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 			break;
 		k->holding = true; /* until it is taken: the reducer or the stager may be full */
 		if (s->peer == comm->rank) {
-			if (local >= LOCAL_BYTES_PER_PASS || !apply_local(e, k, s))
+			if (local >= e->local_per_pass || !apply_local(e, k, s))
 				break;
 			local += s->len;
 			applied++;

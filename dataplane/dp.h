@@ -88,6 +88,13 @@
  * place, their leaf on the root's core stashing what the root ran ahead
  * (perf/ALGORITHMS.md, root3). */
 #define DP_EAGER_MAX (64u << 10)
+/* Bytes of a call's local transfers (its own block, copied or reduced into
+ * place) applied in one engine pass; the rest waits for the next passes,
+ * which the work reported keeps coming.  Applied whole at post, a 2 GiB
+ * all-gather's own block held the engine 2-5 s: no ACKs, no timers, its
+ * peer's paths taken for dead.  16 MiB (a few ms) leaves every call of up
+ * to 32 MiB a rank's block as it was (perf/ALGORITHMS.md, edge25). */
+#define DP_LOCAL_PER_PASS (16ull << 20)
 #define DP_LINGER_MAX 256
 #define DP_LINGER_ONE_MAX 2048
 #define DP_LINGER_BYTES (4u << 20)
@@ -375,6 +382,7 @@ struct dp_engine {
 	uint32_t channel;         /* index among the dataplane's engines */
 	uint32_t payload;
 	uint64_t timeout_ns;      /* a collective with no progress this long fails */
+	uint64_t local_per_pass;  /* bytes of a call's local transfers applied in one pass (DP_LOCAL_PER_PASS) */
 	struct sl_clock clock;
 	struct sl_spsc ctl;       /* server -> engine, both sides in this process */
 	void *ctl_mem;
@@ -430,6 +438,7 @@ struct dp_engine_cfg {
 	uint8_t paths;         /* UDP source ports (paths) per link; 0 = the default */
 	uint32_t gpu_blocks;   /* persistent blocks (SMs) of each GPU reducer; 0 = gpu_dma's default */
 	uint64_t stash_limit;  /* bytes (DP_STASH_LIMIT_FLOOR's comment); 0 = a quarter of memory */
+	uint64_t local_per_pass; /* bytes (DP_LOCAL_PER_PASS's comment); 0 = DP_LOCAL_PER_PASS */
 	struct dp_idle_cfg idle;
 	struct dp_wake *wake;  /* the engine's wake word, which it takes over; NULL: a private one */
 	bool all_links_wake;   /* every link's peer kicks wake (dp_wake_port_wrap) */

@@ -62,6 +62,7 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 	e->node = cfg->node;
 	e->channel = cfg->channel;
 	e->timeout_ns = cfg->timeout_ns;
+	e->local_per_pass = cfg->local_per_pass ? cfg->local_per_pass : DP_LOCAL_PER_PASS;
 	e->gate_host = cfg->gate_host;
 	e->gpu_blocks = cfg->gpu_blocks;
 	e->stash_limit = cfg->stash_limit ? cfg->stash_limit : stash_limit_default();

@@ -2627,6 +2627,7 @@ static void test_own_block_applied_a_piece_a_pass(void **state)
 	(void)state;
 
 	setup_cluster(1, &none, 5ull * 1000000000);
+	nodes[0].e.local_per_pass = 1 << 20; /* a quarter of the block (DP_LOCAL_PER_PASS is larger) */
 	for (uint64_t i = 0; i < count; i++)
 		((int32_t *)nodes[0].send)[i] = in_val(0, i);
 	memset(nodes[0].recv, 0xee, buf_bytes);
