@@ -91,8 +91,8 @@
 /* Bytes of a call's local transfers (its own block, copied or reduced into
  * place) applied in one engine pass; the rest waits for the next passes,
  * which the work reported keeps coming.  Applied whole at post, a 2 GiB
- * all-gather's own block held the engine 2-5 s: no ACKs, no timers, its
- * peer's paths taken for dead.  16 MiB (a few ms) leaves every call of up
+ * all-gather's own block held the engine 2-4 s: no ACKs, no timers (the
+ * stall watch named it).  16 MiB (a few ms) leaves every call of up
  * to 32 MiB a rank's block as it was (perf/ALGORITHMS.md, edge25). */
 #define DP_LOCAL_PER_PASS (16ull << 20)
 #define DP_LINGER_MAX 256

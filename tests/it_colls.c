@@ -6,7 +6,8 @@
  * 1. Every collective against a reference each rank computes itself: every
  *    datatype and op for the reducing ones, counts 0, 1 and primes, in
  *    place and not, every root; exact (inputs are small integers), except
- *    AVG, which is within a tolerance of the float64 reference.
+ *    AVG, which is within a tolerance of the float64 reference.  Then the
+ *    reducing ones at odd byte addresses (unaligned()), every type and op.
  * 2. Send/recv: every rank sends several messages to every other, posted
  *    in a seeded random order, inside a group and not; all-to-allv with
  *    zero-length parts, its count arrays scribbled over once it is posted;

@@ -2618,7 +2618,7 @@ static uint64_t own_block_landed(unsigned r, uint64_t count)
 /* A call's own block is applied a piece a pass, each pass reporting work,
  * so the engine keeps coming round and never sleeps on what is left: a
  * 2 GiB all-gather's own block, applied whole in the posting pass, held
- * its engine 4-10 s (no ACKs, no timers, the peer's paths taken for dead). */
+ * its engine 2-4 s (no ACKs, no timers). */
 static void test_own_block_applied_a_piece_a_pass(void **state)
 {
 	struct sl_memport_faults none = { 0 };
