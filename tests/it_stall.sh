@@ -44,7 +44,8 @@ grep -E "come round|came round" "$log"
 [ $rc -eq 0 ] || { cat "$log"; echo "FAIL: sluice-run exited $rc"; exit 1; }
 grep -q "sluiced node 0: the engine has not come round for [0-9.]* s: its thread $tid " "$log" ||
 	{ cat "$log"; echo "FAIL: node 0 did not name its stopped engine thread $tid"; exit 1; }
-grep -Eq "sluiced node 0: the engine came round again after ([3-9]|[1-9][0-9]+)\.[0-9] s" "$log" ||
+# the stop is 3 s; the watch looks every 100 ms (a 3 s stop read 2.9 s once) and load stretches it
+grep -Eq "sluiced node 0: the engine came round again after (2\.[5-9]|[3-9]\.[0-9]|[1-9][0-9]+\.[0-9]) s" "$log" ||
 	{ cat "$log"; echo "FAIL: node 0 did not say its engine came back"; exit 1; }
 if grep -q "sluiced node 1: the engine" "$log"; then
 	cat "$log"; echo "FAIL: node 1's engine, never stopped, was reported"; exit 1
