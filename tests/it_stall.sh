@@ -24,7 +24,7 @@ for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
 		[ -n "$tid" ] && break
 	sleep 0.1
 done
-[ -n "$node0" ] && [ -n "$tid" ] || { wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
+[ -n "$node0" ] && [ -n "$tid" ] || { touch "$go"; wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
 
 python3 - "$tid" "$go" <<'PY' || { touch "$go"; wait $runner; echo "FAIL: could not stop thread $tid"; exit 1; }
 import ctypes, os, sys, time
