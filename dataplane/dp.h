@@ -467,7 +467,7 @@ void dp_engine_flush_acks(struct dp_engine *e);
  * sluice_result_t s).  False when full. */
 bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req);
 /* From the server thread: hand a request to the engine and wait for its
- * answer, running waiting(arg) every 100 ms meanwhile (NULL: none): the
+ * answer, running waiting(arg) every 100 ms meanwhile: the
  * server's stall watch, which would otherwise wait with it, blind, on an
  * engine that does not come round (stall_watch.h). */
 int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, void (*waiting)(void *), void *arg);

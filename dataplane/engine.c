@@ -191,8 +191,6 @@ static void call_pause(useconds_t us, uint64_t *next, void (*waiting)(void *), v
 	uint64_t now;
 
 	usleep(us);
-	if (!waiting)
-		return;
 	now = dp_now_ns(NULL);
 	if (!*next) {
 		*next = now + WAITING_EVERY_NS;
