@@ -185,25 +185,22 @@ bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
 	return true;
 }
 
-/* Sleep us, and run waiting(arg) when WAITING_EVERY_NS have passed since *next was set. */
+/* Sleep us, and run waiting(arg) once *next has come, then WAITING_EVERY_NS later again. */
 static void call_pause(useconds_t us, uint64_t *next, void (*waiting)(void *), void *arg)
 {
 	uint64_t now;
 
 	usleep(us);
-	now = dp_now_ns(NULL);
-	if (!*next) {
-		*next = now + WAITING_EVERY_NS;
-	} else if (now >= *next) {
-		waiting(arg);
-		*next = now + WAITING_EVERY_NS;
-	}
+	if ((now = dp_now_ns(NULL)) < *next)
+		return;
+	waiting(arg);
+	*next = now + WAITING_EVERY_NS;
 }
 
 int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, void (*waiting)(void *), void *arg)
 {
 	_Atomic int32_t done = 0;
-	uint64_t next = 0;
+	uint64_t next = dp_now_ns(NULL) + WAITING_EVERY_NS;
 
 	req->done = &done;
 	while (!dp_engine_ctl_post(e, req))
