@@ -122,7 +122,8 @@ static sluice_result_t describe_device(void *ptr, size_t size, struct sl_ctl_msg
 		return sl_fail(SLUICE_ERR_INVALID_ARGUMENT,
 			       "sluice_mem_register(%p, %zu bytes): %s", ptr, size,
 			       info.kind == SL_GDMA_MEM_DEVICE ? err :
-			       info.kind == SL_GDMA_MEM_MANAGED ? "managed memory cannot be shared with the dataplane: allocate it with cudaMalloc" :
+			       info.kind == SL_GDMA_MEM_MANAGED ? "managed memory cannot be shared with the dataplane: "
+							   "allocate it with cudaMalloc" :
 			       "this is host memory (or this sluice was built without CUDA): host buffers come from "
 			       "sluice_mem_alloc, GPU buffers from cudaMalloc");
 	if (sl_gdma_ipc_export(ptr, size, &h, err, sizeof(err)) != 0)

@@ -461,8 +461,8 @@ struct shape {
 static bool same_shape(const struct shape *a, const struct shape *b)
 {
 	return a->opcode == b->opcode && a->device == b->device && a->nranks == b->nranks &&
-	       a->channels == b->channels && a->payload == b->payload && a->bytes == b->bytes && a->latency_us == b->latency_us &&
-	       a->gbps == b->gbps;
+	       a->channels == b->channels && a->payload == b->payload && a->bytes == b->bytes &&
+	       a->latency_us == b->latency_us && a->gbps == b->gbps;
 }
 
 /* This thread's last few choices: a run of small calls repeats one shape,

@@ -696,12 +696,14 @@ static void print_counters(const struct dp_engine *e)
 		"ACKs tx %llu (delayed %llu) rx %llu (of PSNs never sent %llu), "
 		"dup %llu, beyond the window %llu, malformed %llu, "
 		"bad-crc %llu, foreign %llu, unknown-comm %llu, bad-coll %llu, mismatch %llu, stashed %llu "
-		"(early or deferred packets kept in their frames %llu, past the stash's cap %llu, overran it %llu, senders parked %llu); "
+		"(early or deferred packets kept in their frames %llu, past the stash's cap %llu, overran it %llu, "
+		"senders parked %llu); "
 		"credit stalls %llu, held waits %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
 		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu; "
 		"windows held %llu (refused %llu), held packets resent %llu, window probes %llu; "
 		"page faults %ld\n",
-		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted, (unsigned long long)e->count.colls_done,
+		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted,
+		(unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
 		(unsigned long long)e->count.sched_built, (unsigned long long)e->count.owned_allocs,
 		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,

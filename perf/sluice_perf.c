@@ -234,7 +234,8 @@ static void gpu_free(struct sluice_side *s, void *send, void *recv, struct perf_
 static int gpu_buffers(struct sluice_side *s, size_t bytes, void **send, void **recv, struct perf_mirror *m)
 {
 	(void)s, (void)bytes, (void)send, (void)recv, (void)m;
-	fprintf(stderr, "sluice-perf: -G: this sluice-perf was built without CUDA (meson setup -Dcuda=enabled where nvcc is)\n");
+	fprintf(stderr, "sluice-perf: -G: this sluice-perf was built without CUDA "
+			"(meson setup -Dcuda=enabled where nvcc is)\n");
 	return -1;
 }
 

@@ -2,7 +2,8 @@
  * it_common.h: what every integration-test rank program shares: a CHECK
  * that stops the rank with sluice's own account of a failed call, a seeded
  * mixer for reproducible inputs, a byte hash for comparing results
- * across ranks, the reference's reduction step, and a monotonic clock.  Each program defines `static int rank` before including it.
+ * across ranks, the reference's reduction step, and a monotonic clock.  Each
+ * program defines `static int rank` before including it.
  */
 #ifndef SLUICE_IT_COMMON_H
 #define SLUICE_IT_COMMON_H
