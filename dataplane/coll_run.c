@@ -599,13 +599,14 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 
 /* ---- communicator failure ---- */
 
-/* Control messages (SL_F_CTRL), told apart by their step: both carry the
- * communicator's failure status (count) and reason. */
-enum { NOTICE_ABORT, NOTICE_CLOSING };
+/* Control messages (SL_F_CTRL), told apart by their step: abort and closing
+ * carry the communicator's failure status (count) and reason; a stall note
+ * (note_stall) carries status 0, so a peer from before it ignores it. */
+enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL };
 
-/* To every live peer: an abort notice of the failure of call #seq, or this
- * rank's closing word (seq: the number of collectives it ran). */
-static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, uint16_t what)
+/* hdr (its step, seq, kind and count) with text to rank `to`, or to every
+ * live peer (-1). */
+static void notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text)
 {
 	struct dp_notices *n = calloc(1, sizeof(*n) + comm->nranks * sizeof(n->msgs[0]));
 
@@ -613,19 +614,17 @@ static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq
 		return; /* the peers will time out instead */
 	n->nranks = comm->nranks;
 	/* one packet carries it (on_notice reads it whole): a smaller --payload cuts it */
-	sl_errmsg_copy(n->why, e->payload < sizeof(n->why) ? e->payload : sizeof(n->why), comm->why);
+	sl_errmsg_copy(n->why, e->payload < sizeof(n->why) ? e->payload : sizeof(n->why), text);
+	hdr.type = SL_T_DATA;
+	hdr.flags = SL_F_CTRL;
+	hdr.comm = comm->key32;
+	hdr.len = (uint32_t)strlen(n->why) + 1;
 	for (uint32_t r = 0; r < comm->nranks; r++) {
 		struct sl_tp_msg *m = &n->msgs[r];
-		if (r == comm->rank || !sl_tp_node_alive(e->tp, comm->node[r]))
+		if (r == comm->rank || (to >= 0 && r != (uint32_t)to) || !sl_tp_node_alive(e->tp, comm->node[r]))
 			continue;
 		m->dst_node = comm->node[r];
-		m->hdr.type = SL_T_DATA;
-		m->hdr.flags = SL_F_CTRL;
-		m->hdr.comm = comm->key32;
-		m->hdr.seq = seq;
-		m->hdr.step = what;
-		m->hdr.count = (uint64_t)(int64_t)comm->failed;
-		m->hdr.len = (uint32_t)strlen(n->why) + 1;
+		m->hdr = hdr;
 		m->src = (const uint8_t *)n->why;
 		m->owner = n;
 		n->unacked++;
@@ -637,6 +636,14 @@ static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq
 	}
 	n->next = e->notices;
 	e->notices = n;
+}
+
+/* To every live peer: an abort notice of the failure of call #seq, or this
+ * rank's closing word (seq: the number of collectives it ran). */
+static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, uint16_t what)
+{
+	notices_send(e, comm, -1, (struct sl_hdr){ .seq = seq, .step = what, .count = (uint64_t)(int64_t)comm->failed },
+		     comm->why);
 }
 
 /* Notice m is acknowledged, or its peer dead: true if that freed its set. */
@@ -1375,6 +1382,9 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 
 	if (!comm || h->len == 0 || payload[h->len - 1] != '\0' || (src = rank_of_node(comm, h->src_node)) < 0)
 		return;
+	/* a forged or corrupt note names a call that cannot be: dropped */
+	if (h->step == NOTICE_STALL && status == SLUICE_OK && h->kind && h->kind < SL_OP_COUNT)
+		comm->peer_wait[src] = (struct dp_peer_wait){ .seq = h->seq, .op = h->kind };
 	if (h->step == NOTICE_CLOSING && !comm->peer_closed[src]) {
 		comm->peer_closed[src] = true;
 		comm->peer_seq[src] = h->seq;
@@ -1922,20 +1932,133 @@ static void park_cause(const struct dp_engine *e, const struct dp_coll *k, int p
 	}
 }
 
+/* The rank k waits for (-1: none), and how, in waiting. */
+static int waited_rank(const struct dp_coll *k, char *waiting, size_t size)
+{
+	int peer;
+
+	if ((peer = sl_sched_waiting_on(&k->sched)) >= 0)
+		snprintf(waiting, size, "for rank %d", peer);
+	else if ((peer = acks_owed_by(k)) >= 0)
+		snprintf(waiting, size, "for rank %d to acknowledge", peer);
+	else
+		snprintf(waiting, size, "for acknowledgements");
+	return peer;
+}
+
+/* A stalled call (half a timeout without progress) tells the rank it
+ * waits for which call it waits in, once a stall: if that rank times out
+ * waiting on this one in a call of the other kind (collective against
+ * send/recv) that this rank has not posted, it names both sides
+ * (cross_kind).  Sends and recvs run apart from collectives, so such an
+ * order is legal until both ranks wait: the note decides nothing. */
+static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
+{
+	char waiting[64];
+	int peer;
+
+	if (k->status != SLUICE_OK || k->noted_ns == k->last_progress_ns || now < k->last_progress_ns ||
+	    now - k->last_progress_ns < e->timeout_ns / 2 || (peer = waited_rank(k, waiting, sizeof(waiting))) < 0)
+		return;
+	k->noted_ns = k->last_progress_ns;
+	notices_send(e, k->comm, peer,
+		     (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode }, "");
+}
+
+/* Call #seq of kind op as rank `who` made it with rank `with`: "recv #3
+ * from rank 1", "send #0 to rank 1", "allreduce #7". */
+static void call_name(char *buf, size_t size, uint8_t op, uint32_t seq, int with)
+{
+	if (is_p2p(op))
+		snprintf(buf, size, "%s #%u %s rank %d", sl_coll_name((enum sl_coll)op), seq,
+			 op == SL_OP_SEND ? "to" : "from", with);
+	else
+		snprintf(buf, size, "%s #%u", sl_coll_name((enum sl_coll)op), seq);
+}
+
+/* Whether this rank has not posted its side of peer's call #seq of kind op
+ * (its counterpart there: *counter_op). */
+static bool unposted_here(const struct dp_comm *comm, int peer, uint8_t op, uint32_t seq, uint8_t *counter_op)
+{
+	uint32_t next = op == SL_OP_RECV ? comm->p2p_send_seq[peer] : op == SL_OP_SEND ? comm->p2p_recv_seq[peer]
+										       : comm->next_seq;
+
+	*counter_op = op == SL_OP_RECV ? SL_OP_SEND : op == SL_OP_SEND ? SL_OP_RECV : op;
+	return (int32_t)(seq - next) >= 0;
+}
+
+/* The oldest early packet from peer of the other kind than k (its
+ * collective against k's send/recv, or its send against k's collective),
+ * or NULL. */
+static const struct sl_hdr *stashed_cross_kind(const struct dp_coll *k, int peer)
+{
+	const struct dp_comm *comm = k->comm;
+	const struct sl_hdr *oldest = NULL;
+
+	for (unsigned b = 0; comm->nstash && b < DP_STASH_BUCKETS; b++)
+		for (const struct dp_stashed *s = comm->stash[b].head; s; s = s->next)
+			if (rank_of_node(comm, s->hdr.src_node) == peer && packet_is_p2p(&s->hdr) != is_p2p(k->cmd.opcode) &&
+			    (!oldest || (int32_t)(s->hdr.seq - oldest->seq) < 0))
+				oldest = &s->hdr;
+	return oldest;
+}
+
+/* k has waited a timeout for peer, which is in a call of the other kind
+ * that this rank has not posted: said in why and true when peer said it
+ * waits in that call (a cycle: SLUICE_ERR_MISMATCH), else a hint from its
+ * early packets in cause (a timeout still: peer may only be late). */
+static bool cross_kind(const struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size,
+		       char *cause, size_t cause_size)
+{
+	const struct dp_comm *comm = k->comm;
+	const struct dp_peer_wait *w = &comm->peer_wait[peer];
+	const struct sl_hdr *h;
+	char mine[64], theirs[64], counter[64], for_peer[24] = "";
+	uint8_t counter_op;
+
+	call_name(mine, sizeof(mine), (uint8_t)k->cmd.opcode, k->seq, peer);
+	if (!is_p2p(k->cmd.opcode)) /* a send or recv names its peer already */
+		snprintf(for_peer, sizeof(for_peer), " for rank %d", peer);
+	if (w->op && is_p2p(w->op) != is_p2p(k->cmd.opcode) && unposted_here(comm, peer, w->op, w->seq, &counter_op)) {
+		call_name(theirs, sizeof(theirs), w->op, w->seq, (int)comm->rank);
+		call_name(counter, sizeof(counter), counter_op, w->seq, peer);
+		sl_errmsg_format(why, why_size,
+				 "rank %d waits in %s, and rank %u has not posted %s while it waits in %s%s: each "
+				 "waits on the other (no progress for %.1f s); post %s on rank %u before waiting for "
+				 "%s, or make these calls in one order on both ranks (sends and recvs may come before "
+				 "or after a collective, but a rank must not wait for one before posting the other)",
+				 peer, theirs, comm->rank, counter, mine, for_peer,
+				 (double)e->timeout_ns / 1e9, counter, comm->rank, mine);
+		return true;
+	}
+	if ((h = stashed_cross_kind(k, peer)) && packet_is_early(comm, h, peer)) {
+		uint8_t op = packet_is_p2p(h) ? SL_OP_SEND : (uint8_t)(h->kind & ((1u << KIND_ALGO_SHIFT) - 1));
+		unposted_here(comm, peer, op, h->seq, &counter_op);
+		call_name(theirs, sizeof(theirs), op, h->seq, (int)comm->rank);
+		call_name(counter, sizeof(counter), counter_op, h->seq, peer);
+		sl_errmsg_format(cause, cause_size, "; rank %d has started %s, and rank %u has not posted %s: if "
+				 "rank %d waits in it, post %s before waiting for %s", peer, theirs, comm->rank,
+				 counter, peer, counter, mine);
+	}
+	return false;
+}
+
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
 	int peer;
-	char waiting[64] = "for acknowledgements", cause[256];
+	char waiting[64], cause[320] = "", why[SL_ERRMSG_LEN];
 
 	/* local transfers in this pass may have made progress after `now` was read */
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < e->timeout_ns)
 		return;
-	if ((peer = sl_sched_waiting_on(&k->sched)) >= 0)
-		snprintf(waiting, sizeof(waiting), "for rank %d", peer);
-	else if ((peer = acks_owed_by(k)) >= 0)
-		snprintf(waiting, sizeof(waiting), "for rank %d to acknowledge", peer);
-	park_cause(e, k, peer, cause, sizeof(cause));
+	peer = waited_rank(k, waiting, sizeof(waiting));
+	if (peer >= 0 && cross_kind(e, k, peer, why, sizeof(why), cause, sizeof(cause))) {
+		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
+		return;
+	}
+	if (!*cause)
+		park_cause(e, k, peer, cause, sizeof(cause));
 	comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
 		  "%s #%u on rank %u made no progress for %.1f s (waiting %s%s): a rank may not "
 		  "have made this call, or may be stuck", sl_coll_name(k->cmd.opcode), k->seq, comm->rank,
@@ -2006,6 +2129,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			work += issue_sends(e, k);
 			if (timers) {
 				stash_starves(e, k, now);
+				note_stall(e, k, now);
 				check_timeout(e, k, now);
 			}
 			/* issue_sends drained the ready sends: received all and acked all is done */

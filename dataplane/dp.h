@@ -239,6 +239,13 @@ struct dp_comm {
 	bool close_waiting;       /* counted in dp_engine.closing */
 	bool peer_closed[SL_MAX_RANKS]; /* closing words came from these peers ... */
 	uint32_t peer_seq[SL_MAX_RANKS]; /* ... with the number of collectives each ran */
+	/* The call each peer last said it waits in for this rank, stalled half a
+	 * timeout (coll_run.c note_stall): op 0 none.  At this rank's own timeout
+	 * one of the other kind that this rank has not posted names the cycle. */
+	struct dp_peer_wait {
+		uint32_t seq;
+		uint8_t op;
+	} peer_wait[SL_MAX_RANKS];
 };
 
 struct dp_coll {
@@ -254,6 +261,7 @@ struct dp_coll {
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint64_t posted_ns;
 	uint64_t last_progress_ns;
+	uint64_t noted_ns;        /* last_progress_ns when its stall was told to its peer (note_stall) */
 	/* Gated collectives (device buffers, or --gate-host): packets are
 	 * posted to a reducer, and the schedule hears of each chunk once its
 	 * last ticket is done (dataplane/coll_async.c). */

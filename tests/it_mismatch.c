@@ -19,11 +19,20 @@
  * SLUICE_ALGO.  --channels: the dataplanes run several channels, so a
  * large call is split into slices, on one rank and not on another where
  * the counts differ; the sentence names a slice's count, and says so.
+ *
+ * it_mismatch --p2p (2 ranks): rank 0 waits in a collective while rank 1
+ * waits in a send or recv with it, which rank 0 posts only after: each
+ * waits on the other.  Every rank must get SLUICE_ERR_MISMATCH within the
+ * timeout and a bit, with a sentence naming both sides, not a bare
+ * timeout; the same calls in legal orders (the send posted while the
+ * collective runs, a stall longer than half the timeout between them) must
+ * report nothing.
  */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sluice/sluice.h>
 
@@ -129,6 +138,36 @@ static const char *outcome(sluice_result_t res, char *buf, size_t len)
 	return buf;
 }
 
+/* A communicator's calls after a failure fail too, and its destroy
+ * returns at once; everything took `bound` at most. */
+static void after_failure(sluice_comm_t *comm, const char *what, sluice_result_t want, double t0, double bound)
+{
+	struct call barrier_like = { .coll = ALLREDUCE, .count = 1, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
+	sluice_req_t *req;
+	sluice_result_t res;
+	char got[1200];
+
+	/* broken now, as NCCL's would be: later calls fail at once */
+	CHECK(post(comm, &barrier_like, &req));
+	if ((res = sluice_wait(req)) != want) {
+		fprintf(stderr, "rank %d: %s: a call after it: %s, want %s\n", rank, what,
+			outcome(res, got, sizeof(got)), sluice_get_error_string(want));
+		failures++;
+	}
+	/* the destroy neither reports again what the calls did nor waits out
+	 * the timeout for a peer's closing words */
+	if ((res = sluice_comm_destroy(comm)) != SLUICE_OK) {
+		fprintf(stderr, "rank %d: %s: the destroy got %s (\"%s\"), want SLUICE_OK: the calls reported the "
+			"failure already\n", rank, what, sluice_get_error_string(res), sluice_last_error());
+		failures++;
+	}
+	if (now_s() - t0 > bound) {
+		fprintf(stderr, "rank %d: %s: the calls and the destroy took %.1f s (bound %.1f s)\n", rank, what,
+			now_s() - t0, bound);
+		failures++;
+	}
+}
+
 /* Runs one mismatch on a fresh communicator.  True when this rank heard of
  * it as a peer's copy. */
 static bool run(const struct mismatch *m)
@@ -160,25 +199,7 @@ static bool run(const struct mismatch *m)
 	} else {
 		copy = check_sentence(m, now_s() - t0);
 	}
-	/* broken now, as NCCL's would be: later calls fail at once */
-	CHECK(post(comm, &barrier_like, &req));
-	if ((res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
-		fprintf(stderr, "rank %d: %s: a call after it: %s, want SLUICE_ERR_MISMATCH\n", rank, m->what,
-			outcome(res, got, sizeof(got)));
-		failures++;
-	}
-	/* the destroy neither reports again what the calls did nor waits out
-	 * the timeout for a peer's closing words */
-	if ((res = sluice_comm_destroy(comm)) != SLUICE_OK) {
-		fprintf(stderr, "rank %d: %s: the destroy got %s (\"%s\"), want SLUICE_OK: the calls reported the "
-			"mismatch already\n", rank, m->what, sluice_get_error_string(res), sluice_last_error());
-		failures++;
-	}
-	if (now_s() - t0 > timeout_s / 2) {
-		fprintf(stderr, "rank %d: %s: the call, the next and the destroy took %.1f s (bound %.1f s, half "
-			"of SLUICE_TIMEOUT)\n", rank, m->what, now_s() - t0, timeout_s / 2);
-		failures++;
-	}
+	after_failure(comm, m->what, SLUICE_ERR_MISMATCH, t0, timeout_s / 2);
 	return copy;
 }
 
@@ -191,6 +212,151 @@ static void add(struct mismatch *list, int *n, const char *what, enum coll c, st
 	m->all = all;
 	m->odd = odd;
 	snprintf(m->said, sizeof(m->said), "%s", said);
+}
+
+/* ---- send/recv against a collective (--p2p) ---- */
+
+enum p2p_op { NONE, COLL, SEND, RECV };
+#define CYCLE_SAID "each waits on the other"
+#define CYCLE_END "but a rank must not wait for one before posting the other)"
+
+struct p2p_step {
+	enum p2p_op op;
+	size_t count; /* COLL: the collective's; else the message's */
+};
+
+struct p2p_case {
+	const char *what;
+	enum coll coll;               /* rank 0's collective */
+	struct p2p_step r0, r1[2];    /* rank 1 waits in its second step after its first ends */
+};
+
+static sluice_result_t post_step(sluice_comm_t *comm, enum coll coll, const struct p2p_step *s, sluice_req_t **req)
+{
+	struct call c = { .coll = coll, .count = s->count, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
+
+	switch (s->op) {
+	case SEND: return sluice_send(comm, bufa, s->count, SLUICE_FLOAT32, 1 - rank, req);
+	case RECV: return sluice_recv(comm, bufb, s->count, SLUICE_FLOAT32, 1 - rank, req);
+	default: return post(comm, &c, req);
+	}
+}
+
+/* The sentence names the cycle, rank 0's collective and rank 1's send or
+ * recv, and ends in what to do. */
+static void check_cycle(const struct p2p_case *c)
+{
+	const char *msg = sluice_last_error(), *end = strstr(msg, CYCLE_END);
+	char coll[32];
+
+	snprintf(coll, sizeof(coll), "%s #", coll_names[c->coll]);
+	if (!strstr(msg, CYCLE_SAID) || !strstr(msg, coll) ||
+	    !(strstr(msg, "send #0 to rank 0") || strstr(msg, "recv #0 from rank 0")) || !end ||
+	    (end[strlen(CYCLE_END)] && strcmp(end + strlen(CYCLE_END), OTHER_CHANNEL))) {
+		fprintf(stderr, "rank %d: %s: the sentence does not say \"" CYCLE_SAID "\", \"%s\" and rank 1's "
+			"send or recv #0, or is cut short: \"%s\"\n", rank, c->what, coll, msg);
+		failures++;
+	}
+}
+
+static void run_cycle(const struct p2p_case *c)
+{
+	const struct p2p_step *steps = rank == 0 ? &c->r0 : c->r1;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	sluice_result_t res = SLUICE_OK;
+	char got[1200];
+
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	double t0 = now_s();
+	/* a send may end at once (the peer's dataplane keeps its data) */
+	for (int i = 0; i < 2 - (rank == 0) && steps[i].op != NONE && res == SLUICE_OK; i++) {
+		CHECK(post_step(comm, c->coll, &steps[i], &req));
+		if ((res = sluice_wait(req)) == SLUICE_OK && steps[i].op != SEND) {
+			fprintf(stderr, "rank %d: %s: step %d returned a result\n", rank, c->what, i);
+			failures++;
+		}
+	}
+	if (res != SLUICE_ERR_MISMATCH) {
+		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming both sides\n", rank, c->what,
+			outcome(res, got, sizeof(got)));
+		failures++;
+	} else {
+		check_cycle(c);
+	}
+	/* the cycle is found at the timeout: the peer hears of it at once */
+	after_failure(comm, c->what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
+}
+
+/* Legal: rank 0 posts its collective, waits `stall` seconds and posts its
+ * send; rank 1 waits in the recv first, then makes the collective.  Both
+ * calls stall past half the timeout (their stall notes go out) and must
+ * still end with the right data. */
+static void run_legal(const char *what, enum coll coll, size_t count, double stall)
+{
+	uint32_t *a = bufa, *b = bufb;
+	uint32_t *p2p_out = a + 2 * (size_t)LARGE, *p2p_in = b + 2 * (size_t)LARGE;
+	struct call c = { .coll = coll, .count = SMALL, .dtype = SLUICE_UINT32, .op = SLUICE_SUM };
+	sluice_comm_t *comm;
+	sluice_req_t *coll_req, *p2p_req;
+	sluice_result_t res;
+
+	for (size_t i = 0; i < SMALL; i++)
+		a[i] = (uint32_t)(i + 1);
+	for (size_t i = 0; i < count; i++)
+		p2p_out[i] = (uint32_t)(i * 7 + 3), p2p_in[i] = 0;
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	if (rank == 0) {
+		CHECK(post(comm, &c, &coll_req));
+		usleep((useconds_t)(stall * 1e6));
+		CHECK(sluice_send(comm, p2p_out, count, SLUICE_UINT32, 1, &p2p_req));
+		res = sluice_wait(p2p_req);
+		if (res == SLUICE_OK)
+			res = sluice_wait(coll_req);
+	} else {
+		CHECK(sluice_recv(comm, p2p_in, count, SLUICE_UINT32, 0, &p2p_req));
+		res = sluice_wait(p2p_req);
+		if (res == SLUICE_OK) {
+			CHECK(post(comm, &c, &coll_req));
+			res = sluice_wait(coll_req);
+		}
+	}
+	if (res != SLUICE_OK) {
+		fprintf(stderr, "rank %d: %s (legal): %s: \"%s\"\n", rank, what, sluice_get_error_string(res),
+			sluice_last_error());
+		failures++;
+	}
+	for (size_t i = 0; res == SLUICE_OK && rank == 1 && i < count; i++)
+		if (p2p_in[i] != (uint32_t)(i * 7 + 3)) {
+			fprintf(stderr, "rank 1: %s (legal): received element %zu is %u, want %u\n", what, i,
+				p2p_in[i], (uint32_t)(i * 7 + 3));
+			failures++;
+			break;
+		}
+	for (size_t i = 0; res == SLUICE_OK && coll == ALLREDUCE && i < SMALL; i++)
+		if (b[i] != 2 * (uint32_t)(i + 1)) {
+			fprintf(stderr, "rank %d: %s (legal): all-reduce element %zu is %u, want %u\n", rank, what, i,
+				b[i], 2 * (uint32_t)(i + 1));
+			failures++;
+			break;
+		}
+	CHECK(sluice_comm_destroy(comm));
+}
+
+static void run_p2p(void)
+{
+	const struct p2p_case cases[] = {
+		{ "allreduce against recv", ALLREDUCE, { COLL, SMALL }, { { RECV, SMALL } } },
+		{ "allreduce against a 1 KiB send", ALLREDUCE, { COLL, SMALL }, { { SEND, SMALL }, { RECV, SMALL } } },
+		{ "allreduce against a 1 MiB send", ALLREDUCE, { COLL, SMALL }, { { SEND, LARGE }, { RECV, SMALL } } },
+		{ "barrier against recv", BARRIER, { COLL, 0 }, { { RECV, SMALL } } },
+	};
+
+	memset(bufa, 0, MOST_BYTES);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !failures; i++)
+		run_cycle(&cases[i]);
+	run_legal("allreduce, then a 1 KiB send past half the timeout", ALLREDUCE, SMALL, 0.6 * timeout_s);
+	run_legal("barrier with a 1 MiB send", BARRIER, LARGE, 0);
 }
 
 /* Every kind of mismatch of collective c, at a small and a large count. */
@@ -264,10 +430,12 @@ int main(int argc, char **argv)
 	int tried = 0, copies = 0, ring_allreduces = 0;
 	sluice_comm_t *comm;
 
+	bool p2p = argc == 2 && !strcmp(argv[1], "--p2p");
+
 	sliced = argc == 3 && !strcmp(argv[1], "--channels");
 	if (argc != 2 + sliced) {
 		fprintf(stderr, "usage: it_mismatch [--channels] COLL[,COLL...] (allreduce, allgather, reduce_scatter, "
-			"broadcast, reduce, alltoall, gather, scatter)\n");
+			"broadcast, reduce, alltoall, gather, scatter), or it_mismatch --p2p\n");
 		return 2;
 	}
 	timeout_s = limit ? atof(limit) : 60;
@@ -276,14 +444,16 @@ int main(int argc, char **argv)
 	CHECK(sluice_comm_rank(comm, &rank));
 	CHECK(sluice_comm_size(comm, &nranks));
 	CHECK(sluice_comm_destroy(comm));
-	if (nranks < 2 || nranks > MOST_RANKS) {
-		fprintf(stderr, "it_mismatch: runs on 2 to %d ranks, not %d\n", MOST_RANKS, nranks);
+	if (nranks < 2 || nranks > MOST_RANKS || (p2p && nranks != 2)) {
+		fprintf(stderr, "it_mismatch: runs on 2 to %d ranks (--p2p: 2), not %d\n", MOST_RANKS, nranks);
 		return 2;
 	}
 	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufa));
 	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufb));
 	memset(bufa, 0, MOST_BYTES);
-	for (const char *p = argv[1 + sliced]; *p;) {
+	if (p2p)
+		run_p2p();
+	for (const char *p = argv[1 + sliced]; *p && !p2p;) {
 		size_t len = strcspn(p, ",");
 		struct mismatch list[20];
 		enum coll c;
