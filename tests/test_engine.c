@@ -1532,6 +1532,46 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	teardown_cluster();
 }
 
+/* A stall note (coll_run.c note_stall) names the call its rank waits in;
+ * forged or corrupt ones (no call, a kind past the last, no text, a
+ * failure status) change nothing of it, and a valid one, a recv from this
+ * rank that this rank never sends for, turns its all-reduce's timeout into
+ * a mismatch naming both sides. */
+static void test_stall_notes_forged_and_named(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	static const uint8_t text[] = "", unterminated[] = "x";
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
+			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .len = 1 };
+	const uint8_t bad_kinds[] = { 0, SL_OP_COUNT, 255 };
+	struct dp_engine *e = &nodes[1].e;
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 300ull * 1000000);
+	for (unsigned i = 0; i < sizeof(bad_kinds); i++) {
+		h.kind = bad_kinds[i];
+		dp_deliver(e, &h, text);
+	}
+	h.kind = SL_OP_RECV;
+	h.len = 0;
+	dp_deliver(e, &h, text);
+	h.len = 1;
+	dp_deliver(e, &h, unterminated);
+	assert_int_equal(e->comms[0].peer_wait[0].op, 0);
+	assert_int_equal(e->comms[0].failed, SLUICE_OK);
+	dp_deliver(e, &h, text);
+	assert_int_equal(e->comms[0].peer_wait[0].op, SL_OP_RECV);
+	assert_int_equal(e->comms[0].failed, SLUICE_OK);
+	post_sum_at(&nodes[1], 0, 1024, 0, 0); /* waits for node 0, which posts nothing */
+	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
+		poll_all();
+	assert_int_equal(cpl.status, SLUICE_ERR_MISMATCH);
+	assert_non_null(strstr(cpl.msg, "rank 0 waits in recv #0 from rank 1, and rank 1 has not posted send #0 to rank "
+					"0 while it waits in allreduce #0 for rank 0: each waits on the other"));
+	teardown_cluster();
+}
+
 /* A packet of a posted call before its turn (rank 2's part of a direct
  * all-reduce, rank 1's not yet come) waits, copied; a peer sending that
  * one packet again and again under new PSNs (forged, fed to the engine as
@@ -3142,6 +3182,7 @@ int main(void)
 		cmocka_unit_test(test_rooted_mismatch_both_receive),
 		cmocka_unit_test(test_rooted_mismatch_told_to_the_sender),
 		cmocka_unit_test(test_abort_notice_outlives_its_communicator),
+		cmocka_unit_test(test_stall_notes_forged_and_named),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
 		cmocka_unit_test(test_eager_senders_linger),
