@@ -2037,8 +2037,8 @@ static bool cross_kind(const struct dp_engine *e, const struct dp_coll *k, int p
 		call_name(theirs, sizeof(theirs), op, h->seq, (int)comm->rank);
 		call_name(counter, sizeof(counter), counter_op, h->seq, peer);
 		sl_errmsg_format(cause, cause_size, "; rank %d has started %s, and rank %u has not posted %s: if "
-				 "rank %d waits in it, post %s before waiting for %s", peer, theirs, comm->rank,
-				 counter, peer, counter, mine);
+				 "rank %d waits in it, post %s on rank %u before waiting for %s", peer, theirs,
+				 comm->rank, counter, peer, counter, comm->rank, mine);
 	}
 	return false;
 }
