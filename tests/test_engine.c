@@ -1532,6 +1532,30 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	teardown_cluster();
 }
 
+/* Without a stall note, a peer's early send that this rank has no recv for
+ * is named at its all-reduce's timeout as a hint, and the status stays a
+ * timeout (the peer may only be late). */
+static void test_an_early_send_is_named_at_a_timeout(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	static const uint8_t payload[64];
+	const struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .src_node = 0, .dst_node = 1,
+				  .comm = 0xabcd, .seq = 0, .kind = SL_OP_SEND, .count = 16, .len = sizeof(payload) };
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 300ull * 1000000);
+	dp_deliver(&nodes[1].e, &h, payload);
+	post_sum_at(&nodes[1], 0, 1024, 0, 0); /* waits for node 0, which posts nothing */
+	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
+		poll_all();
+	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
+	assert_non_null(strstr(cpl.msg, "(waiting for rank 0; rank 0 has started send #0 to rank 1, and rank 1 has not "
+					"posted recv #0 from rank 0: if rank 0 waits in it, post recv #0 from rank 0 on "
+					"rank 1 before waiting for allreduce #0)"));
+	teardown_cluster();
+}
+
 /* A stall note (coll_run.c note_stall) names the call its rank waits in;
  * forged or corrupt ones (no call, a kind past the last, no text, a
  * failure status) change nothing of it, and a valid one, a recv from this
@@ -3182,6 +3206,7 @@ int main(void)
 		cmocka_unit_test(test_rooted_mismatch_both_receive),
 		cmocka_unit_test(test_rooted_mismatch_told_to_the_sender),
 		cmocka_unit_test(test_abort_notice_outlives_its_communicator),
+		cmocka_unit_test(test_an_early_send_is_named_at_a_timeout),
 		cmocka_unit_test(test_stall_notes_forged_and_named),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
