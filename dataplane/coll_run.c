@@ -1997,7 +1997,8 @@ static const struct sl_hdr *stashed_cross_kind(const struct dp_coll *k, int peer
 
 	for (unsigned b = 0; comm->nstash && b < DP_STASH_BUCKETS; b++)
 		for (const struct dp_stashed *s = comm->stash[b].head; s; s = s->next)
-			if (rank_of_node(comm, s->hdr.src_node) == peer && packet_is_p2p(&s->hdr) != is_p2p(k->cmd.opcode) &&
+			if (rank_of_node(comm, s->hdr.src_node) == peer &&
+			    packet_is_p2p(&s->hdr) != is_p2p(k->cmd.opcode) &&
 			    (!oldest || (int32_t)(s->hdr.seq - oldest->seq) < 0))
 				oldest = &s->hdr;
 	return oldest;

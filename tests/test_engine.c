@@ -1550,9 +1550,9 @@ static void test_an_early_send_is_named_at_a_timeout(void **state)
 	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
 		poll_all();
 	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
-	assert_non_null(strstr(cpl.msg, "(waiting for rank 0; rank 0 has started send #0 to rank 1, and rank 1 has not "
-					"posted recv #0 from rank 0: if rank 0 waits in it, post recv #0 from rank 0 on "
-					"rank 1 before waiting for allreduce #0)"));
+	assert_non_null(strstr(cpl.msg, "(waiting for rank 0; rank 0 has started send #0 to rank 1, and rank 1 has "
+					"not posted recv #0 from rank 0: if rank 0 waits in it, post recv #0 from "
+					"rank 0 on rank 1 before waiting for allreduce #0)"));
 	teardown_cluster();
 }
 
@@ -1591,8 +1591,9 @@ static void test_stall_notes_forged_and_named(void **state)
 	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
 		poll_all();
 	assert_int_equal(cpl.status, SLUICE_ERR_MISMATCH);
-	assert_non_null(strstr(cpl.msg, "rank 0 waits in recv #0 from rank 1, and rank 1 has not posted send #0 to rank "
-					"0 while it waits in allreduce #0 for rank 0: each waits on the other"));
+	assert_non_null(strstr(cpl.msg, "rank 0 waits in recv #0 from rank 1, and rank 1 has not posted send #0 "
+					"to rank 0 while it waits in allreduce #0 for rank 0: each waits on the "
+					"other"));
 	teardown_cluster();
 }
 
