@@ -1965,7 +1965,7 @@ static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		     (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode }, "");
 }
 
-/* Call #seq of kind op as rank `who` made it with rank `with`: "recv #3
+/* Call #seq of kind op, made with rank `with` if a send or recv: "recv #3
  * from rank 1", "send #0 to rank 1", "allreduce #7". */
 static void call_name(char *buf, size_t size, uint8_t op, uint32_t seq, int with)
 {
