@@ -216,34 +216,18 @@ int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why
  */
 #define SNAP_POST_BYTES (1ull << 20) /* the most one post asks the ring's room for */
 
-void dp_async_snapshot(struct dp_coll *k, const uint8_t *input)
-{
-	k->snap_src = input;
-	k->snap_piece = 0;
-	k->snap_off = 0;
-	k->snapping = true;
-}
-
 /* Post what the ring has room for; false once posting failed (k failed). */
 static bool snap_post(struct dp_engine *e, struct dp_coll *k, bool *all)
 {
-	uint64_t n, len, stride, skip;
+	const uint8_t *src;
+	uint8_t *dst;
+	uint64_t len;
 	uint32_t ticket;
 	char err[256];
 
-	sl_sched_snapshot(&k->sched, &n, &len, &stride, &skip);
-	while (k->snap_piece < n) {
-		if (k->snap_piece == skip) {
-			k->snap_piece++;
-			continue;
-		}
-		uint64_t left = len - k->snap_off;
-		struct sl_gdma_work w = {
-			.dst = k->buf[SL_BUF_SEND] + k->snap_piece * len + k->snap_off,
-			.src = k->snap_src + k->snap_piece * stride + k->snap_off,
-			.count = left < SNAP_POST_BYTES ? left : SNAP_POST_BYTES, .dtype = SL_UINT8,
-			.kind = SL_GDMA_COPY,
-		};
+	while ((*all = !dp_snap_next(k, SNAP_POST_BYTES, &src, &dst, &len)) == false) {
+		struct sl_gdma_work w = { .dst = dst, .src = src, .count = len, .dtype = SL_UINT8,
+					  .kind = SL_GDMA_COPY };
 		if (!sl_gdma_has_room(k->gdev->g, &w, false))
 			break;
 		if (sl_gdma_post(k->gdev->g, &w, &ticket, err, sizeof(err)) != 0) {
@@ -254,13 +238,8 @@ static bool snap_post(struct dp_engine *e, struct dp_coll *k, bool *all)
 		}
 		k->last_ticket = ticket;
 		k->ticketed = true;
-		k->snap_off += w.count;
-		if (k->snap_off == len) {
-			k->snap_piece++;
-			k->snap_off = 0;
-		}
+		k->snap_off += len;
 	}
-	*all = k->snap_piece == n;
 	return true;
 }
 

@@ -1606,7 +1606,7 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 {
 	const struct sl_sched *s = &k->sched;
-	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0, n, len, stride, skip;
+	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0;
 	const uint8_t *input = k->buf[SL_BUF_SEND];
 	static uint8_t none; /* the scratch of a call that needs none: zero-length transfers point here */
 
@@ -1625,15 +1625,45 @@ static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 		if (snap)
 			k->buf[SL_BUF_SEND] = k->owned + s->bytes[SL_BUF_SCRATCH];
 	}
-	if (snap && k->gdev) {
-		dp_async_snapshot(k, input);
-	} else if (snap) {
-		sl_sched_snapshot(s, &n, &len, &stride, &skip);
-		for (uint64_t j = 0; j < n; j++)
-			if (j != skip)
-				memcpy(k->buf[SL_BUF_SEND] + j * len, input + j * stride, len);
+	if (snap) { /* copied by issue_sends, or gated, by the reducer */
+		k->snap_src = input;
+		k->snap_piece = k->snap_off = 0;
+		k->snapping = true;
 	}
 	return 0;
+}
+
+bool dp_snap_next(struct dp_coll *k, uint64_t most, const uint8_t **src, uint8_t **dst, uint64_t *len)
+{
+	uint64_t n, plen, stride, skip;
+
+	sl_sched_snapshot(&k->sched, &n, &plen, &stride, &skip);
+	for (; k->snap_piece < n && (k->snap_piece == skip || k->snap_off == plen); k->snap_off = 0)
+		k->snap_piece++;
+	if (k->snap_piece == n)
+		return false;
+	*src = k->snap_src + k->snap_piece * stride + k->snap_off;
+	*dst = k->buf[SL_BUF_SEND] + k->snap_piece * plen + k->snap_off;
+	*len = plen - k->snap_off < most ? plen - k->snap_off : most;
+	return true;
+}
+
+/* Copy up to e->local_per_pass more of k's in-place input (host buffers):
+ * the bytes copied.  Whole at post, a 4 GiB in-place all-to-all's copy
+ * held the engine for seconds, as an own block did (DP_LOCAL_PER_PASS). */
+static uint64_t snap_copy(struct dp_engine *e, struct dp_coll *k)
+{
+	const uint8_t *src;
+	uint8_t *dst;
+	uint64_t len, copied = 0;
+
+	while (copied < e->local_per_pass && dp_snap_next(k, e->local_per_pass - copied, &src, &dst, &len)) {
+		memcpy(dst, src, len);
+		k->snap_off += len;
+		copied += len;
+	}
+	k->snapping = dp_snap_next(k, 1, &src, &dst, &len);
+	return copied;
 }
 
 /* A zeroed message table of nmsgs (at least one), reusing the kept one. */
@@ -1849,16 +1879,23 @@ static bool acks_may_wait(const struct dp_coll *k)
 	return !k->gdev && k->sched.bytes[SL_BUF_SEND] + k->sched.bytes[SL_BUF_RECV] <= DP_EAGER_MAX;
 }
 
-/* Hands k's ready sends to the transport and applies its local ones, up to
- * e->local_per_pass of those (dp.h DP_LOCAL_PER_PASS); returns the local chunks applied (work). */
+/* Copies more of k's in-place input (host) or, once it is copied, hands k's
+ * ready sends to the transport and applies its local ones, up to
+ * e->local_per_pass bytes of both (dp.h DP_LOCAL_PER_PASS); returns the local
+ * chunks applied, plus one for a piece of the copy (work). */
 static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 {
 	struct dp_comm *comm = k->comm;
 	uint64_t local = 0;
 	uint32_t applied = 0;
 
+	if (k->snapping && !k->gdev) {
+		applied = (local = snap_copy(e, k)) > 0; /* out of the pass's budget for local work */
+		if (!k->snapping)
+			retry_deferred(e, k); /* packets that came meanwhile */
+	}
 	if (k->snapping)
-		return 0; /* our sends read the input's copy */
+		return applied; /* our sends read the input's copy */
 	while (k->status == SLUICE_OK) {
 		const struct sl_send *s = &k->held;
 		if (!k->holding && !sl_sched_next_send(&k->sched, &k->held))

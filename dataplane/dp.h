@@ -277,11 +277,12 @@ struct dp_coll {
 	bool holding;
 	void *dev_owned;          /* device scratch (and in-place input copy) */
 	uint64_t dev_owned_bytes;
-	/* Until the reducer has taken the in-place input copy, the collective
-	 * neither sends nor takes packets (coll_async.c). */
+	/* Until the in-place copy of the input is taken (by the engine, a
+	 * piece a pass, or by the reducer: coll_async.c), the collective
+	 * neither sends nor takes packets. */
 	bool snapping;
 	const uint8_t *snap_src;  /* the client's input */
-	uint64_t snap_piece, snap_off; /* how much of it is posted */
+	uint64_t snap_piece, snap_off; /* how much of it is copied (gated: posted) */
 	int32_t status;           /* SLUICE_OK until it fails */
 	/* Reported done to the client, kept for the call checks still to come
 	 * and the ACKs of its sends, which now read linger_copy instead of the
@@ -527,9 +528,11 @@ uint32_t dp_gdev_progress(struct dp_engine *e);
 void dp_gdev_close_all(struct dp_engine *e);
 /* Scratch (and room for the in-place copy of the input) for a gated collective on a GPU. */
 int dp_async_alloc(struct dp_coll *k, uint64_t scratch, uint64_t snap, char *why);
-/* Copy input to k's send buffer through the reducer (sl_sched_snapshot's
- * pieces); dp_async_reap posts it and says when it is done. */
-void dp_async_snapshot(struct dp_coll *k, const uint8_t *input);
+/* The in-place copy of k's input still to take (k->snapping; host: a piece
+ * each pass in coll_run.c, gated: posted to the reducer by dp_async_reap):
+ * the next span of at most most bytes of sl_sched_snapshot's pieces, from
+ * the client's input to k's copy; false when all was taken. */
+bool dp_snap_next(struct dp_coll *k, uint64_t most, const uint8_t **src, uint8_t **dst, uint64_t *len);
 /* Whether bytes (one work item) can be posted now. */
 bool dp_async_room(struct dp_coll *k, uint64_t bytes, bool copy);
 /* Post a's work for payload; 0 or fails the communicator. */

@@ -5,15 +5,26 @@
  * chunk index in libsluice or the dataplane would misplace or drop data.
  *
  * Cases (all by default; or those named on the command line):
- *   allreduce_int8    out of place, count 2^31 + 257
- *   allgather_int8    count 2^31 + 257 a rank: recv passes 2^32 bytes
- *   broadcast_int8    in place, root nranks - 1, count 2^32 + 257
- *   sendrecv_int8     rank 0 to the last rank, count 2^32 + 257
- *   allreduce_f32     in place, count 2^30 + 257: 4 GiB + 1028 bytes
+ *   allreduce_int8      out of place, count 2^31 + 257
+ *   allgather_int8      count 2^31 + 257 a rank: recv passes 2^32 bytes
+ *   reduce_scatter_int8 out of place, count 2^31 + 257 a rank: send passes 2^32 bytes
+ *   broadcast_int8      in place, root nranks - 1, count 2^32 + 257
+ *   sendrecv_int8       rank 0 to the last rank, count 2^32 + 257
+ *   allreduce_f32       in place, count 2^30 + 257: 4 GiB + 1028 bytes
+ *   reduce_int8         in place, root 0, count 2^32 + 257
+ *   alltoall_int8       in place, count 2^31 + 257 to each rank
+ *   alltoallv_int8      rank 0 sends the last rank 2^32 + 257, the rest
+ *                       small blocks; each rank's own block (sent and
+ *                       received) sits past its other blocks, on rank 0's
+ *                       send and the last rank's recv side 2^32 + 357 in
+ *   gather_int8         in place, root 0, count 2^31 + 257 a rank
+ *   scatter_int8        in place, root 0, count 2^31 + 257 a rank
  * Element i's value is a hash of i / 65536 plus i, kept small: a block
  * placed 2^31 or 2^32 bytes off, or never written, has other values.
- * Each rank needs about 3 x 2^31 bytes of memory; the test runs only with
- * -Dslow_tests=true (README: the slow tests).
+ * Each rank needs about 3 x 2^31 bytes of memory (the in-place all-to-all:
+ * 2 x 2^31 bytes and the dataplane's copy of its input); the test runs only
+ * with -Dslow_tests=true (README: the slow tests), with --embedded and
+ * --daemons.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -169,13 +180,168 @@ static void allreduce_f32(uint8_t *buf)
 	VERIFY("allreduce_f32", BIG32, p[i], (float)summed(i));
 }
 
+/* Out of place: rank r's input block k is value(r, i) + k, so each block differs. */
+static void reduce_scatter_int8(uint8_t *buf)
+{
+	uint8_t *send = buf, *recv = buf + BIG8 * (uint64_t)nranks;
+	sluice_req_t *req;
+
+	for (int k = 0; k < nranks; k++)
+		for (uint64_t i = 0; i < BIG8; i++)
+			send[k * BIG8 + i] = (uint8_t)(value(rank, i) + (unsigned)k);
+	memset(recv, 0xee, BIG8);
+	filled();
+	run("reduce_scatter_int8", sluice_reduce_scatter(comm, send, recv, BIG8, SLUICE_INT8, SLUICE_SUM, &req), &req);
+	VERIFY("reduce_scatter_int8", BIG8, recv[i], (uint8_t)(summed(i) + (unsigned)(nranks * rank)));
+}
+
+static void reduce_int8(uint8_t *buf)
+{
+	sluice_req_t *req;
+
+	fill8(buf, HUGE8, rank);
+	filled();
+	run("reduce_int8", sluice_reduce(comm, buf, buf, HUGE8, SLUICE_INT8, SLUICE_SUM, 0, &req), &req);
+	if (rank == 0)
+		VERIFY("reduce_int8", HUGE8, buf[i], (uint8_t)summed(i));
+}
+
+/* In place: block k of rank r holds value(r, i) + k before, rank k's block r after. */
+static void alltoall_int8(uint8_t *buf)
+{
+	uint64_t n = BIG8 * (uint64_t)nranks;
+	sluice_req_t *req;
+
+	for (uint64_t i = 0; i < n; i++)
+		buf[i] = (uint8_t)(value(rank, i % BIG8) + (unsigned)(i / BIG8));
+	filled();
+	run("alltoall_int8", sluice_alltoall(comm, buf, buf, BIG8, SLUICE_INT8, &req), &req);
+	VERIFY("alltoall_int8", n, buf[i], (uint8_t)(value((int)(i / BIG8), i % BIG8) + (unsigned)rank));
+}
+
+/* All-to-allv's layout on this rank: elements rank `from` sends rank `to`,
+ * and each block's displacement on one side (send: to's block, recv:
+ * from's), the own block last, every block after a gap of VGAP. */
+#define VGAP 100
+#define VSMALL 4099
+
+static uint64_t vcount(int from, int to)
+{
+	return from == 0 && to == nranks - 1 && nranks > 1 ? HUGE8 : VSMALL + 13 * (uint64_t)from + 7 * (uint64_t)to;
+}
+
+/* Displacements of the blocks this rank sends (recv: receives), and the span they cover. */
+static uint64_t vlayout(bool recv, size_t *displ)
+{
+	uint64_t at = 0;
+
+	for (int k = 0; k <= nranks; k++) {
+		int peer = k == nranks ? rank : k;
+		if (peer == rank && k < nranks)
+			continue;
+		at += VGAP;
+		displ[peer] = at;
+		at += recv ? vcount(peer, rank) : vcount(rank, peer);
+	}
+	return at;
+}
+
+static uint8_t vvalue(int from, int to, uint64_t i)
+{
+	return (uint8_t)(value(from, i) + 3 * (unsigned)to);
+}
+
+static void alltoallv_int8(uint8_t *buf)
+{
+	size_t *sc = calloc(4 * (size_t)nranks, sizeof(size_t)), *sd = sc + nranks, *rc = sd + nranks, *rd = rc + nranks;
+	uint64_t sspan, rspan;
+	uint8_t *send = buf, *recv;
+	sluice_req_t *req;
+
+	if (!sc)
+		exit(1);
+	sspan = vlayout(false, sd);
+	rspan = vlayout(true, rd);
+	recv = buf + (sspan + 63) / 64 * 64;
+
+	for (int p = 0; p < nranks; p++) {
+		sc[p] = vcount(rank, p);
+		rc[p] = vcount(p, rank);
+		for (uint64_t i = 0; i < sc[p]; i++)
+			send[sd[p] + i] = vvalue(rank, p, i);
+	}
+	memset(recv, 0xee, rspan);
+	filled();
+	run("alltoallv_int8", sluice_alltoallv(comm, send, sc, sd, recv, rc, rd, SLUICE_INT8, &req), &req);
+	for (int p = 0; p < nranks; p++) {
+		const uint8_t *got = recv + rd[p], *gap = got - VGAP;
+		char what[64];
+		snprintf(what, sizeof(what), "alltoallv_int8 from rank %d", p);
+		VERIFY(what, rc[p], got[i], vvalue(p, rank, i));
+		VERIFY("alltoallv_int8 (the gap before a block)", VGAP, gap[i], 0xee);
+	}
+	free(sc);
+}
+
+/* In place: the root's block r lands where rank r's input was. */
+static void gather_int8(uint8_t *buf)
+{
+	uint64_t n = BIG8 * (uint64_t)nranks;
+	sluice_req_t *req;
+
+	if (rank == 0)
+		memset(buf + BIG8, 0xee, n - BIG8);
+	fill8(buf, BIG8, rank);
+	filled();
+	run("gather_int8", sluice_gather(comm, buf, buf, BIG8, SLUICE_INT8, 0, &req), &req);
+	if (rank == 0)
+		VERIFY("gather_int8", n, buf[i], (uint8_t)value((int)(i / BIG8), i % BIG8));
+}
+
+/* In place: rank r's block of the root's send buffer is value(r, i) + 1. */
+static void scatter_int8(uint8_t *buf)
+{
+	uint64_t n = BIG8 * (uint64_t)nranks;
+	sluice_req_t *req;
+
+	if (rank == 0)
+		for (uint64_t i = 0; i < n; i++)
+			buf[i] = (uint8_t)(value((int)(i / BIG8), i % BIG8) + 1);
+	else
+		memset(buf, 0xee, BIG8);
+	filled();
+	run("scatter_int8", sluice_scatter(comm, buf, buf, BIG8, SLUICE_INT8, 0, &req), &req);
+	VERIFY("scatter_int8", BIG8, buf[i], (uint8_t)(value(rank, i) + 1));
+}
+
+/* Which memory a case runs in: out of place, nranks + 1 blocks of BIG8;
+ * else nranks blocks or HUGE8 and all-to-allv's small blocks (with the
+ * dataplane's copy of an in-place all-to-all's input, as much again as
+ * what the other region adds). */
+enum region { BLOCKS_AND_ONE, BLOCKS };
+
+static uint64_t region_bytes(enum region r)
+{
+	uint64_t blocks = BIG8 * (uint64_t)nranks;
+
+	if (r == BLOCKS_AND_ONE)
+		return blocks + BIG8;
+	return (blocks > HUGE8 ? blocks : HUGE8) + (1u << 20);
+}
+
+/* In the order they run: those of one region together, so that it is registered once. */
 static const struct {
 	const char *name;
 	void (*run)(uint8_t *buf);
+	enum region region;
 } cases[] = {
-	{ "allreduce_int8", allreduce_int8 }, { "allgather_int8", allgather_int8 },
-	{ "broadcast_int8", broadcast_int8 }, { "sendrecv_int8", sendrecv_int8 },
-	{ "allreduce_f32", allreduce_f32 },
+	{ "allgather_int8", allgather_int8, BLOCKS_AND_ONE },
+	{ "reduce_scatter_int8", reduce_scatter_int8, BLOCKS_AND_ONE },
+	{ "allreduce_int8", allreduce_int8, BLOCKS }, { "broadcast_int8", broadcast_int8, BLOCKS },
+	{ "sendrecv_int8", sendrecv_int8, BLOCKS }, { "allreduce_f32", allreduce_f32, BLOCKS },
+	{ "reduce_int8", reduce_int8, BLOCKS }, { "alltoall_int8", alltoall_int8, BLOCKS },
+	{ "alltoallv_int8", alltoallv_int8, BLOCKS }, { "gather_int8", gather_int8, BLOCKS },
+	{ "scatter_int8", scatter_int8, BLOCKS },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -189,15 +355,18 @@ static bool wanted(int argc, char **argv, const char *name)
 
 int main(int argc, char **argv)
 {
-	uint8_t *buf;
+	uint8_t *buf = NULL;
+	uint64_t have = 0;
 
 	for (int a = 1; a < argc; a++) {
 		size_t c = 0;
 		while (c < NCASES && strcmp(argv[a], cases[c].name))
 			c++;
 		if (c == NCASES) {
-			fprintf(stderr, "it_large: no case '%s' (allreduce_int8, allgather_int8, broadcast_int8, "
-				"sendrecv_int8, allreduce_f32)\n", argv[a]);
+			fprintf(stderr, "it_large: no case '%s'; the cases:", argv[a]);
+			for (c = 0; c < NCASES; c++)
+				fprintf(stderr, " %s", cases[c].name);
+			fprintf(stderr, "\n");
 			return 2;
 		}
 	}
@@ -206,15 +375,20 @@ int main(int argc, char **argv)
 	CHECK(sluice_comm_init_env(ctx, &comm));
 	CHECK(sluice_comm_rank(comm, &rank));
 	CHECK(sluice_comm_size(comm, &nranks));
-	/* the largest case: all-gather's send and nranks blocks; the others fit in it */
-	uint64_t bytes = BIG8 * (uint64_t)(nranks + 1);
-	if (bytes < HUGE8)
-		bytes = HUGE8;
-	CHECK(sluice_mem_alloc(ctx, bytes, (void **)&buf));
-	for (size_t c = 0; c < NCASES; c++)
-		if (wanted(argc, argv, cases[c].name))
-			cases[c].run(buf);
-	CHECK(sluice_mem_free(ctx, buf));
+	for (size_t c = 0; c < NCASES; c++) {
+		uint64_t bytes = region_bytes(cases[c].region);
+		if (!wanted(argc, argv, cases[c].name))
+			continue;
+		if (bytes != have) { /* one region at a time: never both resident */
+			if (buf)
+				CHECK(sluice_mem_free(ctx, buf));
+			CHECK(sluice_mem_alloc(ctx, bytes, (void **)&buf));
+			have = bytes;
+		}
+		cases[c].run(buf);
+	}
+	if (buf)
+		CHECK(sluice_mem_free(ctx, buf));
 	CHECK(sluice_comm_destroy(comm));
 	CHECK(sluice_finalize(ctx));
 	if (rank == 0 || failures)

@@ -2717,6 +2717,56 @@ static void test_own_block_applied_a_piece_a_pass(void **state)
 	teardown_cluster();
 }
 
+/* Node 0's running call on communicator 0. */
+static const struct dp_coll *running_call(void)
+{
+	assert_non_null(nodes[0].e.comms[0].colls);
+	return nodes[0].e.comms[0].colls;
+}
+
+/* The copy of an in-place call's input, which its schedule runs on
+ * (schedule.h), is taken a piece a pass too, each pass reporting work.
+ * Taken whole at post, the 2 GiB copy of a 4 GiB in-place all-to-all held
+ * the engine as an own block did (perf/ALGORITHMS.md, large26). */
+static void test_in_place_copy_taken_a_piece_a_pass(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_cpl cpl[MAXN];
+	const uint64_t count = 1 << 20; /* int32 to each node: node 0 copies node 1's block, 4 MiB */
+	(void)state;
+
+	setup_cluster(2, &none, 5ull * 1000000000);
+	for (unsigned i = 0; i < 2; i++) {
+		nodes[i].e.local_per_pass = 1 << 20; /* a quarter of it (DP_LOCAL_PER_PASS is larger) */
+		for (uint64_t j = 0; j < 2 * count; j++)
+			((int32_t *)nodes[i].recv)[j] = in_val(i, j);
+	}
+	post_in_place(0, 1, SL_OP_ALLTOALL, count, SL_ALGO_ID_PAIRWISE, 0);
+	dp_engine_poll(&nodes[0].e);
+	const struct dp_coll *k = running_call();
+	if (!k->snapping || k->snap_off == 0)
+		fail_msg("the posting pass copied %s of the input: want a piece of it", k->snapping ? "none" : "all");
+	for (unsigned passes = 1; k->snapping; passes++) {
+		uint64_t piece = k->snap_piece, off = k->snap_off;
+		uint32_t work = dp_engine_poll(&nodes[0].e);
+		if ((k->snap_piece != piece || k->snap_off != off) && work == 0)
+			fail_msg("pass %u copied more of the input but reported no work: the engine would "
+				 "sleep on the rest", passes);
+		if (passes > 100)
+			fail_msg("the input's copy took more than 100 passes");
+	}
+	post_in_place(1, 1, SL_OP_ALLTOALL, count, SL_ALGO_ID_PAIRWISE, 0);
+	wait_all(cpl, 5000000);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_int_equal(cpl[i].status, SLUICE_OK);
+		for (uint64_t j = 0; j < 2 * count; j++) /* block b: node b's block i */
+			if (((int32_t *)nodes[i].recv)[j] != in_val((unsigned)(j / count), i * count + j % count))
+				fail_msg("node %u: element %llu is %d, want %d", i, (unsigned long long)j,
+					 ((int32_t *)nodes[i].recv)[j], in_val((unsigned)(j / count), i * count + j % count));
+	}
+	teardown_cluster();
+}
+
 /* In-place calls of different sizes in turn (a DDP job's gradient
  * buckets), and two calls at once, each keep a buffer of their own: after
  * the first round, rounds take no fresh memory.  With one spare buffer the
@@ -3247,6 +3297,7 @@ int main(void)
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
 		cmocka_unit_test(test_small_call_leaves_the_big_calls_buffer),
 		cmocka_unit_test(test_own_block_applied_a_piece_a_pass),
+		cmocka_unit_test(test_in_place_copy_taken_a_piece_a_pass),
 		cmocka_unit_test(test_own_buffers_leave_the_arena),
 		cmocka_unit_test(test_communicator_tables_faulted_in_when_added),
 		cmocka_unit_test(test_alternating_calls_keep_their_buffers),
