@@ -971,12 +971,14 @@ static struct dp_stashed *keep_packet(struct dp_engine *e, const struct sl_hdr *
 	return s;
 }
 
-/* Offer k's deferred packets again until none fits any more. */
-static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
+/* Offer k's deferred packets again until none fits any more, or until
+ * those applied hold budget bytes; the bytes applied. */
+static uint64_t retry_deferred_upto(struct dp_engine *e, struct dp_coll *k, uint64_t budget)
 {
 	bool again = true;
+	uint64_t applied = 0;
 
-	while (again && k->deferred && k->status == SLUICE_OK) {
+	while (again && k->deferred && k->status == SLUICE_OK && applied < budget) {
 		struct dp_stashed **p = &k->deferred;
 		again = false;
 		while (*p) {
@@ -989,10 +991,22 @@ static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
 			}
 			*p = s->next;
 			k->ndeferred--;
+			applied += s->hdr.len;
 			packet_put(e, s);
 			again |= done;
+			if (applied >= budget)
+				break;
 		}
 	}
+	return applied;
+}
+
+/* All of them; but those deferred while the input was copied go a budget's
+ * worth a pass (issue_sends), not all at the next completed chunk. */
+static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
+{
+	if (!k->snap_retry)
+		retry_deferred_upto(e, k, UINT64_MAX);
 }
 
 /*
@@ -1662,6 +1676,8 @@ static uint64_t snap_copy(struct dp_engine *e, struct dp_coll *k)
 		k->snap_off += len;
 		copied += len;
 	}
+	if (copied) /* progress, for the call's timeout */
+		k->last_progress_ns = sl_tp_poll_ns(e->tp);
 	k->snapping = dp_snap_next(k, 1, &src, &dst, &len);
 	return copied;
 }
@@ -1891,11 +1907,17 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 
 	if (k->snapping && !k->gdev) {
 		applied = (local = snap_copy(e, k)) > 0; /* out of the pass's budget for local work */
-		if (!k->snapping)
-			retry_deferred(e, k); /* packets that came meanwhile */
+		k->snap_retry = !k->snapping;
 	}
 	if (k->snapping)
 		return applied; /* our sends read the input's copy */
+	/* Packets that came while it copied, a budget's worth a pass: a peer
+	 * may have sent most of its data meanwhile. */
+	if (k->snap_retry && local < e->local_per_pass) {
+		local += retry_deferred_upto(e, k, e->local_per_pass - local);
+		k->snap_retry = local >= e->local_per_pass && k->deferred;
+		applied++;
+	}
 	while (k->status == SLUICE_OK) {
 		const struct sl_send *s = &k->held;
 		if (!k->holding && !sl_sched_next_send(&k->sched, &k->held))

@@ -283,6 +283,7 @@ struct dp_coll {
 	bool snapping;
 	const uint8_t *snap_src;  /* the client's input */
 	uint64_t snap_piece, snap_off; /* how much of it is copied (gated: posted) */
+	bool snap_retry;          /* host: the packets deferred while it copied are offered again */
 	int32_t status;           /* SLUICE_OK until it fails */
 	/* Reported done to the client, kept for the call checks still to come
 	 * and the ACKs of its sends, which now read linger_copy instead of the
