@@ -16,7 +16,7 @@
  *   alltoallv_int8      rank 0 sends the last rank 2^32 + 257, the rest
  *                       small blocks; each rank's own block (sent and
  *                       received) sits past its other blocks, on rank 0's
- *                       send and the last rank's recv side 2^32 + 357 in
+ *                       send and the last rank's recv side 2^32 + 457 in
  *   gather_int8         in place, root 0, count 2^31 + 257 a rank
  *   scatter_int8        in place, root 0, count 2^31 + 257 a rank
  * Element i's value is a hash of i / 65536 plus i, kept small: a block
@@ -314,10 +314,10 @@ static void scatter_int8(uint8_t *buf)
 	VERIFY("scatter_int8", BIG8, buf[i], (uint8_t)(value(rank, i) + 1));
 }
 
-/* Which memory a case runs in: out of place, nranks + 1 blocks of BIG8;
- * else nranks blocks or HUGE8 and all-to-allv's small blocks (with the
- * dataplane's copy of an in-place all-to-all's input, as much again as
- * what the other region adds). */
+/* The region a case runs in: nranks + 1 blocks of BIG8 (out of place,
+ * blocked), or nranks blocks, HUGE8 and all-to-allv's small blocks, which
+ * leaves room for the dataplane's copy of an in-place all-to-all's input
+ * (nranks - 1 blocks) within about what the first takes. */
 enum region { BLOCKS_AND_ONE, BLOCKS };
 
 static uint64_t region_bytes(enum region r)
