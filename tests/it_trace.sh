@@ -66,8 +66,9 @@ by_hand() {
 	port=$((10000 + RANDOM % 20000)) # below the ephemeral ports (sluice-run says why)
 	ranks=()
 	# top samples every 0.5 s: give it traffic for a few seconds, not one burst
+	# (a wall-clock window: a count of calls took 3 s here, 18 s under the sanitizers)
 	work=("$B/tests/it_allreduce")
-	[ "$mode" = top ] && work=("$B/perf/sluice-perf" -b 1M -e 1M -n 3000 -w 5 -c 0)
+	[ "$mode" = top ] && work=("$B/perf/sluice-stream" -s 1048576 -F "$(date +%s.%N)" -T "$(date -d '+3 sec' +%s.%N)")
 	for i in 0 1; do
 		SLUICE_RANK=$i SLUICE_WORLD_SIZE=2 SLUICE_ROOT=127.0.0.1:$port SLUICE_SOCKET=$d/n$i.sock \
 			SLUICE_TIMEOUT=20 "${work[@]}" >"$d/rank$i.log" 2>&1 &
