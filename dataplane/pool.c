@@ -60,11 +60,6 @@ int dp_pool_init(struct dp_pool *p, char *err, size_t len)
 		sl_errmsg_format(err, len, "cannot map the engine's %u-byte copy pool: %s", DP_POOL_BYTES, strerror(errno));
 		return -1;
 	}
-	/* Transparent huge pages where the kernel gives them (no error where it
-	 * does not): touching the pool 4 KiB at a time cost 140-190 ms an
-	 * engine on the PVM guests, against under 1 ms in 2 MiB pages
-	 * (perf/ALGORITHMS.md, suite26), at every dataplane's start. */
-	madvise(a, DP_POOL_BYTES, MADV_HUGEPAGE);
 	sl_touch(a, DP_POOL_BYTES);
 	POISON(a, DP_POOL_BYTES);
 	p->base = p->next = a;
