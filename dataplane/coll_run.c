@@ -1914,9 +1914,10 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 	/* Packets that came while it copied, a budget's worth a pass: a peer
 	 * may have sent most of its data meanwhile. */
 	if (k->snap_retry && local < e->local_per_pass) {
-		local += retry_deferred_upto(e, k, e->local_per_pass - local);
+		uint64_t retried = retry_deferred_upto(e, k, e->local_per_pass - local);
+		local += retried;
 		k->snap_retry = local >= e->local_per_pass && k->deferred;
-		applied++;
+		applied += retried > 0;
 	}
 	while (k->status == SLUICE_OK) {
 		const struct sl_send *s = &k->held;
