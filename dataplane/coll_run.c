@@ -2018,11 +2018,12 @@ static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	int peer;
 
 	if (k->status != SLUICE_OK || k->noted_ns == k->last_progress_ns || now < k->last_progress_ns ||
-	    now - k->last_progress_ns < e->timeout_ns / 2 || (peer = waited_rank(k, waiting, sizeof(waiting))) < 0)
+	    now - k->last_progress_ns < e->timeout_ns / 2)
 		return;
-	k->noted_ns = k->last_progress_ns;
-	notices_send(e, k->comm, peer,
-		     (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode }, "");
+	k->noted_ns = k->last_progress_ns; /* looked at once a stall, a peer to tell or not */
+	if ((peer = waited_rank(k, waiting, sizeof(waiting))) >= 0)
+		notices_send(e, k->comm, peer,
+			     (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode }, "");
 }
 
 /* Call #seq of kind op, made with rank `with` if a send or recv: "recv #3
