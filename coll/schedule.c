@@ -665,6 +665,29 @@ void sl_sched_chunk_applied(struct sl_sched *s, uint32_t recv, uint32_t chunk)
 	release_dependents(s, x, chunk);
 }
 
+bool sl_sched_input_gate_ok(const struct sl_sched *s)
+{
+	const struct sl_sched_plan *p = &s->p;
+
+	if (!s->snapshot_send || !sl_sched_own_in_place(p) || (p->stride && p->stride != p->count * p->esize))
+		return false;
+	for (uint32_t i = 0; i < s->nx; i++) {
+		const struct sl_xfer *x = &s->x[i];
+		if (x->is_send && !x->lazy && (x->after >= 0 || !find_recv(s, x->peer, x->step)))
+			return false;
+	}
+	return true;
+}
+
+int64_t sl_sched_recv_chunk(const struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off)
+{
+	const struct sl_xfer *x = find_recv(s, from, step);
+
+	if (!x || (off >= x->len && !(off == 0 && x->len == 0)))
+		return -1;
+	return x->chunk0 + (int64_t)(off / s->p.chunk_bytes);
+}
+
 int sl_sched_waiting_on(const struct sl_sched *s)
 {
 	for (uint32_t i = 0; i < s->nx; i++) {

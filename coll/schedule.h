@@ -244,6 +244,21 @@ void sl_sched_snapshot(const struct sl_sched *s, uint64_t *n, uint64_t *len, uin
  * snapshot leaves it out. */
 bool sl_sched_own_in_place(const struct sl_sched_plan *p);
 
+/* In-place all-to-all: whether the engine may run on the input itself
+ * instead of its copy (sl_sched_snapshot), each reception's chunk applied
+ * only once the chunk of the send to the same peer, which reads the bytes
+ * it overwrites, is acknowledged (sl_sched_recv_chunk names both).  True
+ * when the blocks are not strided (the copy's packed layout is then the
+ * input's) and every send has a reception from its peer at its own step
+ * and waits on none (a reception gated on a send that waits on a
+ * reception could wait on itself): direct, and pairwise at 2 ranks;
+ * pairwise at 3 or more pairs different peers in a step, and chains its
+ * steps. */
+bool sl_sched_input_gate_ok(const struct sl_sched *s);
+/* The index among s's reception chunks (0 .. chunks_built - 1) of the one
+ * that byte off of reception (from, step) lies in; -1 when there is none. */
+int64_t sl_sched_recv_chunk(const struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off);
+
 /* The peer of the first incomplete reception, -1 when none: for messages. */
 int sl_sched_waiting_on(const struct sl_sched *s);
 

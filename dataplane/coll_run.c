@@ -913,6 +913,20 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 		sl_scale_avg(dst, len / esize, k->cmd.dtype, k->comm->nranks);
 }
 
+/* Whether a packet of k from rank src may land: on the input itself
+ * (k->src_free), only once the send that reads those bytes is acknowledged
+ * (no retransmission reads them again).  One the schedule does not know is
+ * let through, to be refused there. */
+static bool dest_free(const struct dp_coll *k, uint32_t src, const struct sl_hdr *h)
+{
+	int64_t c;
+
+	if (!k->src_free)
+		return true;
+	c = sl_sched_recv_chunk(&k->sched, src, h->step, h->offset);
+	return c < 0 || k->src_free[c];
+}
+
 /* Offer one packet of k from rank src to its schedule and apply it (or,
  * gated, post it to the reducer) if its turn has come.  *chunk_done says
  * whether deferred packets may now fit. */
@@ -923,9 +937,10 @@ static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32
 	enum sl_sched_result res;
 
 	*chunk_done = false;
-	if (k->snapping || (k->gdev && !dp_async_room(k, h->len, true)))
-		return SL_SCHED_DEFER; /* the input is being copied, or the reducer is full: like an
-					* early packet, offered again later */
+	if (k->snapping || (k->gdev && !dp_async_room(k, h->len, true)) || !dest_free(k, src, h))
+		return SL_SCHED_DEFER; /* the input is being copied, the reducer is full, or a send
+					* still reads where it lands: like an early packet, offered
+					* again later */
 	res = sl_sched_on_packet(&k->sched, src, h->step, h->offset, h->len, &act);
 	if (res == SL_SCHED_OK) {
 		if (!k->gdev)
@@ -1002,10 +1017,13 @@ static uint64_t retry_deferred_upto(struct dp_engine *e, struct dp_coll *k, uint
 }
 
 /* All of them; but those deferred while the input was copied go a budget's
- * worth a pass (issue_sends), not all at the next completed chunk. */
+ * worth a pass (issue_sends), not all at the next completed chunk, and
+ * those of a call on its input wait for the acknowledgements that free
+ * their destination, not for a chunk (an all-to-all's receptions wait on
+ * no other). */
 static void retry_deferred(struct dp_engine *e, struct dp_coll *k)
 {
-	if (!k->snap_retry)
+	if (!k->deferred_due && !k->src_free)
 		retry_deferred_upto(e, k, UINT64_MAX);
 }
 
@@ -1448,6 +1466,19 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 	return res;
 }
 
+/* m, a send chunk of a call on its input, is acknowledged: the peer's
+ * chunk that lands on the same bytes may now (dest_free). */
+static void source_freed(struct dp_coll *k, const struct sl_tp_msg *m)
+{
+	int r = rank_of_node(k->comm, m->dst_node);
+	int64_t c = r < 0 ? -1 : sl_sched_recv_chunk(&k->sched, (uint32_t)r, m->hdr.step, m->hdr.offset);
+
+	if (c < 0)
+		return;
+	k->src_free[c] = 1;
+	k->deferred_due |= k->deferred != NULL;
+}
+
 void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 {
 	struct dp_engine *e = engine;
@@ -1459,6 +1490,8 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 	}
 	if (k->gdev)
 		dp_async_acked(k, m);
+	if (k->src_free)
+		source_freed(k, m);
 	k->msgs_unacked--;
 	k->last_progress_ns = sl_tp_poll_ns(e->tp);
 	linger_mark(k);
@@ -1615,29 +1648,51 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 	return NULL;
 }
 
+/*
+ * An in-place all-to-all whose copy of its input would take more than a
+ * pass runs on the input itself (sl_sched_input_gate_ok says when it can):
+ * a copy that large was fresh memory every call (past the pool's keep),
+ * and faulting it in ran at 170-200 MB/s on the VMs measured here, 80 ms a
+ * pass: 3.0 s of a 2-rank 1 GiB call's 3.2, while the peer, unanswered,
+ * backed its RTO off and resent its window (perf/ALGORITHMS.md, big27).
+ * Its packets then wait for the acknowledgement of the send that reads
+ * where they land (dest_free): about a window of them, not the input.
+ */
+static bool runs_on_input(const struct dp_engine *e, const struct dp_coll *k, uint64_t snap)
+{
+	return !k->gdev && snap > e->local_per_pass && sl_sched_input_gate_ok(&k->sched);
+}
+
 /* Scratch and, in place when the schedule asks, a copy of the input to run
- * on: taken here for host buffers, by the reducer for gated ones. */
+ * on (taken here for host buffers, by the reducer for gated ones), or the
+ * flags of a call that runs on its input (runs_on_input). */
 static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 {
 	const struct sl_sched *s = &k->sched;
-	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0;
+	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0, gate = 0;
 	const uint8_t *input = k->buf[SL_BUF_SEND];
 	static uint8_t none; /* the scratch of a call that needs none: zero-length transfers point here */
 
+	if (runs_on_input(e, k, snap)) {
+		gate = s->chunks_built;
+		snap = 0;
+	}
 	if (k->gdev && dp_async_alloc(k, s->bytes[SL_BUF_SCRATCH], snap, why) != 0)
 		return -1;
 	/* Scratch on the host, if any: most small calls need none (a gather's
 	 * leaf), and taking a block of one byte each was 2-3% of a leaf's time
 	 * (then a malloc). */
-	if ((!k->gdev || k->gdev->device < 0) && !(s->bytes[SL_BUF_SCRATCH] + snap)) {
+	if ((!k->gdev || k->gdev->device < 0) && !(s->bytes[SL_BUF_SCRATCH] + snap + gate)) {
 		k->buf[SL_BUF_SCRATCH] = &none;
 	} else if (!k->gdev || k->gdev->device < 0) {
-		k->owned_len = s->bytes[SL_BUF_SCRATCH] + snap;
+		k->owned_len = s->bytes[SL_BUF_SCRATCH] + snap + gate;
 		if (!(k->owned = owned_get(e, k->owned_len)))
 			return -1;
 		k->buf[SL_BUF_SCRATCH] = k->owned;
 		if (snap)
 			k->buf[SL_BUF_SEND] = k->owned + s->bytes[SL_BUF_SCRATCH];
+		if (gate)
+			k->src_free = memset(k->owned + s->bytes[SL_BUF_SCRATCH], 0, gate);
 	}
 	if (snap) { /* copied by issue_sends, or gated, by the reducer */
 		k->snap_src = input;
@@ -1907,16 +1962,17 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 
 	if (k->snapping && !k->gdev) {
 		applied = (local = snap_copy(e, k)) > 0; /* out of the pass's budget for local work */
-		k->snap_retry = !k->snapping;
+		k->deferred_due = !k->snapping;
 	}
 	if (k->snapping)
 		return applied; /* our sends read the input's copy */
-	/* Packets that came while it copied, a budget's worth a pass: a peer
-	 * may have sent most of its data meanwhile. */
-	if (k->snap_retry && local < e->local_per_pass) {
+	/* Packets that came while it copied, or that acknowledgements let land
+	 * (src_free), a budget's worth a pass: a peer may have sent most of its
+	 * data meanwhile. */
+	if (k->deferred_due && local < e->local_per_pass) {
 		uint64_t retried = retry_deferred_upto(e, k, e->local_per_pass - local);
 		local += retried;
-		k->snap_retry = local >= e->local_per_pass && k->deferred;
+		k->deferred_due = local >= e->local_per_pass && k->deferred;
 		applied += retried > 0;
 	}
 	while (k->status == SLUICE_OK) {

@@ -284,7 +284,15 @@ struct dp_coll {
 	bool snapping;
 	const uint8_t *snap_src;  /* the client's input */
 	uint64_t snap_piece, snap_off; /* how much of it is copied (gated: posted) */
-	bool snap_retry;          /* host: the packets deferred while it copied are offered again */
+	/* host: deferred packets may apply now (the input's copy is taken, or
+	 * an acknowledged send freed their destination): offered again a
+	 * budget a pass (coll_run.c issue_sends) */
+	bool deferred_due;
+	/* Large in-place all-to-all on the input itself, not on a copy
+	 * (coll_run.c runs_on_input): per reception chunk, whether the send
+	 * that reads its bytes is acknowledged, so that its packets may land;
+	 * NULL for every other call. */
+	uint8_t *src_free;
 	int32_t status;           /* SLUICE_OK until it fails */
 	/* Reported done to the client, kept for the call checks still to come
 	 * and the ACKs of its sends, which now read linger_copy instead of the

@@ -914,6 +914,62 @@ static void run_some(struct sl_sched *s)
 		;
 }
 
+/* Which in-place all-to-alls may run on their input, each reception chunk
+ * gated on the send chunk that reads its bytes (sl_sched_input_gate_ok):
+ * direct at any rank count and pairwise at 2; not pairwise at 3 (a step's
+ * send and reception pair different peers), strided slices or out of
+ * place.  (No builder has a matched send that waits on a reception, the
+ * other refusal.)  And
+ * sl_sched_recv_chunk names, for a send's chunk, the reception chunk that
+ * lands on its bytes. */
+static void test_input_gate(void **state)
+{
+	struct {
+		enum sl_algo a;
+		uint32_t n;
+		uint64_t stride;
+		bool in_place, ok;
+	} cases[] = {
+		{ SL_ALGO_DIRECT, 2, 0, true, true },    { SL_ALGO_DIRECT, 4, 0, true, true },
+		{ SL_ALGO_PAIRWISE, 2, 0, true, true },  { SL_ALGO_PAIRWISE, 3, 0, true, false },
+		{ SL_ALGO_DIRECT, 2, 13 * 4 * 2, true, false }, { SL_ALGO_DIRECT, 2, 13 * 4, true, true },
+		{ SL_ALGO_DIRECT, 3, 0, false, false },
+	};
+	(void)state;
+
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		for (uint32_t r = 0; r < cases[c].n; r++) {
+			struct sl_sched s;
+			struct sl_sched_plan p = { .coll = SL_COLL_ALLTOALL, .algo = cases[c].a, .nranks = cases[c].n,
+						   .rank = r, .count = 13, .esize = 4, .payload = 16, .chunk_bytes = 32,
+						   .stride = cases[c].stride, .in_place = cases[c].in_place };
+			plan_bytes(&p);
+			assert_int_equal(sl_sched_init(&s, &p), 0);
+			if (sl_sched_input_gate_ok(&s) != cases[c].ok)
+				fail_msg("%s all-to-all, %u ranks, stride %llu, %s, rank %u: input gate %s, want %s",
+					 sl_algo_name(cases[c].a), cases[c].n, (unsigned long long)cases[c].stride,
+					 cases[c].in_place ? "in place" : "out of place", r,
+					 cases[c].ok ? "refused" : "allowed", cases[c].ok ? "allowed" : "refused");
+			for (uint32_t i = 0; cases[c].ok && i < s.nx; i++) {
+				const struct sl_xfer *x = &s.x[i];
+				for (uint64_t off = 0; x->is_send && off < x->len; off += p.chunk_bytes) {
+					int64_t k = sl_sched_recv_chunk(&s, x->peer, x->step, off);
+					const struct sl_xfer *rx = NULL;
+					for (uint32_t j = 0; j < s.nx; j++)
+						if (!s.x[j].is_send && s.x[j].peer == x->peer && s.x[j].step == x->step)
+							rx = &s.x[j];
+					assert_non_null(rx);
+					/* the reception lands where the send reads: same block, same chunk */
+					assert_int_equal(rx->off, x->off);
+					assert_int_equal(k, rx->chunk0 + off / p.chunk_bytes);
+				}
+			}
+			assert_int_equal(sl_sched_recv_chunk(&s, r, 7, 0), -1);
+			sl_sched_fini(&s);
+		}
+	}
+}
+
 /* One field of the plan at a time: reinit on a used schedule rebuilds it
  * (the result is the one built new), the same plan only resets it (the
  * same again).  A 3-rank direct broadcast's rank 1 (a lazy check) and a
@@ -1281,6 +1337,7 @@ int main(void)
 		cmocka_unit_test(test_every_collective),
 		cmocka_unit_test(test_in_place_copies_only_what_it_must),
 		cmocka_unit_test(test_in_place_all_to_all_leaves_its_own_block),
+		cmocka_unit_test(test_input_gate),
 		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_reuse_needs_same_plan),
 		cmocka_unit_test(test_copied_schedule_is_the_built_one),
