@@ -58,6 +58,7 @@ void tp_on_progress(struct sl_tp *tp, struct tp_flow *f)
 {
 	f->progress_ns = tp->now_ns;
 	f->tlp_sent = false;
+	f->rto_fired_ns = 0;
 	f->rto_ns = rto_from_estimate(tp, f);
 }
 
@@ -95,12 +96,18 @@ static bool backed_up(const struct sl_tp *tp, const struct tp_flow *f)
 	return false;
 }
 
-/* Retransmit the oldest packet older than the RTO; back off once per expiry. */
+/* Retransmit the oldest packet older than the RTO; back off once per
+ * expiry, and expire again only an RTO after the last expiry (RFC 6298's
+ * timer, restarted when it fires).  Timed by each packet's send alone, a
+ * window sent together was overdue together once the RTO stopped doubling
+ * at rto_max: a peer that did not answer for 100 ms (busy faulting in a
+ * copy) drew its whole window again, one packet a timer scan, each counted
+ * a loss of its path, which then died (perf/ALGORITHMS.md, big27). */
 static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 {
 	uint32_t n = 0;
 
-	if (backed_up(tp, f))
+	if (backed_up(tp, f) || (f->rto_fired_ns && tp->now_ns - f->rto_fired_ns < f->rto_ns))
 		return 0;
 
 	/*
@@ -118,6 +125,7 @@ static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 		break;
 	}
 	if (n) {
+		f->rto_fired_ns = tp->now_ns;
 		if (tp->cfg.cc)
 			tp->cfg.cc->on_timeout(&f->cc, tp->now_ns);
 		f->rto_ns *= 2;

@@ -941,6 +941,39 @@ static void test_backed_up_port_is_not_loss(void **state)
 	harness_free(hs);
 }
 
+/* A peer silent for many RTOs (descheduled, or its engine busy faulting
+ * in memory) with the sender's window out: the RTO doubles to rto_max and
+ * then expires once per rto_max, each expiry one packet, not every packet
+ * of the window as each one's own send time passes the capped RTO (one a
+ * timer scan: a 2-rank 1 GiB all-to-all resent 64 packets within 1.4 ms
+ * of each other, perf/ALGORITHMS.md, big27).  No path dies of it, and it
+ * all arrives once the peer reads. */
+static void test_silent_peer_draws_one_rto_an_rto(void **state)
+{
+	(void)state;
+	struct setup s = { .dead_ns = 200000000 };
+	struct harness *hs = harness_new(&s);
+	const uint64_t silent_ns = 40000000, start = hs->clock.ns; /* 8 rto_max */
+	const struct sl_tp_stats *st = sl_tp_get_stats(hs->a.tp);
+
+	send_msg(&hs->a, 5); /* 3 windows of packets: a window out */
+	while (hs->clock.ns < start + silent_ns) {
+		sl_tp_poll(hs->a.tp);
+		hs->clock.ns += STEP_NS;
+	}
+	/* 200 us doubling to 5 ms: 5 expiries, then one each 5 ms (and one a
+	 * scan late at most each time) */
+	if (st->retx_rto > 5 + silent_ns / 5000000)
+		fail_msg("%llu RTO retransmissions in %llu ms of silence, want at most %llu",
+			 (unsigned long long)st->retx_rto, (unsigned long long)(silent_ns / 1000000),
+			 (unsigned long long)(5 + silent_ns / 5000000));
+	assert_true(st->retx_rto >= 5);
+	assert_int_equal(st->path_deaths, 0);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
 /* A pass at a time its caller read (an embedded application's wait):
  * that time is the pass's, except one before the last pass's, as when
  * another thread's pass ran between the caller's read and its own: then
@@ -1315,6 +1348,7 @@ int main(void)
 		cmocka_unit_test(test_poll_at_never_goes_back),
 		cmocka_unit_test(test_pass_timed_before_a_send_on_a_held_window),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
+		cmocka_unit_test(test_silent_peer_draws_one_rto_an_rto),
 		cmocka_unit_test(test_late_acks_are_coalesced),
 		cmocka_unit_test(test_delayed_ack_comes_in_time),
 		cmocka_unit_test(test_flush_sends_delayed_acks),
