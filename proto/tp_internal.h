@@ -97,7 +97,7 @@ struct tp_flow {
 	bool rtt_valid;          /* srtt/rttvar hold at least one sample */
 	uint64_t srtt_ns, rttvar_ns; /* RFC 6298 estimator */
 	uint64_t rto_ns;         /* current timeout, backed off on expiry */
-	uint64_t rto_fired_ns;   /* when it last expired; 0: not since the last progress */
+	uint64_t rto_fired_ns;   /* when it last expired; 0: not since the last progress (tp_timer.c) */
 	uint64_t progress_ns;    /* last ACK progress (or start of being busy) */
 	uint64_t last_tx_ns;     /* last DATA (re)transmission */
 	bool tlp_sent;           /* a tail-loss probe is out since the last progress */

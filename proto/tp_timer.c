@@ -96,18 +96,25 @@ static bool backed_up(const struct sl_tp *tp, const struct tp_flow *f)
 	return false;
 }
 
-/* Retransmit the oldest packet older than the RTO; back off once per
- * expiry, and expire again only an RTO after the last expiry (RFC 6298's
- * timer, restarted when it fires).  Timed by each packet's send alone, a
- * window sent together was overdue together once the RTO stopped doubling
- * at rto_max: a peer that did not answer for 100 ms (busy faulting in a
- * copy) drew its whole window again, one packet a timer scan, each counted
- * a loss of its path, which then died (perf/ALGORITHMS.md, big27). */
+/* Whether the RTO, doubled up to rto_max, expired less than rto_max ago.
+ * Below rto_max each packet's own send time decides, and the doubling
+ * spaces the expiries; at rto_max it no longer does, and a window sent
+ * together was overdue together: a peer that did not answer for 100 ms
+ * (its engine busy faulting in a copy) drew its whole window again, one
+ * packet a timer scan, each counted a loss of its path, which then died
+ * (perf/ALGORITHMS.md, big27).  At rto_max the timer restarts when it
+ * fires (RFC 6298's): one packet an rto_max. */
+static bool rto_capped_recently(const struct sl_tp *tp, const struct tp_flow *f)
+{
+	return f->rto_ns >= tp->cfg.rto_max_ns && f->rto_fired_ns && tp->now_ns - f->rto_fired_ns < f->rto_ns;
+}
+
+/* Retransmit the oldest packet older than the RTO; back off once per expiry. */
 static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 {
 	uint32_t n = 0;
 
-	if (backed_up(tp, f) || (f->rto_fired_ns && tp->now_ns - f->rto_fired_ns < f->rto_ns))
+	if (backed_up(tp, f) || rto_capped_recently(tp, f))
 		return 0;
 
 	/*
