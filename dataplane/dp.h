@@ -90,7 +90,8 @@
 #define DP_EAGER_MAX (64u << 10)
 /* Bytes of a call's local work (its own block, copied or reduced into
  * place; in place, the copy of its input and the packets deferred while it
- * was taken) done in one engine pass; the rest waits for the next passes,
+ * was taken, or until an acknowledgement freed their destination) done in
+ * one engine pass; the rest waits for the next passes,
  * which the work reported keeps coming.  Applied whole at post, a 2 GiB
  * all-gather's own block held the engine 2-4 s: no ACKs, no timers (the
  * stall watch named it).  16 MiB (a few ms) leaves every call of up

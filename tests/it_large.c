@@ -21,10 +21,10 @@
  *   scatter_int8        in place, root 0, count 2^31 + 257 a rank
  * Element i's value is a hash of i / 65536 plus i, kept small: a block
  * placed 2^31 or 2^32 bytes off, or never written, has other values.
- * Each rank needs about 3 x 2^31 bytes of memory (the in-place all-to-all:
- * 2 x 2^31 bytes and the dataplane's copy of its input); the test runs only
- * with -Dslow_tests=true (README: the slow tests), with --embedded and
- * --daemons.
+ * Each rank needs about 3 x 2^31 bytes of memory (the all-gather's region;
+ * the in-place all-to-all runs on its 2 x 2^31 bytes without a copy of its
+ * input since session 27); the test runs only with -Dslow_tests=true
+ * (README: the slow tests), with --embedded and --daemons.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -315,9 +315,10 @@ static void scatter_int8(uint8_t *buf)
 }
 
 /* The region a case runs in: nranks + 1 blocks of BIG8 (out of place,
- * blocked), or nranks blocks, HUGE8 and all-to-allv's small blocks, which
- * leaves room for the dataplane's copy of an in-place all-to-all's input
- * (nranks - 1 blocks) within about what the first takes. */
+ * blocked), or nranks blocks, HUGE8 and all-to-allv's small blocks (until
+ * session 27 this left room for the dataplane's copy of the in-place
+ * all-to-all's input, nranks - 1 blocks, within about what the first
+ * takes). */
 enum region { BLOCKS_AND_ONE, BLOCKS };
 
 static uint64_t region_bytes(enum region r)
