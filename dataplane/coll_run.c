@@ -1406,6 +1406,8 @@ static void sends_moot(struct dp_engine *e, struct dp_comm *comm, int src)
 	}
 }
 
+static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text);
+
 static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
 	struct dp_comm *comm = comm_by_key(e, h->comm);
@@ -1414,8 +1416,10 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 
 	if (!comm || h->len == 0 || payload[h->len - 1] != '\0' || (src = rank_of_node(comm, h->src_node)) < 0)
 		return;
-	/* a forged or corrupt note names a call that cannot be: dropped */
-	if (h->step == NOTICE_STALL && status == SLUICE_OK && h->kind && h->kind < SL_OP_COUNT)
+	/* a forged or corrupt note names a call that cannot be, or a chain
+	 * that is not one: dropped */
+	if (h->step == NOTICE_STALL && status == SLUICE_OK && h->kind && h->kind < SL_OP_COUNT &&
+	    chain_came(e, comm, src, h, (const char *)payload))
 		comm->peer_wait[src] = (struct dp_peer_wait){ .seq = h->seq, .op = h->kind };
 	if (h->step == NOTICE_CLOSING && !comm->peer_closed[src]) {
 		comm->peer_closed[src] = true;
@@ -2062,37 +2066,6 @@ static int waited_rank(const struct dp_coll *k, char *waiting, size_t size)
 	return peer;
 }
 
-/* A stalled call (half a timeout without progress) tells the rank it
- * waits for which call it waits in, once a stall: if that rank times out
- * waiting on this one in a call of the other kind (collective against
- * send/recv) that this rank has not posted, it names both sides
- * (cross_kind).  Sends and recvs run apart from collectives, so such an
- * order is legal until both ranks wait: the note decides nothing. */
-static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
-{
-	char waiting[64];
-	int peer;
-
-	if (k->status != SLUICE_OK || k->noted_ns == k->last_progress_ns || now < k->last_progress_ns ||
-	    now - k->last_progress_ns < e->timeout_ns / 2)
-		return;
-	k->noted_ns = k->last_progress_ns; /* looked at once a stall, a peer to tell or not */
-	if ((peer = waited_rank(k, waiting, sizeof(waiting))) >= 0)
-		notices_send(e, k->comm, peer,
-			     (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode }, "");
-}
-
-/* Call #seq of kind op, made with rank `with` if a send or recv: "recv #3
- * from rank 1", "send #0 to rank 1", "allreduce #7". */
-static void call_name(char *buf, size_t size, uint8_t op, uint32_t seq, int with)
-{
-	if (is_p2p(op))
-		snprintf(buf, size, "%s #%u %s rank %d", sl_coll_name((enum sl_coll)op), seq,
-			 op == SL_OP_SEND ? "to" : "from", with);
-	else
-		snprintf(buf, size, "%s #%u", sl_coll_name((enum sl_coll)op), seq);
-}
-
 /* Whether this rank has not posted its side of peer's call #seq of kind op
  * (its counterpart there: *counter_op). */
 static bool unposted_here(const struct dp_comm *comm, int peer, uint8_t op, uint32_t seq, uint8_t *counter_op)
@@ -2102,6 +2075,173 @@ static bool unposted_here(const struct dp_comm *comm, int peer, uint8_t op, uint
 
 	*counter_op = op == SL_OP_RECV ? SL_OP_SEND : op == SL_OP_SEND ? SL_OP_RECV : op;
 	return (int32_t)(seq - next) >= 0;
+}
+
+/* k's wait as an edge (wait_chain.h): false if it waits for no one rank. */
+static bool own_edge(const struct dp_coll *k, struct dp_wait_edge *out)
+{
+	char waiting[64];
+	int peer = waited_rank(k, waiting, sizeof(waiting));
+
+	if (peer < 0)
+		return false;
+	*out = (struct dp_wait_edge){ .comm = k->comm->key32, .seq = k->seq, .rank = (uint16_t)k->comm->rank,
+				      .waits_for = (uint16_t)peer, .op = (uint8_t)k->cmd.opcode };
+	return true;
+}
+
+/* Whether b is a communicator of a's client: a rank waits in all of its
+ * client's calls, on whichever communicator. */
+static bool same_client(const struct dp_comm *a, const struct dp_comm *b)
+{
+	return b->live && b->client == a->client;
+}
+
+/* Whether wait w (a chain's, which came on via) is this rank's own. */
+static bool is_own(const struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_edge *w)
+{
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+		if (same_client(via, &e->comms[i]) && e->comms[i].key32 == w->comm)
+			return e->comms[i].rank == w->rank;
+	return false;
+}
+
+/* Whether a wait for this rank (into) and this rank's wait in a call of
+ * kind op on communicator comm may stand in one cycle: not two collectives
+ * of one communicator (every rank runs those in one order, so a rank in a
+ * later one has posted the earlier: a mismatch, caught apart). */
+static bool may_chain(const struct dp_wait_edge *into, uint8_t op, uint32_t comm)
+{
+	return is_p2p(into->op) || is_p2p(op) || into->comm != comm;
+}
+
+/* Whether chain c, which came on comm, still waits for this rank: its last
+ * wait's counterpart is not posted here (a stale chain's is). */
+static bool chain_holds(const struct dp_comm *comm, const struct dp_wait_chain *c)
+{
+	uint8_t counter_op;
+
+	return c->n && unposted_here(comm, c->edge[c->n - 1].rank, c->edge[c->n - 1].op, c->edge[c->n - 1].seq,
+				     &counter_op);
+}
+
+/* Whether chain c (came on via) names a wait of this rank: it closed on
+ * this rank, a cycle to name at the timeout, not to pass on. */
+static bool chain_closed(const struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		if (is_own(e, via, &c->edge[i]))
+			return true;
+	return false;
+}
+
+static void stall_note(struct dp_engine *e, const struct dp_coll *k, int to, const char *chain)
+{
+	notices_send(e, k->comm, to, (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode },
+		     chain);
+}
+
+/* Passes chain c (which waits for this rank) on along k's wait: a stall
+ * note to the rank k waits for, naming k, with c as its text.  A chain too
+ * long for the note or the packet stops here. */
+static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struct dp_wait_chain *c)
+{
+	struct dp_wait_edge mine;
+	char text[SL_ERRMSG_LEN];
+
+	if (c->n <= DP_WAIT_CHAIN_MAX && own_edge(k, &mine) && may_chain(&c->edge[c->n - 1], mine.op, mine.comm) &&
+	    dp_chain_format(c->edge, c->n, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
+		stall_note(e, k, mine.waits_for, text);
+}
+
+/* A stall note's chain (text) came from rank src on comm: kept, the
+ * sender's own wait at its end, and passed on at once along each call of
+ * this rank that has stalled half a timeout (note_stall passes it along
+ * those that stall later), while it waits for this rank and has not closed
+ * on it.  False for a text that is not a chain to its sender. */
+static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text)
+{
+	struct dp_wait_chain c;
+	struct dp_wait_edge *last;
+
+	if (!dp_chain_parse(text, &c))
+		return false;
+	last = &c.edge[c.n];
+	*last = (struct dp_wait_edge){ .comm = comm->key32, .seq = h->seq, .rank = (uint16_t)src,
+				       .waits_for = (uint16_t)comm->rank, .op = h->kind };
+	if (c.n && last[-1].comm == last->comm && last[-1].waits_for != last->rank)
+		return false;
+	for (unsigned i = 0; i < c.n; i++)
+		if (c.edge[i].comm == comm->key32 && (c.edge[i].rank >= comm->nranks || c.edge[i].waits_for >= comm->nranks))
+			return false;
+	c.n++;
+	c.at_ns = sl_tp_poll_ns(e->tp);
+	comm->chains_in[comm->chains_next] = c;
+	comm->chains_next = (uint8_t)((comm->chains_next + 1) % DP_CHAINS_KEPT);
+	if (!chain_holds(comm, &c) || chain_closed(e, comm, &c))
+		return true;
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+		for (const struct dp_coll *k = same_client(comm, &e->comms[i]) ? e->comms[i].colls : NULL; k; k = k->next)
+			if (k->status == SLUICE_OK && k->noted_ns == k->last_progress_ns)
+				chain_pass(e, k, &c);
+	return true;
+}
+
+/* A stalled call (half a timeout without progress) tells the rank it
+ * waits for which call it waits in, once a stall, and passes on to it the
+ * chains of waits for this rank that came within the last timeout and
+ * still hold (chain_came): a rank that sees its own wait come back knows
+ * the cycle (chain_cycle).  The notes decide nothing: a cycle is named only
+ * at a timeout, so a legal order (a rank that computes for a while before
+ * it posts) can only be caught where it would have timed out anyway. */
+static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
+{
+	struct dp_wait_edge mine;
+
+	if (k->status != SLUICE_OK || k->noted_ns == k->last_progress_ns || now < k->last_progress_ns ||
+	    now - k->last_progress_ns < e->timeout_ns / 2)
+		return;
+	k->noted_ns = k->last_progress_ns; /* looked at once a stall, a peer to tell or not */
+	if (!own_edge(k, &mine))
+		return;
+	stall_note(e, k, mine.waits_for, "");
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+		const struct dp_comm *c = &e->comms[i];
+		for (unsigned j = 0; same_client(k->comm, c) && j < DP_CHAINS_KEPT; j++)
+			if (c->chains_in[j].n && c->chains_in[j].at_ns + e->timeout_ns > now &&
+			    chain_holds(c, &c->chains_in[j]) && !chain_closed(e, c, &c->chains_in[j]))
+				chain_pass(e, k, &c->chains_in[j]);
+	}
+}
+
+/* The shortest cycle through k's wait among the chains that came back to
+ * this rank during k's stall and still hold: its length (0: none), its
+ * waits from k's on in cycle, and in *via the communicator of the wait for
+ * this rank that closes it. */
+static unsigned chain_cycle(struct dp_engine *e, const struct dp_coll *k, struct dp_wait_edge *cycle,
+			    struct dp_comm **via)
+{
+	unsigned best = 0;
+
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+		struct dp_comm *c = &e->comms[i];
+		for (unsigned j = 0; same_client(k->comm, c) && j < DP_CHAINS_KEPT; j++) {
+			const struct dp_wait_chain *ch = &c->chains_in[j];
+			if (!ch->n || ch->at_ns <= k->last_progress_ns || !chain_holds(c, ch))
+				continue;
+			for (unsigned w = 0; w + 1 < ch->n; w++) {
+				const struct dp_wait_edge *x = &ch->edge[w];
+				if (x->comm == k->comm->key32 && x->rank == k->comm->rank && x->op == k->cmd.opcode &&
+				    x->seq == k->seq && may_chain(&ch->edge[ch->n - 1], x->op, x->comm) &&
+				    (!best || ch->n - w < best)) {
+					best = ch->n - w;
+					memcpy(cycle, x, best * sizeof(*x));
+					*via = c;
+				}
+			}
+		}
+	}
+	return best;
 }
 
 /* The oldest early packet from peer of the other kind than k (its
@@ -2121,11 +2261,12 @@ static const struct sl_hdr *stashed_cross_kind(const struct dp_coll *k, int peer
 	return oldest;
 }
 
-/* k has waited a timeout for peer, which is in a call of the other kind
- * that this rank has not posted: said in why and true when peer said it
- * waits in that call (a cycle: SLUICE_ERR_MISMATCH), else a hint from its
- * early packets in cause (a timeout still: peer may only be late). */
-static bool cross_kind(const struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size,
+/* k has waited a timeout for peer, which said it waits for this rank in a
+ * call that this rank has not posted (not both collectives): said in why
+ * and true (a cycle of two: SLUICE_ERR_MISMATCH); else a hint from peer's
+ * early packets of the other kind in cause (a timeout still: peer may only
+ * be late). */
+static bool peer_cycle(const struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size,
 		       char *cause, size_t cause_size)
 {
 	const struct dp_comm *comm = k->comm;
@@ -2134,12 +2275,22 @@ static bool cross_kind(const struct dp_engine *e, const struct dp_coll *k, int p
 	char mine[64], theirs[64], counter[64], for_peer[24] = "";
 	uint8_t counter_op;
 
-	call_name(mine, sizeof(mine), (uint8_t)k->cmd.opcode, k->seq, peer);
+	dp_call_name(mine, sizeof(mine), (uint8_t)k->cmd.opcode, k->seq, peer);
 	if (!is_p2p(k->cmd.opcode)) /* a send or recv names its peer already */
 		snprintf(for_peer, sizeof(for_peer), " for rank %d", peer);
-	if (w->op && is_p2p(w->op) != is_p2p(k->cmd.opcode) && unposted_here(comm, peer, w->op, w->seq, &counter_op)) {
-		call_name(theirs, sizeof(theirs), w->op, w->seq, (int)comm->rank);
-		call_name(counter, sizeof(counter), counter_op, w->seq, peer);
+	if (w->op && (is_p2p(w->op) || is_p2p(k->cmd.opcode)) && unposted_here(comm, peer, w->op, w->seq, &counter_op)) {
+		if (is_p2p(w->op) && is_p2p(k->cmd.opcode)) { /* no collective to say apart */
+			const struct dp_wait_edge cycle[2] = {
+				{ .comm = comm->key32, .seq = k->seq, .rank = (uint16_t)comm->rank,
+				  .waits_for = (uint16_t)peer, .op = (uint8_t)k->cmd.opcode },
+				{ .comm = comm->key32, .seq = w->seq, .rank = (uint16_t)peer,
+				  .waits_for = (uint16_t)comm->rank, .op = w->op },
+			};
+			dp_cycle_sentence(why, why_size, cycle, 2, (double)e->timeout_ns / 1e9);
+			return true;
+		}
+		dp_call_name(theirs, sizeof(theirs), w->op, w->seq, (int)comm->rank);
+		dp_call_name(counter, sizeof(counter), counter_op, w->seq, peer);
 		sl_errmsg_format(why, why_size,
 				 "rank %d waits in %s, and rank %u has not posted %s while it waits in %s%s: each "
 				 "waits on the other (no progress for %.1f s); post %s on rank %u before waiting for "
@@ -2152,8 +2303,8 @@ static bool cross_kind(const struct dp_engine *e, const struct dp_coll *k, int p
 	if ((h = stashed_cross_kind(k, peer)) && packet_is_early(comm, h, peer)) {
 		uint8_t op = packet_is_p2p(h) ? SL_OP_SEND : (uint8_t)(h->kind & ((1u << KIND_ALGO_SHIFT) - 1));
 		unposted_here(comm, peer, op, h->seq, &counter_op);
-		call_name(theirs, sizeof(theirs), op, h->seq, (int)comm->rank);
-		call_name(counter, sizeof(counter), counter_op, h->seq, peer);
+		dp_call_name(theirs, sizeof(theirs), op, h->seq, (int)comm->rank);
+		dp_call_name(counter, sizeof(counter), counter_op, h->seq, peer);
 		sl_errmsg_format(cause, cause_size, "; rank %d has started %s, and rank %u has not posted %s: if "
 				 "rank %d waits in it, post %s on rank %u before waiting for %s", peer, theirs,
 				 comm->rank, counter, peer, counter, comm->rank, mine);
@@ -2164,6 +2315,9 @@ static bool cross_kind(const struct dp_engine *e, const struct dp_coll *k, int p
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
+	struct dp_comm *via;
+	struct dp_wait_edge cycle[DP_WAIT_CHAIN_MAX + 1];
+	unsigned n;
 	int peer;
 	char waiting[64], cause[320] = "", why[SL_ERRMSG_LEN];
 
@@ -2171,8 +2325,15 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < e->timeout_ns)
 		return;
 	peer = waited_rank(k, waiting, sizeof(waiting));
-	if (peer >= 0 && cross_kind(e, k, peer, why, sizeof(why), cause, sizeof(cause))) {
+	if (peer >= 0 && peer_cycle(e, k, peer, why, sizeof(why), cause, sizeof(cause))) {
 		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
+		return;
+	}
+	if ((n = chain_cycle(e, k, cycle, &via))) {
+		dp_cycle_sentence(why, sizeof(why), cycle, n, (double)e->timeout_ns / 1e9);
+		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
+		/* the rank that waits for this one there hears of it at once */
+		comm_fail(e, via, SLUICE_ERR_MISMATCH, via->next_seq, true, "%s", why);
 		return;
 	}
 	if (!*cause)

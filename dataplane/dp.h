@@ -19,10 +19,15 @@
 #include "schedule.h"
 #include "transport.h"
 #include "pool.h"
+#include "wait_chain.h"
 #include "wake.h"
 
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
+/* Chains of waits a communicator keeps from its peers' stall notes: a
+ * rank waited for by several keeps the last few (each is passed on when it
+ * comes, or when this rank's own call stalls). */
+#define DP_CHAINS_KEPT 4
 #define DP_STASH_MAX 4096 /* early packets kept per communicator (more while a posted call waits on their sender) */
 /* A communicator holds a sender's window (SL_DELIVER_HOLD) from its share
  * of DP_STASH_HOLD early packets on (each of nranks - 1 senders the same)
@@ -243,11 +248,16 @@ struct dp_comm {
 	uint32_t peer_seq[SL_MAX_RANKS]; /* ... with the number of collectives each ran */
 	/* The call each peer last said it waits in for this rank, stalled half a
 	 * timeout (coll_run.c note_stall): op 0 none.  At this rank's own timeout
-	 * one of the other kind that this rank has not posted names the cycle. */
+	 * one that this rank has not posted (not both collectives) names the cycle. */
 	struct dp_peer_wait {
 		uint32_t seq;
 		uint8_t op;
 	} peer_wait[SL_MAX_RANKS];
+	/* The chains of waits that came with stall notes on this communicator
+	 * (wait_chain.h), the last DP_CHAINS_KEPT (n 0: none): passed on along
+	 * this rank's stalled calls, and a cycle named from one at a timeout. */
+	struct dp_wait_chain chains_in[DP_CHAINS_KEPT];
+	uint8_t chains_next;      /* the slot the next one takes */
 };
 
 struct dp_coll {

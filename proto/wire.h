@@ -33,7 +33,14 @@
  * A control message (SL_F_CTRL) of step 2 is a stall note (the engine's
  * coll_run.c note_stall): the call its sender waits in, opcode in kind and
  * number in seq, with status 0 in count; a version 2 peer that does not
- * know it reads status 0 and drops it, so the version stays.
+ * know it reads status 0 and drops it, so the version stays.  Its payload,
+ * a string, was empty; it may now carry the chain of waits that end at
+ * its sender ("w1" and one " comm:rank:waits_for:op:seq" a wait, the
+ * dataplane's wait_chain.h), passed on from rank to rank so that the ranks
+ * of a cycle each see it close.  A peer from before chains reads only the
+ * header (and checks the string's terminator), so it takes such a note as
+ * a plain one and passes nothing on: a cycle through it is not named (its
+ * ranks time out as before), a cycle of two still is.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H

@@ -1568,6 +1568,12 @@ static void test_stall_notes_forged_and_named(void **state)
 	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
 			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .len = 1 };
 	const uint8_t bad_kinds[] = { 0, SL_OP_COUNT, 255 };
+	static const char *const bad_chains[] = {
+		"w2 abcd:1:0:9:0", "w1", "w1 abcd:1:0:9", "w1 abcd:1:0:9:", "w1 abcd:1:1:9:0", "w1 abcd:1:0:0:0",
+		"w1 abcd:1:0:13:0", "w1 abcd:2:0:9:0", "w1 abcd:1:2:9:0", "w1 abcd:0:1:9:0", "w1 abcd:1:0:9:0 ",
+		"w1 abcd:1:0:9:0x", "w1 -abcd:1:0:9:0", "w1 abcd:1:0:9:99999999999",
+		"w1 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0",
+	};
 	struct dp_engine *e = &nodes[1].e;
 	struct sl_cpl cpl;
 	(void)state;
@@ -1582,6 +1588,17 @@ static void test_stall_notes_forged_and_named(void **state)
 	dp_deliver(e, &h, text);
 	h.len = 1;
 	dp_deliver(e, &h, unterminated);
+	/* chains that are not one (wait_chain.h): another format, cut, a
+	 * rank waiting for itself, no call or one past the last, a rank past
+	 * the communicator, no path to the sender, too many waits, stray text */
+	for (unsigned i = 0; i < sizeof(bad_chains) / sizeof(bad_chains[0]); i++) {
+		h.len = (uint32_t)strlen(bad_chains[i]) + 1;
+		dp_deliver(e, &h, (const uint8_t *)bad_chains[i]);
+		for (unsigned j = 0; j < DP_CHAINS_KEPT; j++)
+			if (e->comms[0].chains_in[j].n)
+				fail_msg("the chain \"%s\" was kept", bad_chains[i]);
+	}
+	h.len = 1;
 	assert_int_equal(e->comms[0].peer_wait[0].op, 0);
 	assert_int_equal(e->comms[0].failed, SLUICE_OK);
 	dp_deliver(e, &h, text);
@@ -1771,27 +1788,28 @@ static void test_a_large_call_of_another_communicator_is_parked(void **state)
 }
 
 /* Node i's next completion is a timeout whose message says want. */
-static void expect_timeout_saying(unsigned i, const char *want)
+/* Node i's next completion, with status want and a message that says want_msg. */
+static void expect_status_saying(unsigned i, int32_t want, const char *want_msg)
 {
 	uint64_t deadline = now_ms() + 5000;
 	struct sl_cpl cpl;
 
 	while (!sl_spsc_dequeue(&nodes[i].complete, &cpl)) {
 		if (now_ms() > deadline)
-			fail_msg("node %u: its call neither completed nor timed out", i);
+			fail_msg("node %u: its call neither completed nor failed", i);
 		poll_all();
 	}
-	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
-	if (!strstr(cpl.msg, want))
-		fail_msg("node %u's timeout does not say \"%s\": %s", i, want, cpl.msg);
+	if (cpl.status != want || !strstr(cpl.msg, want_msg))
+		fail_msg("node %u: status %d (\"%s\"), want %d saying \"%s\"", i, cpl.status, cpl.msg, want, want_msg);
 }
 
 /* An order that waits on itself: node 0 waits for B on communicator 1
  * before it posts A on communicator 0, node 1 for A before it posts B (MPI
- * and NCCL deadlock on it too).  Node 1 parks B, and both time out,
- * naming the park, the cause: node 0's B waits behind it, node 1 parks B
- * from the rank its A waits for (rather than only "waiting for rank N"). */
-static void test_a_cycle_across_communicators_names_the_park(void **state)
+ * and NCCL deadlock on it too).  Node 1 parks B; their stall notes' chains
+ * close the cycle across the two communicators, and both name it (before
+ * chains, both timed out naming the park: coll_run.c park_cause, still
+ * the hint where a peer's notes carry no chain). */
+static void test_a_cycle_across_communicators_is_named(void **state)
 {
 	struct sl_memport_faults none = { 0 };
 	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2;
@@ -1801,8 +1819,121 @@ static void test_a_cycle_across_communicators_names_the_park(void **state)
 	add_second_comm();
 	post_sum_on(&nodes[0], 1, 1, b, a, 10);
 	post_sum_on(&nodes[1], 0, 0, a, 0, 0);
-	expect_timeout_saying(0, "waits behind a park of communicator 0xabce's call #0 from rank 1");
-	expect_timeout_saying(1, "this rank parks communicator 0xabce's calls from #0 from rank 0");
+	/* either may name it first (node 0's B moved until it was parked): both waits, whichever comes first */
+	expect_status_saying(0, SLUICE_ERR_MISMATCH, "allreduce #0 for rank 1 on communicator 0xabce");
+	expect_status_saying(1, SLUICE_ERR_MISMATCH, "allreduce #0 for rank 0 on communicator 0xabcd");
+	teardown_cluster();
+}
+
+#define CYCLE_OF_3 "3 ranks wait on each other in a cycle (no progress for 0.3 s): "
+#define NOT_PAST_A_TIMEOUT "made no progress for 0.3 s (waiting for rank 2): a rank may not have made this call"
+
+/* Node 1 waits in recv #0 from rank 2 and is told, as from rank 0, a chain
+ * in which rank 0 waits for it: seq and when (0: once its recv is
+ * posted, 1: before), and whether node 1 posts rank 0's send first. */
+static void chain_told_to_node_1(uint32_t seq, bool before, bool answered, int32_t want, const char *want_msg)
+{
+	struct sl_memport_faults none = { 0 };
+	char text[64];
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
+			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .kind = SL_OP_RECV };
+	struct dp_engine *e = &nodes[1].e;
+
+	setup_cluster(3, &none, 300ull * 1000000);
+	/* rank 1 waits in recv #seq from rank 2, which waits in recv #0 from rank 0 */
+	snprintf(text, sizeof(text), "w1 abcd:1:2:9:%u abcd:2:0:9:0", seq);
+	h.len = (uint32_t)strlen(text) + 1;
+	if (before)
+		dp_deliver(e, &h, (const uint8_t *)text);
+	if (answered)
+		post_p2p(1, 0, false, 0);
+	post_p2p(2, 1, true, 64);
+	while (e->running < 1u + answered)
+		poll_all();
+	if (!before)
+		dp_deliver(e, &h, (const uint8_t *)text);
+	if (answered) /* the send's completion first */
+		expect_status_saying(1, SLUICE_OK, "");
+	expect_status_saying(1, want, want_msg);
+	teardown_cluster();
+}
+
+/* A chain that comes back to node 1 names the cycle at node 1's timeout,
+ * and only while it holds: one that came before node 1's call was posted,
+ * names another call of node 1's, or waits on a send node 1 has since
+ * posted leaves the timeout as it was. */
+static void test_a_chain_names_a_cycle_only_while_it_holds(void **state)
+{
+	(void)state;
+	chain_told_to_node_1(0, false, false, SLUICE_ERR_MISMATCH,
+			     CYCLE_OF_3 "rank 1 waits in recv #0 from rank 2, which has not posted send #0 to rank 1 "
+					"while it waits in recv #0 from rank 0, which has not posted send #0 to rank 2 "
+					"while it waits in recv #0 from rank 1, which has not posted send #0 to rank 0: "
+					"none can move; post send #0 to rank 0 on rank 1 before it waits");
+	chain_told_to_node_1(0, true, false, SLUICE_ERR_TIMEOUT, NOT_PAST_A_TIMEOUT);
+	chain_told_to_node_1(1, false, false, SLUICE_ERR_TIMEOUT, NOT_PAST_A_TIMEOUT);
+	chain_told_to_node_1(0, false, true, SLUICE_ERR_TIMEOUT, NOT_PAST_A_TIMEOUT);
+}
+
+/* Real cycles of waits, told by the nodes' own stall notes: every node
+ * ends with SLUICE_ERR_MISMATCH naming the cycle (its own finding, or a
+ * peer's copy), never a bare timeout.  Two nodes in recvs from each other;
+ * three in a ring of recvs; two across two communicators (node 0 in a
+ * recv on one, node 1 in an all-reduce on the other). */
+static void test_cycles_of_recvs_are_named(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	(void)state;
+
+	setup_cluster(2, &none, 300ull * 1000000);
+	post_p2p(1, 0, true, 0);
+	post_p2p(0, 1, true, 0);
+	for (unsigned i = 0; i < 2; i++)
+		expect_status_saying(i, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle (no progress for "
+							    "0.3 s): rank ");
+	teardown_cluster();
+
+	setup_cluster(3, &none, 300ull * 1000000);
+	for (unsigned i = 0; i < 3; i++)
+		post_p2p((i + 1) % 3, i, true, 0);
+	for (unsigned i = 0; i < 3; i++)
+		expect_status_saying(i, SLUICE_ERR_MISMATCH, CYCLE_OF_3);
+	teardown_cluster();
+
+	setup_cluster(2, &none, 300ull * 1000000);
+	add_second_comm();
+	post_p2p(1, 0, true, 0);
+	post_sum_on(&nodes[1], 1, 1, 16, 0, 0);
+	expect_status_saying(0, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle (no progress for 0.3 s): "
+						     "rank 0 waits in recv #0 from rank 1 on communicator 0xabcd, which "
+						     "has not posted send #0 to rank 0 on communicator 0xabcd while it waits "
+						     "in allreduce #0 for rank 0 on communicator 0xabce, which has not posted "
+						     "allreduce #0 on communicator 0xabce: none can move; post allreduce #0 "
+						     "on communicator 0xabce on rank 0 before it waits");
+	expect_status_saying(1, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle");
+	teardown_cluster();
+}
+
+/* A legal order of the same recvs: node 2 computes past half the timeout
+ * before its send to node 1, which then sends to node 0.  Every call's
+ * stall note goes out, and all end well. */
+static void test_a_chain_of_late_sends_delivers(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	uint64_t t0;
+	(void)state;
+
+	setup_cluster(3, &none, 1000ull * 1000000);
+	post_p2p(1, 0, true, 0);
+	post_p2p(2, 1, true, 0);
+	for (t0 = now_ms(); now_ms() < t0 + 600;)
+		poll_all();
+	post_p2p(2, 1, false, 0);
+	expect_status_saying(2, SLUICE_OK, "");
+	expect_status_saying(1, SLUICE_OK, "");
+	post_p2p(1, 0, false, 0);
+	expect_status_saying(1, SLUICE_OK, "");
+	expect_status_saying(0, SLUICE_OK, "");
 	teardown_cluster();
 }
 
@@ -3341,6 +3472,9 @@ int main(void)
 		cmocka_unit_test(test_abort_notice_outlives_its_communicator),
 		cmocka_unit_test(test_an_early_send_is_named_at_a_timeout),
 		cmocka_unit_test(test_stall_notes_forged_and_named),
+		cmocka_unit_test(test_a_chain_names_a_cycle_only_while_it_holds),
+		cmocka_unit_test(test_cycles_of_recvs_are_named),
+		cmocka_unit_test(test_a_chain_of_late_sends_delivers),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
 		cmocka_unit_test(test_eager_senders_linger),
@@ -3358,7 +3492,7 @@ int main(void)
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_held_stash_starves_no_call_of_another_communicator),
 		cmocka_unit_test(test_a_large_call_of_another_communicator_is_parked),
-		cmocka_unit_test(test_a_cycle_across_communicators_names_the_park),
+		cmocka_unit_test(test_a_cycle_across_communicators_is_named),
 		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
 		cmocka_unit_test(test_a_sender_past_the_stash_cap_is_bounded),
 		cmocka_unit_test(test_a_packet_sent_again_before_its_turn_is_bounded),

@@ -1,0 +1,67 @@
+/*
+ * wait_chain.h: who waits for whom, as stall notes carry it.
+ *
+ * A call stalled half a timeout tells the rank it waits for which call it
+ * waits in (coll_run.c note_stall).  That rank, if it has not posted the
+ * call's counterpart and is stalled itself, passes the chain of such waits
+ * on to the rank it waits for, and so on: a chain that comes back to a rank
+ * already in it is a cycle of waits that nothing inside it can break (edge
+ * chasing).  Each rank in a cycle sees its own wait come back, so each can
+ * name the whole cycle at its own timeout.  The text form travels as the
+ * stall note's payload; this file parses it, writes it and says a cycle.
+ */
+#ifndef SLUICE_DP_WAIT_CHAIN_H
+#define SLUICE_DP_WAIT_CHAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The waits a note carries ahead of its sender's own: 8 make cycles of up
+ * to 10 ranks visible (the sender's and the receiver's waits complete it).
+ * A note's text is 24 + 38 bytes an edge at most, well inside a packet's
+ * payload; one that does not fit a small --payload goes without it. */
+#define DP_WAIT_CHAIN_MAX 8
+
+/* Rank `rank` of communicator `comm` waits in call #seq of kind op for
+ * rank waits_for of the same communicator, which has not posted that
+ * call's counterpart (each edge is checked by the rank it waits for
+ * before that rank passes the chain on). */
+struct dp_wait_edge {
+	uint32_t comm;      /* its key32 */
+	uint32_t seq;       /* in the communicator; for a send or recv, in the pair */
+	uint16_t rank, waits_for;
+	uint8_t op;         /* SL_OP_* */
+};
+
+/* A chain as a rank holds it: edge[n - 1] waits for this rank. */
+struct dp_wait_chain {
+	uint64_t at_ns;     /* when it came */
+	uint8_t n;
+	struct dp_wait_edge edge[DP_WAIT_CHAIN_MAX + 1];
+};
+
+/* Parses a note's text (n edges, the sender's own not among them) into
+ * *out: "" is no chain (n = 0: a note from a rank before chains, or one
+ * with nothing to pass on).  False for anything else than whole, valid
+ * edges that form a path (a forged or cut note). */
+bool dp_chain_parse(const char *text, struct dp_wait_chain *out);
+
+/* Writes chain's first n edges as a note's text; false if it does not fit
+ * in size bytes with its terminator. */
+bool dp_chain_format(const struct dp_wait_edge *edge, unsigned n, char *buf, size_t size);
+
+/* The opcode of the call that answers one of kind op (a send's recv, a
+ * recv's send, a collective's same collective). */
+uint8_t dp_counter_op(uint8_t op);
+
+/* Call #seq of kind op, made with rank `with` if a send or recv: "recv #3
+ * from rank 1", "send #0 to rank 1", "allreduce #7". */
+void dp_call_name(char *buf, size_t size, uint8_t op, uint32_t seq, int with);
+
+/* The sentence for a cycle of n waits, cycle[0] this rank's and
+ * cycle[n - 1] the one waiting for it: every call and what each rank has
+ * not posted, and what to do. */
+void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, double timeout_s);
+
+#endif
