@@ -601,8 +601,9 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 
 /* Control messages (SL_F_CTRL), told apart by their step: abort and closing
  * carry the communicator's failure status (count) and reason; a stall note
- * (note_stall) carries status 0, so a peer from before it ignores it. */
-enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL };
+ * (note_stall) and a cycle note (cycle_tell_tail) carry status 0, so a peer
+ * from before them ignores them. */
+enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE };
 
 /* hdr (its step, seq, kind and count) with text to rank `to`, or to every
  * live peer (-1). */
@@ -1407,6 +1408,7 @@ static void sends_moot(struct dp_engine *e, struct dp_comm *comm, int src)
 }
 
 static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text);
+static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, const char *text);
 
 static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
@@ -1421,6 +1423,8 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 	if (h->step == NOTICE_STALL && status == SLUICE_OK && h->kind && h->kind < SL_OP_COUNT &&
 	    chain_came(e, comm, src, h, (const char *)payload))
 		comm->peer_wait[src] = (struct dp_peer_wait){ .seq = h->seq, .op = h->kind };
+	if (h->step == NOTICE_CYCLE && status == SLUICE_OK)
+		cycle_came(e, comm, src, (const char *)payload);
 	if (h->step == NOTICE_CLOSING && !comm->peer_closed[src]) {
 		comm->peer_closed[src] = true;
 		comm->peer_seq[src] = h->seq;
@@ -2154,6 +2158,43 @@ static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struc
 		stall_note(e, k, mine.waits_for, text);
 }
 
+/* Chain c (came on via) closed on this rank: the rank ahead of the cycle
+ * in it, which waits for this one and is no part of the cycle, hears of
+ * the cycle (a cycle note), so that at its own timeout it names the cycle
+ * rather than only a wait (which, told first, would have reached this
+ * rank's peers ahead of the cycle's name).  One rank back: a longer tail
+ * times out as before. */
+static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
+{
+	char text[SL_ERRMSG_LEN];
+	unsigned i = 0;
+
+	while (!is_own(e, via, &c->edge[i]))
+		i++;
+	if (i == 0 || !dp_chain_format(&c->edge[i], c->n - i, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
+		return;
+	for (unsigned j = 0; j < DP_MAX_COMMS; j++) {
+		struct dp_comm *t = &e->comms[j];
+		if (same_client(via, t) && t->key32 == c->edge[i - 1].comm && t->rank == c->edge[i - 1].waits_for)
+			notices_send(e, t, c->edge[i - 1].rank,
+				     (struct sl_hdr){ .seq = c->edge[i].seq, .step = NOTICE_CYCLE, .kind = c->edge[i].op },
+				     text);
+	}
+}
+
+/* A cycle note (text: the cycle's waits, its sender's first) came from
+ * rank src on comm: kept for a timeout of this rank's wait for src. */
+static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, const char *text)
+{
+	struct dp_wait_chain c;
+
+	if (!dp_chain_parse(text, &c) || c.n < 2)
+		return;
+	c.at_ns = sl_tp_poll_ns(e->tp);
+	comm->cycle_in = c;
+	comm->cycle_from = (uint16_t)src;
+}
+
 /* A stall note's chain (text) came from rank src on comm: kept, the
  * sender's own wait at its end, and passed on at once along each call of
  * this rank that has stalled half a timeout (note_stall passes it along
@@ -2178,8 +2219,12 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 	c.at_ns = sl_tp_poll_ns(e->tp);
 	comm->chains_in[comm->chains_next] = c;
 	comm->chains_next = (uint8_t)((comm->chains_next + 1) % DP_CHAINS_KEPT);
-	if (!chain_holds(comm, &c) || chain_closed(e, comm, &c))
+	if (!chain_holds(comm, &c))
 		return true;
+	if (chain_closed(e, comm, &c)) {
+		cycle_tell_tail(e, comm, &c);
+		return true;
+	}
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
 		for (const struct dp_coll *k = same_client(comm, &e->comms[i]) ? e->comms[i].colls : NULL; k; k = k->next)
 			if (k->status == SLUICE_OK && k->noted_ns == k->last_progress_ns)
@@ -2319,7 +2364,7 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	struct dp_wait_edge cycle[DP_WAIT_CHAIN_MAX + 1];
 	unsigned n;
 	int peer;
-	char waiting[64], cause[320] = "", why[SL_ERRMSG_LEN];
+	char waiting[64], cause[SL_ERRMSG_LEN] = "", why[SL_ERRMSG_LEN];
 
 	/* local transfers in this pass may have made progress after `now` was read */
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < e->timeout_ns)
@@ -2327,6 +2372,16 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	peer = waited_rank(k, waiting, sizeof(waiting));
 	if (peer >= 0 && peer_cycle(e, k, peer, why, sizeof(why), cause, sizeof(cause))) {
 		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
+		return;
+	}
+	if (peer >= 0 && comm->cycle_in.n && comm->cycle_from == peer && comm->cycle_in.at_ns > k->last_progress_ns) {
+		char name[64], for_peer[24] = "";
+		dp_call_name(name, sizeof(name), (uint8_t)k->cmd.opcode, k->seq, peer);
+		if (!is_p2p(k->cmd.opcode)) /* a send or recv names its peer already */
+			snprintf(for_peer, sizeof(for_peer), " for rank %d", peer);
+		dp_cycle_sentence(cause, sizeof(cause), comm->cycle_in.edge, comm->cycle_in.n, (double)e->timeout_ns / 1e9);
+		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "rank %u waits in %s%s, which is in a cycle: %s",
+			  comm->rank, name, for_peer, cause);
 		return;
 	}
 	if ((n = chain_cycle(e, k, cycle, &via))) {

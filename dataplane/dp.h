@@ -258,6 +258,11 @@ struct dp_comm {
 	 * this rank's stalled calls, and a cycle named from one at a timeout. */
 	struct dp_wait_chain chains_in[DP_CHAINS_KEPT];
 	uint8_t chains_next;      /* the slot the next one takes */
+	/* The cycle of waits that rank cycle_from, which waits in it, said it
+	 * is in (coll_run.c cycle_tell_tail; n 0: none): this rank waits for it
+	 * from outside the cycle, and names the cycle at its own timeout. */
+	struct dp_wait_chain cycle_in;
+	uint16_t cycle_from;
 };
 
 struct dp_coll {

@@ -135,8 +135,8 @@ void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle,
 			snprintf(counter + strlen(counter), sizeof(counter) - strlen(counter), " on communicator %#x",
 				 cycle[i].comm);
 	}
-	append(buf, size, &len, ", which has not posted %s: none can move; post %s on rank %u before it waits (or "
-	       "any call of the cycle before its rank waits), or order the calls so that no rank waits in one "
-	       "before posting what another waits for", counter, counter, cycle[n - 1].waits_for);
+	append(buf, size, &len, ", which has not posted %s: none can move; post %s on rank %u before it waits, or "
+	       "order the calls so that no rank waits in one before posting what another waits for", counter, counter,
+	       cycle[n - 1].waits_for);
 	sl_errmsg_mark_cut(buf, size, (int)len);
 }

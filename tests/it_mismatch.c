@@ -214,21 +214,27 @@ static void add(struct mismatch *list, int *n, const char *what, enum coll c, st
 	snprintf(m->said, sizeof(m->said), "%s", said);
 }
 
-/* ---- send/recv against a collective (--p2p) ---- */
+/* ---- cycles of waits (--p2p, --cycles) ---- */
 
 enum p2p_op { NONE, COLL, SEND, RECV };
 #define CYCLE_SAID "each waits on the other"
 #define CYCLE_END "but a rank must not wait for one before posting the other)"
+#define CHAIN_SAID " wait on each other in a cycle (no progress for "
+#define CHAIN_END "so that no rank waits in one before posting what another waits for"
 
 struct p2p_step {
 	enum p2p_op op;
 	size_t count; /* COLL: the collective's; else the message's */
+	int peer;     /* SEND, RECV: with this rank */
 };
 
 struct p2p_case {
 	const char *what;
-	enum coll coll;               /* rank 0's collective */
-	struct p2p_step r0, r1[2];    /* rank 1 waits in its second step after its first ends */
+	enum coll coll;            /* what a COLL step calls */
+	struct p2p_step steps[MOST_RANKS][2]; /* a rank waits in its second step after its first ends */
+	const char *said[4];       /* what the sentence must say (NULL ends) ... */
+	const char *end;           /* ... and how it ends */
+	bool other_comm;           /* rank 1 makes its COLL step on a second communicator */
 };
 
 static sluice_result_t post_step(sluice_comm_t *comm, enum coll coll, const struct p2p_step *s, sluice_req_t **req)
@@ -236,56 +242,84 @@ static sluice_result_t post_step(sluice_comm_t *comm, enum coll coll, const stru
 	struct call c = { .coll = coll, .count = s->count, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
 
 	switch (s->op) {
-	case SEND: return sluice_send(comm, bufa, s->count, SLUICE_FLOAT32, 1 - rank, req);
-	case RECV: return sluice_recv(comm, bufb, s->count, SLUICE_FLOAT32, 1 - rank, req);
+	case SEND: return sluice_send(comm, bufa, s->count, SLUICE_FLOAT32, s->peer, req);
+	case RECV: return sluice_recv(comm, bufb, s->count, SLUICE_FLOAT32, s->peer, req);
 	default: return post(comm, &c, req);
 	}
 }
 
-/* The sentence names the cycle, rank 0's collective and rank 1's send or
- * recv, and ends in what to do. */
+/* The sentence names the cycle (each of c->said) and ends in what to do. */
 static void check_cycle(const struct p2p_case *c)
 {
-	const char *msg = sluice_last_error(), *end = strstr(msg, CYCLE_END);
-	char coll[32];
+	const char *msg = sluice_last_error(), *end = strstr(msg, c->end);
+	bool said = true;
 
-	snprintf(coll, sizeof(coll), "%s #", coll_names[c->coll]);
-	if (!strstr(msg, CYCLE_SAID) || !strstr(msg, coll) ||
-	    !(strstr(msg, "send #0 to rank 0") || strstr(msg, "recv #0 from rank 0")) || !end ||
-	    (end[strlen(CYCLE_END)] && strcmp(end + strlen(CYCLE_END), OTHER_CHANNEL))) {
-		fprintf(stderr, "rank %d: %s: the sentence does not say \"" CYCLE_SAID "\", \"%s\" and rank 1's "
-			"send or recv #0, or is cut short: \"%s\"\n", rank, c->what, coll, msg);
+	for (int i = 0; i < 4 && c->said[i]; i++)
+		said = said && strstr(msg, c->said[i]);
+	if (!said || !end || (end[strlen(c->end)] && strcmp(end + strlen(c->end), OTHER_CHANNEL))) {
+		fprintf(stderr, "rank %d: %s: the sentence does not say \"%s\", \"%s\", \"%s\" and \"%s\", or is cut "
+			"short: \"%s\"\n", rank, c->what, c->said[0], c->said[1] ? c->said[1] : "",
+			c->said[1] && c->said[2] ? c->said[2] : "", c->end, msg);
 		failures++;
 	}
 }
 
-static void run_cycle(const struct p2p_case *c)
+/* Runs n cycles at once, each on communicators of its own (independent:
+ * within one timeout, not one after another).  Every rank must end each
+ * with SLUICE_ERR_MISMATCH naming the cycle. */
+static void run_cycles(const struct p2p_case *cases, int n)
 {
-	const struct p2p_step *steps = rank == 0 ? &c->r0 : c->r1;
-	sluice_comm_t *comm;
-	sluice_req_t *req;
-	sluice_result_t res = SLUICE_OK;
+	sluice_comm_t *comm[8], *other[8];
+	sluice_req_t *req[8];
+	sluice_result_t res[8];
 	char got[1200];
 
-	CHECK(sluice_comm_init_env(ctx, &comm));
+	for (int i = 0; i < n; i++) {
+		CHECK(sluice_comm_init_env(ctx, &comm[i]));
+		if (cases[i].other_comm)
+			CHECK(sluice_comm_init_env(ctx, &other[i]));
+	}
 	double t0 = now_s();
-	/* a send may end at once (the peer's dataplane keeps its data) */
-	for (int i = 0; i < 2 - (rank == 0) && steps[i].op != NONE && res == SLUICE_OK; i++) {
-		CHECK(post_step(comm, c->coll, &steps[i], &req));
-		if ((res = sluice_wait(req)) == SLUICE_OK && steps[i].op != SEND) {
-			fprintf(stderr, "rank %d: %s: step %d returned a result\n", rank, c->what, i);
+	for (int i = 0; i < n; i++) {
+		const struct p2p_step *s = &cases[i].steps[rank][0];
+		sluice_comm_t *on = cases[i].other_comm && s->op == COLL ? other[i] : comm[i];
+		res[i] = SLUICE_OK;
+		req[i] = NULL;
+		if (s->op != NONE)
+			CHECK(post_step(on, cases[i].coll, s, &req[i]));
+	}
+	/* a first step that is a send may end at once (the peer's dataplane keeps its data): then the second */
+	for (int i = 0; i < n; i++) {
+		const struct p2p_step *s = cases[i].steps[rank];
+		if (s[1].op == NONE || !req[i])
+			continue;
+		if ((res[i] = sluice_wait(req[i])) == SLUICE_OK)
+			CHECK(post_step(comm[i], cases[i].coll, &s[1], &req[i]));
+		else
+			req[i] = NULL;
+	}
+	for (int i = 0; i < n; i++) {
+		if (req[i])
+			res[i] = sluice_wait(req[i]);
+		if (res[i] != SLUICE_ERR_MISMATCH) {
+			fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank,
+				cases[i].what, outcome(res[i], got, sizeof(got)));
 			failures++;
+		} else {
+			check_cycle(&cases[i]);
 		}
 	}
-	if (res != SLUICE_ERR_MISMATCH) {
-		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming both sides\n", rank, c->what,
-			outcome(res, got, sizeof(got)));
-		failures++;
-	} else {
-		check_cycle(c);
+	/* the cycles are found at the timeout: the peers hear of them at once */
+	for (int i = 0; i < n; i++) {
+		/* a rank with no call on it hears of the cycle there at its destroy, if not before */
+		sluice_result_t r = cases[i].other_comm ? sluice_comm_destroy(other[i]) : SLUICE_OK;
+		if (r != SLUICE_OK && r != SLUICE_ERR_MISMATCH) {
+			fprintf(stderr, "rank %d: %s: the other communicator's destroy: %s\n", rank, cases[i].what,
+				outcome(r, got, sizeof(got)));
+			failures++;
+		}
+		after_failure(comm[i], cases[i].what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
 	}
-	/* the cycle is found at the timeout: the peer hears of it at once */
-	after_failure(comm, c->what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
 }
 
 /* Legal: rank 0 posts its collective, waits `stall` seconds and posts its
@@ -346,17 +380,93 @@ static void run_legal(const char *what, enum coll coll, size_t count, double sta
 static void run_p2p(void)
 {
 	const struct p2p_case cases[] = {
-		{ "allreduce against recv", ALLREDUCE, { COLL, SMALL }, { { RECV, SMALL } } },
-		{ "allreduce against a 1 KiB send", ALLREDUCE, { COLL, SMALL }, { { SEND, SMALL }, { RECV, SMALL } } },
-		{ "allreduce against a 1 MiB send", ALLREDUCE, { COLL, SMALL }, { { SEND, LARGE }, { RECV, SMALL } } },
-		{ "barrier against recv", BARRIER, { COLL, 0 }, { { RECV, SMALL } } },
+		{ "allreduce against recv", ALLREDUCE, { { { COLL, SMALL, 0 } }, { { RECV, SMALL, 0 } } },
+		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false },
+		{ "allreduce against a 1 KiB send", ALLREDUCE,
+		  { { { COLL, SMALL, 0 } }, { { SEND, SMALL, 0 }, { RECV, SMALL, 0 } } },
+		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false },
+		{ "allreduce against a 1 MiB send", ALLREDUCE,
+		  { { { COLL, SMALL, 0 } }, { { SEND, LARGE, 0 }, { RECV, SMALL, 0 } } },
+		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false },
+		{ "barrier against recv", BARRIER, { { { COLL, 0, 0 } }, { { RECV, SMALL, 0 } } },
+		  { CYCLE_SAID, "barrier #", "recv #0 from rank 0" }, CYCLE_END, false },
+		{ "recv against recv", ALLREDUCE, { { { RECV, SMALL, 1 } }, { { RECV, SMALL, 0 } } },
+		  { "2 ranks" CHAIN_SAID, "recv #0 from rank 1", "recv #0 from rank 0" }, CHAIN_END, false },
 	};
 
 	memset(bufa, 0, MOST_BYTES);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !failures; i++)
-		run_cycle(&cases[i]);
+	run_cycles(cases, sizeof(cases) / sizeof(cases[0]));
 	run_legal("allreduce, then a 1 KiB send past half the timeout", ALLREDUCE, SMALL, 0.6 * timeout_s);
 	run_legal("barrier with a 1 MiB send", BARRIER, LARGE, 0);
+}
+
+/* Legal, on 3 ranks: rank 0 waits in a recv from rank 1, which waits in a
+ * recv from rank 2 before it sends to rank 0; rank 2 posts its recv from
+ * rank 0, computes past half the timeout, sends to rank 1 and waits in its
+ * recv.  For that while the three recvs wait on each other in a cycle (the
+ * chain closes on every rank), but rank 2 was only late: all must deliver,
+ * and nothing be reported. */
+static void run_legal_ring(void)
+{
+	uint32_t *out = bufa, *in = bufb;
+	sluice_comm_t *comm;
+	sluice_req_t *req, *recv_req;
+	sluice_result_t res = SLUICE_OK;
+	int from = (rank + 1) % 3;
+
+	for (size_t i = 0; i < SMALL; i++)
+		out[i] = (uint32_t)(rank * 1000 + i), in[i] = 0;
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	CHECK(sluice_recv(comm, in, SMALL, SLUICE_UINT32, from, &recv_req));
+	if (rank == 2) {
+		usleep((useconds_t)(0.6 * timeout_s * 1e6));
+		CHECK(sluice_send(comm, out, SMALL, SLUICE_UINT32, 1, &req));
+		res = sluice_wait(req);
+	}
+	if (res == SLUICE_OK)
+		res = sluice_wait(recv_req);
+	if (res == SLUICE_OK && rank != 2) {
+		CHECK(sluice_send(comm, out, SMALL, SLUICE_UINT32, (rank + 2) % 3, &req));
+		res = sluice_wait(req);
+	}
+	if (res != SLUICE_OK) {
+		fprintf(stderr, "rank %d: a ring of recvs, one late send (legal): %s: \"%s\"\n", rank,
+			sluice_get_error_string(res), sluice_last_error());
+		failures++;
+	}
+	for (size_t i = 0; res == SLUICE_OK && i < SMALL; i++)
+		if (in[i] != (uint32_t)(from * 1000 + i)) {
+			fprintf(stderr, "rank %d: a ring of recvs (legal): element %zu is %u, want %u\n", rank, i, in[i],
+				(uint32_t)(from * 1000 + i));
+			failures++;
+			break;
+		}
+	CHECK(sluice_comm_destroy(comm));
+}
+
+/* --cycles, 3 ranks: cycles that only the whole chain of waits shows (no
+ * rank waits for one that waits for it), one at a time (each rank is in
+ * both: run together, their waits would make other cycles of each), then
+ * the legal ring. */
+static void run_cycles3(void)
+{
+	const struct p2p_case ring = {
+		"a ring of recvs", ALLREDUCE,
+		{ { { RECV, SMALL, 1 } }, { { RECV, SMALL, 2 } }, { { RECV, SMALL, 0 } } },
+		{ "3 ranks" CHAIN_SAID, "recv #0 from rank 1", "recv #0 from rank 2", "recv #0 from rank 0" }, CHAIN_END,
+		false,
+	};
+	/* rank 1's barrier waits for rank 0 or 2: a cycle of 2 or 3 across the communicators */
+	const struct p2p_case across = {
+		"recvs through a barrier on another communicator", BARRIER,
+		{ { { RECV, SMALL, 1 } }, { { COLL, 0, 0 } }, { { RECV, SMALL, 0 } } },
+		{ CHAIN_SAID, "recv #0 from rank 1 on communicator 0x", "barrier #0 for rank " }, CHAIN_END, true,
+	};
+
+	run_cycles(&ring, 1);
+	if (!failures)
+		run_cycles(&across, 1);
+	run_legal_ring();
 }
 
 /* Every kind of mismatch of collective c, at a small and a large count. */
@@ -430,12 +540,12 @@ int main(int argc, char **argv)
 	int tried = 0, copies = 0, ring_allreduces = 0;
 	sluice_comm_t *comm;
 
-	bool p2p = argc == 2 && !strcmp(argv[1], "--p2p");
+	bool p2p = argc == 2 && !strcmp(argv[1], "--p2p"), cycles = argc == 2 && !strcmp(argv[1], "--cycles");
 
 	sliced = argc == 3 && !strcmp(argv[1], "--channels");
 	if (argc != 2 + sliced) {
 		fprintf(stderr, "usage: it_mismatch [--channels] COLL[,COLL...] (allreduce, allgather, reduce_scatter, "
-			"broadcast, reduce, alltoall, gather, scatter), or it_mismatch --p2p\n");
+			"broadcast, reduce, alltoall, gather, scatter), it_mismatch --p2p or it_mismatch --cycles\n");
 		return 2;
 	}
 	timeout_s = limit ? atof(limit) : 60;
@@ -444,8 +554,9 @@ int main(int argc, char **argv)
 	CHECK(sluice_comm_rank(comm, &rank));
 	CHECK(sluice_comm_size(comm, &nranks));
 	CHECK(sluice_comm_destroy(comm));
-	if (nranks < 2 || nranks > MOST_RANKS || (p2p && nranks != 2)) {
-		fprintf(stderr, "it_mismatch: runs on 2 to %d ranks (--p2p: 2), not %d\n", MOST_RANKS, nranks);
+	if (nranks < 2 || nranks > MOST_RANKS || (p2p && nranks != 2) || (cycles && nranks != 3)) {
+		fprintf(stderr, "it_mismatch: runs on 2 to %d ranks (--p2p: 2, --cycles: 3), not %d\n", MOST_RANKS,
+			nranks);
 		return 2;
 	}
 	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufa));
@@ -453,7 +564,9 @@ int main(int argc, char **argv)
 	memset(bufa, 0, MOST_BYTES);
 	if (p2p)
 		run_p2p();
-	for (const char *p = argv[1 + sliced]; *p && !p2p;) {
+	if (cycles)
+		run_cycles3();
+	for (const char *p = argv[1 + sliced]; *p && !p2p && !cycles;) {
 		size_t len = strcspn(p, ",");
 		struct mismatch list[20];
 		enum coll c;
