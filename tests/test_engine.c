@@ -1574,6 +1574,7 @@ static void test_stall_notes_forged_and_named(void **state)
 		"w1 abcd:1:0:9:0x", "w1 -abcd:1:0:9:0", "w1 abcd:1:0:9:99999999999",
 		"w1 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0",
 	};
+	static const char *const bad_cycles[] = { "", "w1 abcd:0:1:9:0", "w1 abcd:0:1:9:0 abcd:0:1:9:0", "w1 abcd:0:1:9" };
 	struct dp_engine *e = &nodes[1].e;
 	struct sl_cpl cpl;
 	(void)state;
@@ -1598,6 +1599,15 @@ static void test_stall_notes_forged_and_named(void **state)
 			if (e->comms[0].chains_in[j].n)
 				fail_msg("the chain \"%s\" was kept", bad_chains[i]);
 	}
+	/* cycle notes (step 3) that are not one: no cycle kept */
+	h.step = 3;
+	for (unsigned i = 0; i < sizeof(bad_cycles) / sizeof(bad_cycles[0]); i++) {
+		h.len = (uint32_t)strlen(bad_cycles[i]) + 1;
+		dp_deliver(e, &h, (const uint8_t *)bad_cycles[i]);
+		if (e->comms[0].cycle_in.n)
+			fail_msg("the cycle \"%s\" was kept", bad_cycles[i]);
+	}
+	h.step = 2;
 	h.len = 1;
 	assert_int_equal(e->comms[0].peer_wait[0].op, 0);
 	assert_int_equal(e->comms[0].failed, SLUICE_OK);
@@ -1878,8 +1888,9 @@ static void test_a_chain_names_a_cycle_only_while_it_holds(void **state)
 /* Real cycles of waits, told by the nodes' own stall notes: every node
  * ends with SLUICE_ERR_MISMATCH naming the cycle (its own finding, or a
  * peer's copy), never a bare timeout.  Two nodes in recvs from each other;
- * three in a ring of recvs; two across two communicators (node 0 in a
- * recv on one, node 1 in an all-reduce on the other). */
+ * three in a ring of recvs; two in a cycle and a third waiting on it;
+ * two across two communicators (node 0 in a recv on one, node 1 in an
+ * all-reduce on the other). */
 static void test_cycles_of_recvs_are_named(void **state)
 {
 	struct sl_memport_faults none = { 0 };
@@ -1898,6 +1909,19 @@ static void test_cycles_of_recvs_are_named(void **state)
 		post_p2p((i + 1) % 3, i, true, 0);
 	for (unsigned i = 0; i < 3; i++)
 		expect_status_saying(i, SLUICE_ERR_MISMATCH, CYCLE_OF_3);
+	teardown_cluster();
+
+	/* node 2 waits for node 0 from outside the cycle of nodes 0 and 1, and first: told the cycle */
+	setup_cluster(3, &none, 300ull * 1000000);
+	post_p2p(0, 2, true, 0);
+	for (uint64_t t0 = now_ms(); now_ms() < t0 + 30;)
+		poll_all();
+	post_p2p(1, 0, true, 0);
+	post_p2p(0, 1, true, 0);
+	expect_status_saying(2, SLUICE_ERR_MISMATCH, "rank 2 waits in recv #0 from rank 0, which is in a cycle: 2 ranks "
+						     "wait on each other in a cycle");
+	for (unsigned i = 0; i < 2; i++)
+		expect_status_saying(i, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle");
 	teardown_cluster();
 
 	setup_cluster(2, &none, 300ull * 1000000);
