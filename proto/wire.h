@@ -39,8 +39,12 @@
  * dataplane's wait_chain.h), passed on from rank to rank so that the ranks
  * of a cycle each see it close.  A peer from before chains reads only the
  * header (and checks the string's terminator), so it takes such a note as
- * a plain one and passes nothing on: a cycle through it is not named (its
- * ranks time out as before), a cycle of two still is.
+ * a plain one and passes nothing on: a longer cycle through it is not
+ * named (its ranks time out as before), a cycle of two on one communicator
+ * still is.  Step 3 is a cycle note: a rank in a cycle tells one that
+ * waits for it from outside the cycle the cycle's waits, in the same text
+ * (its sender's first; kind and seq its own wait, status 0); a version 2
+ * peer that does not know it reads status 0 and drops it.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
