@@ -2158,6 +2158,27 @@ static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struc
 		stall_note(e, k, mine.waits_for, text);
 }
 
+/* The call of comm's client that chains are passed on along: the oldest
+ * of its calls stalled half a timeout (noted) that wait for one rank, or
+ * NULL.  One call, not each: a rank whose every recv of a halo exchange
+ * stalls (legal: its peers compute) passed each chain to every peer, and
+ * they on to theirs, up to DP_WAIT_CHAIN_MAX hops (14^8 notes on 16
+ * ranks).  Along one call, each note's chain takes one path of at most
+ * that many hops; a cycle through another stalled call of the same rank
+ * goes unseen (the pair rule still sees one of two). */
+static const struct dp_coll *passing_call(const struct dp_engine *e, const struct dp_comm *comm)
+{
+	const struct dp_coll *oldest = NULL;
+	struct dp_wait_edge w;
+
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+		for (const struct dp_coll *k = same_client(comm, &e->comms[i]) ? e->comms[i].colls : NULL; k; k = k->next)
+			if (k->status == SLUICE_OK && k->noted_ns == k->last_progress_ns &&
+			    (!oldest || k->posted_ns < oldest->posted_ns) && own_edge(k, &w))
+				oldest = k;
+	return oldest;
+}
+
 /* Chain c (came on via) closed on this rank: the rank ahead of the cycle
  * in it, which waits for this one and is no part of the cycle, hears of
  * the cycle (a cycle note), so that at its own timeout it names the cycle
@@ -2196,14 +2217,14 @@ static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 }
 
 /* A stall note's chain (text) came from rank src on comm: kept, the
- * sender's own wait at its end, and passed on at once along each call of
- * this rank that has stalled half a timeout (note_stall passes it along
- * those that stall later), while it waits for this rank and has not closed
- * on it.  False for a text that is not a chain to its sender. */
+ * sender's own wait at its end, and passed on at once along the
+ * passing_call (note_stall passes it along one that stalls later), while
+ * it waits for this rank and has not closed on it.  False for a text that is not a chain to its sender. */
 static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text)
 {
 	struct dp_wait_chain c;
 	struct dp_wait_edge *last;
+	const struct dp_coll *k;
 
 	if (!dp_chain_parse(text, &c))
 		return false;
@@ -2225,17 +2246,15 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 		cycle_tell_tail(e, comm, &c);
 		return true;
 	}
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
-		for (const struct dp_coll *k = same_client(comm, &e->comms[i]) ? e->comms[i].colls : NULL; k; k = k->next)
-			if (k->status == SLUICE_OK && k->noted_ns == k->last_progress_ns)
-				chain_pass(e, k, &c);
+	if ((k = passing_call(e, comm)))
+		chain_pass(e, k, &c);
 	return true;
 }
 
 /* A stalled call (half a timeout without progress) tells the rank it
- * waits for which call it waits in, once a stall, and passes on to it the
- * chains of waits for this rank that came within the last timeout and
- * still hold (chain_came): a rank that sees its own wait come back knows
+ * waits for which call it waits in, once a stall, and (if it is the
+ * passing_call) passes on to it the chains of waits for this rank that
+ * came within the last timeout and still hold (chain_came): a rank that sees its own wait come back knows
  * the cycle (chain_cycle).  The notes decide nothing: a cycle is named only
  * at a timeout, so a legal order (a rank that computes for a while before
  * it posts) can only be caught where it would have timed out anyway. */
@@ -2250,6 +2269,8 @@ static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	if (!own_edge(k, &mine))
 		return;
 	stall_note(e, k, mine.waits_for, "");
+	if (passing_call(e, k->comm) != k)
+		return;
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
 		const struct dp_comm *c = &e->comms[i];
 		for (unsigned j = 0; same_client(k->comm, c) && j < DP_CHAINS_KEPT; j++)

@@ -1798,10 +1798,27 @@ static void test_a_large_call_of_another_communicator_is_parked(void **state)
 }
 
 /* Node i's next completion is a timeout whose message says want. */
-/* A chain passes a hop a pass of each engine, here all on this thread: a
- * timeout of 0.3 s left its last hop behind a descheduled thread at load
- * 12 (a bare timeout); half of 1 s is margin enough. */
-#define CYCLE_TIMEOUT_NS (1000ull * 1000000)
+/* Tests whose chains of stall notes take several hops run on the stepped
+ * clock (setup_stepped): all engines are polled by this one thread, which
+ * other helpers' spinning dataplanes kept off the cores for 1.2-1.4 s at
+ * load 9 (a real clock saw a note go out and the timeout pass in one
+ * engine pass: a bare timeout). */
+#define CYCLE_TIMEOUT_NS (300ull * 1000000)
+
+static void setup_stepped(unsigned n)
+{
+	cluster_clock = (struct sl_clock){ .now_ns = stepped_now };
+	setup_cluster(n, &(struct sl_memport_faults){ 0 }, CYCLE_TIMEOUT_NS);
+}
+
+/* Polls until ms of the engines' clock have passed. */
+static void poll_engine_ms(uint64_t ms)
+{
+	uint64_t t0 = sl_tp_poll_ns(nodes[0].e.tp);
+
+	while (sl_tp_poll_ns(nodes[0].e.tp) < t0 + ms * 1000000)
+		poll_all();
+}
 
 /* Node i's next completion, with status want and a message that says want_msg. */
 static void expect_status_saying(unsigned i, int32_t want, const char *want_msg)
@@ -1826,11 +1843,10 @@ static void expect_status_saying(unsigned i, int32_t want, const char *want_msg)
  * the hint where a peer's notes carry no chain). */
 static void test_a_cycle_across_communicators_is_named(void **state)
 {
-	struct sl_memport_faults none = { 0 };
 	uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 200) * 1024 / 4 * 2;
 	(void)state;
 
-	setup_cluster(2, &none, CYCLE_TIMEOUT_NS);
+	setup_stepped(2);
 	add_second_comm();
 	post_sum_on(&nodes[0], 1, 1, b, a, 10);
 	post_sum_on(&nodes[1], 0, 0, a, 0, 0);
@@ -1898,29 +1914,27 @@ static void test_a_chain_names_a_cycle_only_while_it_holds(void **state)
  * all-reduce on the other). */
 static void test_cycles_of_recvs_are_named(void **state)
 {
-	struct sl_memport_faults none = { 0 };
 	(void)state;
 
-	setup_cluster(2, &none, CYCLE_TIMEOUT_NS);
+	setup_stepped(2);
 	post_p2p(1, 0, true, 0);
 	post_p2p(0, 1, true, 0);
 	for (unsigned i = 0; i < 2; i++)
 		expect_status_saying(i, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle (no progress for "
-							    "1.0 s): rank ");
+							    "0.3 s): rank ");
 	teardown_cluster();
 
-	setup_cluster(3, &none, CYCLE_TIMEOUT_NS);
+	setup_stepped(3);
 	for (unsigned i = 0; i < 3; i++)
 		post_p2p((i + 1) % 3, i, true, 0);
 	for (unsigned i = 0; i < 3; i++)
-		expect_status_saying(i, SLUICE_ERR_MISMATCH, "3 ranks wait on each other in a cycle (no progress for 1.0 s): ");
+		expect_status_saying(i, SLUICE_ERR_MISMATCH, "3 ranks wait on each other in a cycle (no progress for 0.3 s): ");
 	teardown_cluster();
 
 	/* node 2 waits for node 0 from outside the cycle of nodes 0 and 1, and first: told the cycle */
-	setup_cluster(3, &none, CYCLE_TIMEOUT_NS);
+	setup_stepped(3);
 	post_p2p(0, 2, true, 0);
-	for (uint64_t t0 = now_ms(); now_ms() < t0 + 100;)
-		poll_all();
+	poll_engine_ms(30);
 	post_p2p(1, 0, true, 0);
 	post_p2p(0, 1, true, 0);
 	expect_status_saying(2, SLUICE_ERR_MISMATCH, "rank 2 waits in recv #0 from rank 0, which is in a cycle: 2 ranks "
@@ -1929,11 +1943,11 @@ static void test_cycles_of_recvs_are_named(void **state)
 		expect_status_saying(i, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle");
 	teardown_cluster();
 
-	setup_cluster(2, &none, CYCLE_TIMEOUT_NS);
+	setup_stepped(2);
 	add_second_comm();
 	post_p2p(1, 0, true, 0);
 	post_sum_on(&nodes[1], 1, 1, 16, 0, 0);
-	expect_status_saying(0, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle (no progress for 1.0 s): "
+	expect_status_saying(0, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle (no progress for 0.3 s): "
 						     "rank 0 waits in recv #0 from rank 1 on communicator 0xabcd, which "
 						     "has not posted send #0 to rank 0 on communicator 0xabcd while it waits "
 						     "in allreduce #0 for rank 0 on communicator 0xabce, which has not posted "
@@ -1943,20 +1957,43 @@ static void test_cycles_of_recvs_are_named(void **state)
 	teardown_cluster();
 }
 
+/* A chain is passed on along one stalled call of a rank (coll_run.c
+ * passing_call), not along each: node 0 waits in recvs from nodes 1, 2 and
+ * 3, all stalled, when node 1's note comes (node 1 waits in a recv from
+ * it): one note goes on, not three. */
+static void test_a_chain_is_passed_along_one_call(void **state)
+{
+	static const uint8_t text[] = "";
+	const struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 1,
+				  .dst_node = 0, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */,
+				  .kind = SL_OP_RECV, .len = 1 };
+	uint64_t before;
+	(void)state;
+
+	setup_stepped(4);
+	for (unsigned from = 1; from < 4; from++)
+		post_p2p(from, 0, true, 64 * from);
+	poll_engine_ms(200); /* past half the timeout: each told its peer */
+	before = psns_sent(&nodes[0]);
+	dp_deliver(&nodes[0].e, &h, text);
+	poll_engine_ms(10);
+	if (psns_sent(&nodes[0]) - before != 1)
+		fail_msg("node 0 sent %llu notes on for one chain, want 1",
+			 (unsigned long long)(psns_sent(&nodes[0]) - before));
+	teardown_cluster();
+}
+
 /* A legal order of the same recvs: node 2 computes past half the timeout
  * before its send to node 1, which then sends to node 0.  Every call's
  * stall note goes out, and all end well. */
 static void test_a_chain_of_late_sends_delivers(void **state)
 {
-	struct sl_memport_faults none = { 0 };
-	uint64_t t0;
 	(void)state;
 
-	setup_cluster(3, &none, 1000ull * 1000000);
+	setup_stepped(3);
 	post_p2p(1, 0, true, 0);
 	post_p2p(2, 1, true, 0);
-	for (t0 = now_ms(); now_ms() < t0 + 600;)
-		poll_all();
+	poll_engine_ms(200);
 	post_p2p(2, 1, false, 0);
 	expect_status_saying(2, SLUICE_OK, "");
 	expect_status_saying(1, SLUICE_OK, "");
@@ -3504,6 +3541,7 @@ int main(void)
 		cmocka_unit_test(test_a_chain_names_a_cycle_only_while_it_holds),
 		cmocka_unit_test(test_cycles_of_recvs_are_named),
 		cmocka_unit_test(test_a_chain_of_late_sends_delivers),
+		cmocka_unit_test(test_a_chain_is_passed_along_one_call),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
 		cmocka_unit_test(test_eager_senders_linger),
