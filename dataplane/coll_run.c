@@ -2141,8 +2141,8 @@ static bool chain_closed(const struct dp_engine *e, const struct dp_comm *via, c
 
 static void stall_note(struct dp_engine *e, const struct dp_coll *k, int to, const char *chain)
 {
-	notices_send(e, k->comm, to, (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode },
-		     chain);
+	notices_send(e, k->comm, to,
+		     (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode }, chain);
 }
 
 /* Passes chain c (which waits for this rank) on along k's wait: a stall
@@ -2192,7 +2192,8 @@ static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, cons
 
 	while (!is_own(e, via, &c->edge[i]))
 		i++;
-	if (i == 0 || !dp_chain_format(&c->edge[i], c->n - i, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
+	if (i == 0 ||
+	    !dp_chain_format(&c->edge[i], c->n - i, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
 		return;
 	for (unsigned j = 0; j < DP_MAX_COMMS; j++) {
 		struct dp_comm *t = &e->comms[j];
@@ -2219,7 +2220,8 @@ static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 /* A stall note's chain (text) came from rank src on comm: kept, the
  * sender's own wait at its end, and passed on at once along the
  * passing_call (note_stall passes it along one that stalls later), while
- * it waits for this rank and has not closed on it.  False for a text that is not a chain to its sender. */
+ * it waits for this rank and has not closed on it.  False for a text that
+ * is not a chain to its sender. */
 static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text)
 {
 	struct dp_wait_chain c;
@@ -2234,7 +2236,8 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 	if (c.n && last[-1].comm == last->comm && last[-1].waits_for != last->rank)
 		return false;
 	for (unsigned i = 0; i < c.n; i++)
-		if (c.edge[i].comm == comm->key32 && (c.edge[i].rank >= comm->nranks || c.edge[i].waits_for >= comm->nranks))
+		if (c.edge[i].comm == comm->key32 &&
+		    (c.edge[i].rank >= comm->nranks || c.edge[i].waits_for >= comm->nranks))
 			return false;
 	c.n++;
 	c.at_ns = sl_tp_poll_ns(e->tp);
@@ -2254,8 +2257,8 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 /* A stalled call (half a timeout without progress) tells the rank it
  * waits for which call it waits in, once a stall, and (if it is the
  * passing_call) passes on to it the chains of waits for this rank that
- * came within the last timeout and still hold (chain_came): a rank that sees its own wait come back knows
- * the cycle (chain_cycle).  The notes decide nothing: a cycle is named only
+ * came within the last timeout and still hold (chain_came): a rank that
+ * sees its own wait come back knows the cycle (chain_cycle).  The notes decide nothing: a cycle is named only
  * at a timeout, so a legal order (a rank that computes for a while before
  * it posts) can only be caught where it would have timed out anyway. */
 static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
@@ -2378,6 +2381,25 @@ static bool peer_cycle(const struct dp_engine *e, const struct dp_coll *k, int p
 	return false;
 }
 
+/* k has waited a timeout for peer, which said during k's stall that it is
+ * in a cycle of waits (cycle_came): said in why, and true. */
+static bool waits_on_a_cycle(const struct dp_engine *e, const struct dp_coll *k, int peer, char *why,
+			     size_t why_size)
+{
+	const struct dp_comm *comm = k->comm;
+	char name[64], for_peer[24] = "", cycle[SL_ERRMSG_LEN];
+
+	if (!comm->cycle_in.n || comm->cycle_from != peer || comm->cycle_in.at_ns <= k->last_progress_ns)
+		return false;
+	dp_call_name(name, sizeof(name), (uint8_t)k->cmd.opcode, k->seq, peer);
+	if (!is_p2p(k->cmd.opcode)) /* a send or recv names its peer already */
+		snprintf(for_peer, sizeof(for_peer), " for rank %d", peer);
+	dp_cycle_sentence(cycle, sizeof(cycle), comm->cycle_in.edge, comm->cycle_in.n, (double)e->timeout_ns / 1e9);
+	sl_errmsg_format(why, why_size, "rank %u waits in %s%s, which is in a cycle: %s", comm->rank, name, for_peer,
+			 cycle);
+	return true;
+}
+
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
@@ -2385,7 +2407,7 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	struct dp_wait_edge cycle[DP_WAIT_CHAIN_MAX + 1];
 	unsigned n;
 	int peer;
-	char waiting[64], cause[SL_ERRMSG_LEN] = "", why[SL_ERRMSG_LEN];
+	char waiting[64], cause[320] = "", why[SL_ERRMSG_LEN];
 
 	/* local transfers in this pass may have made progress after `now` was read */
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < e->timeout_ns)
@@ -2395,14 +2417,8 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
 		return;
 	}
-	if (peer >= 0 && comm->cycle_in.n && comm->cycle_from == peer && comm->cycle_in.at_ns > k->last_progress_ns) {
-		char name[64], for_peer[24] = "";
-		dp_call_name(name, sizeof(name), (uint8_t)k->cmd.opcode, k->seq, peer);
-		if (!is_p2p(k->cmd.opcode)) /* a send or recv names its peer already */
-			snprintf(for_peer, sizeof(for_peer), " for rank %d", peer);
-		dp_cycle_sentence(cause, sizeof(cause), comm->cycle_in.edge, comm->cycle_in.n, (double)e->timeout_ns / 1e9);
-		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "rank %u waits in %s%s, which is in a cycle: %s",
-			  comm->rank, name, for_peer, cause);
+	if (peer >= 0 && waits_on_a_cycle(e, k, peer, why, sizeof(why))) {
+		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
 		return;
 	}
 	if ((n = chain_cycle(e, k, cycle, &via))) {
