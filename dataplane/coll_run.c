@@ -2587,7 +2587,7 @@ static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
 	e->closing -= comm->close_waiting;
 	comm->close_waiting = false;
 	comm->close_done = NULL;
-	atomic_store_explicit(done, comm_close_now(e, comm, comm->close_why) + 1, memory_order_release);
+	dp_ctl_answer(done, comm_close_now(e, comm, comm->close_why));
 }
 
 /* Destroys waiting for closing words: a timer pass looks for the timeout
@@ -2638,6 +2638,6 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
 	e->closing -= comm->close_waiting;
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
-		atomic_store_explicit(comm->close_done, 1, memory_order_release);
+		dp_ctl_answer(comm->close_done, 0);
 	memset(comm, 0, sizeof(*comm));
 }

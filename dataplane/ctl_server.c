@@ -3,15 +3,20 @@
  *
  * Applications (libsluice) connect to a unix SOCK_SEQPACKET socket and send
  * struct sl_ctl_msg requests (abi.h): HELLO with their client page, REG with
- * memory files, communicator creation.  This thread checks each request,
- * maps what it is given, and hands the result to every channel's engine
- * through dp_engine_call; it never touches an engine's tables itself.
+ * memory files, communicator creation.  Each connection has a thread of its
+ * own, which serves its requests in turn: checks each, maps what it is
+ * given, and hands the result to every channel's engine through
+ * dp_engine_call; it never touches an engine's tables itself.  So one
+ * client's slow request (a registration's pages touched, a destroy waiting
+ * for its peers, an engine that does not answer) holds up no other client.
+ * The server's own thread accepts connections and watches the engines.
  * Channel 0's engine owns the mappings and the others borrow them, so
  * removals go to the owner last.  A peer of another user is refused
  * (SO_PEERCRED) unless the daemon was told to share.
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -32,8 +37,18 @@
 #include "stall_watch.h"
 #include "trace_tap.h"
 
+struct server;
+
 struct conn {
-	int fd;                           /* -1 when the slot is free */
+	/* the server's thread's */
+	bool taken;                       /* the slot has a connection, or had one that could not be let go */
+	bool retired;                     /* ... that: an engine may still hold the client, never reused */
+	bool running;                     /* thread runs, or returned and is not joined yet */
+	pthread_t thread;
+	_Atomic bool ended;               /* the connection's thread returned: join it */
+	/* the connection's thread's */
+	struct server *s;
+	int fd;
 	bool hello;                       /* HELLO done: the engine knows this client */
 	bool tracer;                      /* a sluice-trace attached through this connection */
 	bool region_used[SL_MAX_REGIONS];
@@ -49,8 +64,10 @@ struct server {
 	const struct dp_server_cfg *cfg;
 	int listen_fd;
 	struct conn conns[DP_MAX_CLIENTS];
+	pthread_mutex_t lock;             /* what connections share: comm_owner, the trace taps */
 	int comm_owner[DP_MAX_COMMS];     /* client index holding each comm slot, -1 = free */
 	struct dp_stall_watch stall[SL_MAX_CHANNELS];
+	uint64_t reg_delay_ms;            /* SLUICED_TEST_REG_DELAY_MS: tests make registrations slow */
 };
 
 static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ...)
@@ -66,11 +83,6 @@ static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ..
 	return 0;
 }
 
-/* Every page now, not at its first use by a call: on the PVM guests sluice
- * runs on, this process's first access to a page costs 10-14 us even after
- * MAP_POPULATE, and a 3-rank 128 KiB scatter's first call on fresh buffers
- * took 550-700 us against 110 (perf/ALGORITHMS.md, gaps2).  Registering
- * costs that instead: 3-5 ms a MiB here (MAP_POPULATE alone 0.7). */
 void *dp_map_client_file(int fd, uint64_t len, uint64_t touch)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -78,6 +90,24 @@ void *dp_map_client_file(int fd, uint64_t len, uint64_t touch)
 	if (p != MAP_FAILED)
 		sl_touch(p, touch);
 	return p;
+}
+
+/* Every page now, not at its first use by a call: on the PVM guests sluice
+ * runs on, this process's first access to a page costs 10-14 us even after
+ * MAP_POPULATE, and a 3-rank 128 KiB scatter's first call on fresh buffers
+ * took 550-700 us against 110 (perf/ALGORITHMS.md, gaps2).  Registering
+ * costs that instead: 3-5 ms a MiB here (MAP_POPULATE alone 0.7), on the
+ * registering client's own thread. */
+const char *dp_touch_client_memory(void *p, uint64_t len, const char *(*abandon)(void *), void *arg)
+{
+	const char *why;
+
+	for (uint64_t off = 0; off < len; off += DP_TOUCH_PIECE) {
+		if ((why = abandon(arg)))
+			return why;
+		sl_touch((uint8_t *)p + off, len - off < DP_TOUCH_PIECE ? len - off : DP_TOUCH_PIECE);
+	}
+	return NULL;
 }
 
 static void *map_fd(int fd, uint64_t want, uint64_t touch, struct sl_ctl_reply *r, const char *what)
@@ -103,12 +133,16 @@ static void *map_fd(int fd, uint64_t want, uint64_t touch, struct sl_ctl_reply *
 	return p;
 }
 
-static void watch_engines(void *server);
-
-/* Channel ch's engine applies req; the stall watch goes on while we wait. */
 static int32_t server_call(struct server *s, unsigned ch, struct dp_ctl_req *req)
 {
-	return dp_engine_call(s->e[ch], req, watch_engines, s);
+	return dp_engine_call(s->e[ch], req);
+}
+
+/* The reply's status for an engine's answer res (not 0): the status it
+ * named, a timeout when it did not answer, else fail. */
+static int32_t answer_status(int32_t res, int32_t fail)
+{
+	return res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : res == DP_CTL_NO_ANSWER ? SLUICE_ERR_TIMEOUT : fail;
 }
 
 static void call_engine(struct server *s, unsigned ch, struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t fail)
@@ -118,15 +152,17 @@ static void call_engine(struct server *s, unsigned ch, struct dp_ctl_req *req, s
 
 	req->why = why;
 	if ((res = server_call(s, ch, req)) != 0)
-		reply_err(r, res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : fail, "%s", why);
+		reply_err(r, answer_status(res, fail), "%s", why);
 }
 
 /* A removal, channel 0 (the owner) last.  A refusal (1: still in use)
  * stops it and is the reply: libsluice removes nothing in use, so it means
  * a client that broke the protocol, and the channels already reached have
- * let go (calls that name the object there fail with a clear error).  A
- * failure reported on the way (a communicator's, at destroy) does not stop
- * it: that channel let go too, and the first such report is the reply. */
+ * let go (calls that name the object there fail with a clear error).  An
+ * engine that does not answer stops it too: the owner keeps the memory
+ * that engine may still read.  A failure reported on the way (a
+ * communicator's, at destroy) does not stop it: that channel let go too,
+ * and the first such report is the reply. */
 static void remove_all(struct server *s, const struct dp_ctl_req *req, struct sl_ctl_reply *r, int32_t refused)
 {
 	for (unsigned ch = s->nch; ch-- > 0;) {
@@ -138,7 +174,7 @@ static void remove_all(struct server *s, const struct dp_ctl_req *req, struct sl
 		if ((res = server_call(s, ch, &q)) == 0)
 			continue;
 		if (r->status == SLUICE_OK)
-			reply_err(r, res >= DP_CTL_STATUS ? res - DP_CTL_STATUS : refused, "%s", why);
+			reply_err(r, answer_status(res, refused), "%s", why);
 		if (res < DP_CTL_STATUS)
 			return;
 	}
@@ -176,8 +212,10 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 		return;
 	}
 	/* Ring geometry comes from the ABI, never from the page.  Each engine
-	 * copies its own view at once (dp_engine_call waits), so c is reused. */
-	for (unsigned ch = 0; ch < s->nch; ch++) {
+	 * copies its own view at once (dp_engine_call waits), so c is reused.
+	 * After a failure the client counts as known: its hang-up removes it
+	 * from every engine that may have taken it. */
+	for (unsigned ch = 0; ch < s->nch && r->status == SLUICE_OK; ch++) {
 		struct dp_ctl_req req = { .op = DP_CTL_ADD_CLIENT, .client = (uint32_t)ci, .obj = &c };
 		c.owner = ch == 0;
 		c.bell = &c.page->bell[ch];
@@ -226,6 +264,49 @@ static int open_device_region(const struct sl_ctl_msg *m, int sock, struct dp_re
 	return 0;
 }
 
+/* Why to stop touching a registration, or NULL: the client hung up (its
+ * reply would go nowhere), or the dataplane stops. */
+static const char *reg_abandoned(void *conn)
+{
+	const struct conn *cn = conn;
+	struct pollfd p = { .fd = cn->fd, .events = POLLRDHUP };
+
+	if (atomic_load(cn->s->cfg->stop))
+		return "the dataplane is stopping";
+	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+		return "the client hung up";
+	return NULL;
+}
+
+/* Tests only (SLUICED_TEST_REG_DELAY_MS): a registration as slow as a large
+ * one's touch, abandoned as it would be. */
+static const char *reg_test_delay(struct conn *cn)
+{
+	const char *why = NULL;
+
+	for (uint64_t ms = 0; ms < cn->s->reg_delay_ms && !(why = reg_abandoned(cn)); ms += 10)
+		usleep(10000);
+	return why;
+}
+
+/* Map a registration's file and touch its pages, on this client's thread;
+ * NULL with r filled when it failed or was abandoned. */
+static void *map_region(struct conn *cn, int fd, uint64_t size, struct sl_ctl_reply *r)
+{
+	void *p = map_fd(fd, size, 0, r, "registered memory");
+	const char *why;
+
+	if (!p)
+		return NULL;
+	why = reg_test_delay(cn);
+	if (!why && !(why = dp_touch_client_memory(p, size, reg_abandoned, cn)))
+		return p;
+	munmap(p, size);
+	reply_err(r, SLUICE_ERR_UNAVAILABLE, "registering %llu bytes was abandoned: %s",
+		  (unsigned long long)size, why);
+	return NULL;
+}
+
 static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
 {
 	struct conn *cn = &s->conns[ci];
@@ -245,10 +326,12 @@ static void do_reg(struct server *s, int ci, int fd, const struct sl_ctl_msg *m,
 	} else if (m->a.kind != SL_REGION_HOST) {
 		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "unknown memory kind %u in a registration", m->a.kind);
 		return;
-	} else if (!(reg.base = map_fd(fd, m->a.size, m->a.size, r, "registered memory"))) {
+	} else if (!(reg.base = map_region(cn, fd, m->a.size, r))) {
 		return;
 	}
-	for (unsigned ch = 0; ch < s->nch; ch++) { /* taking a region is never refused */
+	/* Taking a region is never refused.  An engine that does not answer
+	 * may take it later: the slot stays used, released at hang-up. */
+	for (unsigned ch = 0; ch < s->nch && r->status == SLUICE_OK; ch++) {
 		struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = (uint32_t)ci, .index = i, .obj = &reg };
 		reg.owner = ch == 0;
 		call_engine(s, ch, &req, r, SLUICE_ERR_INTERNAL);
@@ -306,8 +389,12 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "communicator creation: %s", bad);
 		return;
 	}
+	pthread_mutex_lock(&s->lock); /* the slot is this client's while the engines take it */
 	for (i = 0; i < DP_MAX_COMMS && s->comm_owner[i] >= 0; i++)
 		;
+	if (i < DP_MAX_COMMS)
+		s->comm_owner[i] = ci;
+	pthread_mutex_unlock(&s->lock);
 	if (i == DP_MAX_COMMS) {
 		reply_err(r, SLUICE_ERR_NO_MEMORY, "this dataplane already runs %u communicators: destroy "
 			  "some first", DP_MAX_COMMS);
@@ -328,32 +415,53 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 		comm.client = &s->e[ch]->clients[ci];
 		call_engine(s, ch, &req, r, SLUICE_ERR_INVALID_ARGUMENT);
 	}
-	/* refused by one channel: the ones before it let go of it (nothing ran on it yet) */
-	for (unsigned k = 0; r->status != SLUICE_OK && k + 1 < ch; k++) {
+	/* refused by one channel: the ones before it let go of it (nothing ran
+	 * on it yet).  One that did not answer may take it later: the slot
+	 * stays the client's, released at hang-up. */
+	bool held = r->status == SLUICE_ERR_TIMEOUT;
+	for (unsigned k = 0; r->status != SLUICE_OK && !held && k + 1 < ch; k++) {
 		struct dp_ctl_req undo = { .op = DP_CTL_DEL_COMM, .client = (uint32_t)ci, .index = i };
-		struct sl_ctl_reply ignored = { 0 };
-		call_engine(s, k, &undo, &ignored, SLUICE_ERR_INTERNAL);
+		struct sl_ctl_reply undone = { 0 };
+		call_engine(s, k, &undo, &undone, SLUICE_ERR_INTERNAL);
+		held |= undone.status == SLUICE_ERR_TIMEOUT;
 	}
+	pthread_mutex_lock(&s->lock);
 	if (r->status == SLUICE_OK) {
-		s->comm_owner[i] = ci;
 		r->value = i;
 		dp_trace_note_comm(s->cfg->trace, &comm);
+	} else if (!held) {
+		s->comm_owner[i] = -1;
 	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static bool comm_held_by(struct server *s, uint32_t comm, int ci)
+{
+	bool held;
+
+	pthread_mutex_lock(&s->lock);
+	held = comm < DP_MAX_COMMS && s->comm_owner[comm] == ci;
+	pthread_mutex_unlock(&s->lock);
+	return held;
 }
 
 static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
 {
 	struct dp_ctl_req req = { .op = DP_CTL_DEL_COMM, .client = (uint32_t)ci, .index = m->a.comm };
 
-	if (m->a.comm >= DP_MAX_COMMS || s->comm_owner[m->a.comm] != ci) {
+	if (!comm_held_by(s, m->a.comm, ci)) {
 		reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "communicator %u is not held by this client",
 			  m->a.comm);
 		return;
 	}
 	remove_all(s, &req, r, SLUICE_ERR_INVALID_USAGE);
-	/* refused only while collectives run; a failure reported at destroy released it */
-	if (r->status != SLUICE_ERR_INVALID_USAGE)
+	/* refused only while collectives run, or not answered; a failure
+	 * reported at destroy released it */
+	if (r->status != SLUICE_ERR_INVALID_USAGE && r->status != SLUICE_ERR_TIMEOUT) {
+		pthread_mutex_lock(&s->lock);
 		s->comm_owner[m->a.comm] = -1;
+		pthread_mutex_unlock(&s->lock);
+	}
 }
 
 /* *reply_fd: a file descriptor to pass back with the reply, or -1. */
@@ -381,7 +489,9 @@ static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd,
 	case SL_CTL_COMM_DESTROY: do_comm_destroy(s, ci, m, r); break;
 	case SL_CTL_INFO: break;
 	case SL_CTL_TRACE_ATTACH:
+		pthread_mutex_lock(&s->lock);
 		*reply_fd = dp_trace_attach(s->cfg->trace, s->e[0], m, r);
+		pthread_mutex_unlock(&s->lock);
 		s->conns[ci].tracer |= *reply_fd >= 0;
 		break;
 	default: reply_err(r, SLUICE_ERR_INVALID_ARGUMENT, "unknown request type %u", m->type);
@@ -410,24 +520,35 @@ static int recv_req(int fd, struct sl_ctl_msg *m, int *passed, bool *short_msg)
 	return 0;
 }
 
-static void drop_conn(struct server *s, int ci)
+/* The client is gone: every engine lets go of it, the owner last.  False
+ * when one did not answer: the owner keeps the client's memory, which that
+ * engine may still read, and its communicator slots stay taken (the log
+ * says so). */
+static bool drop_conn(struct server *s, int ci)
 {
-	if (s->conns[ci].hello) {
-		for (unsigned ch = s->nch; ch-- > 0;) { /* the owner last */
-			struct dp_ctl_req req = { .op = DP_CTL_DEL_CLIENT, .client = (uint32_t)ci };
-			char why[SL_ERRMSG_LEN];
-			req.why = why;
-			server_call(s, ch, &req);
+	struct conn *cn = &s->conns[ci];
+	bool all = true;
+
+	for (unsigned ch = s->nch; cn->hello && ch-- > 0;) {
+		struct dp_ctl_req req = { .op = DP_CTL_DEL_CLIENT, .client = (uint32_t)ci };
+		char why[SL_ERRMSG_LEN];
+		req.why = why;
+		if (server_call(s, ch, &req) == DP_CTL_NO_ANSWER) {
+			fprintf(stderr, "sluiced node %u: client %d hung up but cannot be let go: %s\n",
+				s->e[0]->node, ci, why);
+			all = false;
+			break;
 		}
 	}
-	if (s->conns[ci].tracer)
+	pthread_mutex_lock(&s->lock);
+	if (cn->tracer)
 		dp_trace_detach(s->cfg->trace);
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+	for (unsigned i = 0; i < DP_MAX_COMMS && all; i++)
 		if (s->comm_owner[i] == ci)
 			s->comm_owner[i] = -1;
-	close(s->conns[ci].fd);
-	memset(&s->conns[ci], 0, sizeof(s->conns[ci]));
-	s->conns[ci].fd = -1;
+	pthread_mutex_unlock(&s->lock);
+	close(cn->fd);
+	return all;
 }
 
 /* Send one reply, with fd (when >= 0) as SCM_RIGHTS. */
@@ -449,17 +570,16 @@ static bool send_reply(int sock, const struct sl_ctl_reply *r, int fd)
 	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*r);
 }
 
-static void serve_conn(struct server *s, int ci)
+/* One request and its reply.  False when the client hung up. */
+static bool serve_conn(struct server *s, int ci)
 {
 	struct sl_ctl_msg m;
 	struct sl_ctl_reply r;
 	int fd, reply_fd = -1;
 	bool short_msg;
 
-	if (recv_req(s->conns[ci].fd, &m, &fd, &short_msg) != 0) {
-		drop_conn(s, ci);
-		return;
-	}
+	if (recv_req(s->conns[ci].fd, &m, &fd, &short_msg) != 0)
+		return false;
 	memset(&r, 0, sizeof(r));
 	if (short_msg)
 		reply_err(&r, SLUICE_ERR_INVALID_ARGUMENT, "request too short");
@@ -470,8 +590,26 @@ static void serve_conn(struct server *s, int ci)
 	bool sent = send_reply(s->conns[ci].fd, &r, reply_fd);
 	if (reply_fd >= 0)
 		close(reply_fd); /* the peer has its own copy now */
-	if (!sent)
-		drop_conn(s, ci);
+	return sent;
+}
+
+/* A connection's thread: its requests, one at a time, until it hangs up or
+ * the dataplane stops. */
+static void *conn_main(void *conn)
+{
+	struct conn *cn = conn;
+	struct server *s = cn->s;
+	int ci = (int)(cn - s->conns);
+	struct pollfd p = { .fd = cn->fd, .events = POLLIN };
+
+	while (!atomic_load(s->cfg->stop)) {
+		int n = poll(&p, 1, 100);
+		if ((n < 0 && errno != EINTR) || (n > 0 && !serve_conn(s, ci)))
+			break;
+	}
+	cn->retired = !drop_conn(s, ci);
+	atomic_store(&cn->ended, true);
+	return NULL;
 }
 
 static bool peer_allowed(const struct server *s, int fd, struct sl_ctl_reply *r)
@@ -491,25 +629,49 @@ static bool peer_allowed(const struct server *s, int fd, struct sl_ctl_reply *r)
 	return false;
 }
 
+/* Join the threads of connections that ended; their slots are free again
+ * unless an engine may still hold their client. */
+static void reap_conns(struct server *s)
+{
+	for (int i = 0; i < DP_MAX_CLIENTS; i++) {
+		struct conn *cn = &s->conns[i];
+		if (!cn->running || !atomic_load(&cn->ended))
+			continue;
+		pthread_join(cn->thread, NULL);
+		cn->running = false;
+		cn->taken = cn->retired;
+	}
+}
+
 static void accept_conn(struct server *s)
 {
 	struct sl_ctl_reply r = { .status = SLUICE_OK };
 	int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	int ci;
+	struct conn *cn = NULL;
+	int ci, err;
 
 	if (fd < 0)
 		return;
-	for (ci = 0; ci < DP_MAX_CLIENTS && s->conns[ci].fd >= 0; ci++)
+	for (ci = 0; ci < DP_MAX_CLIENTS && s->conns[ci].taken; ci++)
 		;
 	if (!peer_allowed(s, fd, &r) ||
 	    (ci == DP_MAX_CLIENTS &&
-	     reply_err(&r, SLUICE_ERR_NO_MEMORY, "this dataplane serves %u clients already", DP_MAX_CLIENTS) == 0)) {
-		/* Say why, then hang up: the client reads this as the answer to its first request. */
-		send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
-		close(fd);
+	     reply_err(&r, SLUICE_ERR_NO_MEMORY, "this dataplane serves %u clients already", DP_MAX_CLIENTS) == 0))
+		goto refuse;
+	cn = &s->conns[ci];
+	*cn = (struct conn){ .s = s, .fd = fd, .taken = true };
+	atomic_init(&cn->ended, false);
+	if ((err = pthread_create(&cn->thread, NULL, conn_main, cn)) == 0) {
+		cn->running = true;
 		return;
 	}
-	s->conns[ci].fd = fd;
+	cn->taken = false;
+	reply_err(&r, SLUICE_ERR_SYSTEM, "the dataplane cannot start a thread for this client: %s: free memory "
+		  "or raise its limit of threads", strerror(err));
+refuse:
+	/* Say why, then hang up: the client reads this as the answer to its first request. */
+	send(fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
 }
 
 static int open_listener(const char *path, char *err, size_t len)
@@ -537,10 +699,9 @@ static int open_listener(const char *path, char *err, size_t len)
 }
 
 /* An engine stuck in a call is named on stderr, with where it is
- * (stall_watch.h): from the server's loop, and while it waits on an engine. */
-static void watch_engines(void *server)
+ * (stall_watch.h): from the server's loop, which waits on no engine. */
+static void watch_engines(struct server *s)
 {
-	struct server *s = server;
 	uint64_t now = dp_now_ns(NULL);
 	char msg[768];
 
@@ -559,37 +720,30 @@ static void watch_engines(void *server)
 int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const struct dp_server_cfg *cfg,
 		  _Atomic bool *ready, char *err, size_t len)
 {
-	struct server s = { .e = engines, .nch = nengines, .cfg = cfg };
-	struct pollfd pfd[DP_MAX_CLIENTS + 1];
-
+	const char *delay = getenv("SLUICED_TEST_REG_DELAY_MS");
+	struct server s = { .e = engines, .nch = nengines, .cfg = cfg,
+			    .reg_delay_ms = delay ? strtoull(delay, NULL, 10) : 0 };
 	s.listen_fd = open_listener(cfg->socket_path, err, len);
 	if (s.listen_fd < 0)
 		return -1;
-	for (int i = 0; i < DP_MAX_CLIENTS; i++)
-		s.conns[i].fd = -1;
+	pthread_mutex_init(&s.lock, NULL);
 	for (int i = 0; i < DP_MAX_COMMS; i++)
 		s.comm_owner[i] = -1;
 	if (ready)
 		atomic_store(ready, true);
 	while (!atomic_load(cfg->stop)) {
-		int n = 0;
-		pfd[n++] = (struct pollfd){ .fd = s.listen_fd, .events = POLLIN };
-		for (int i = 0; i < DP_MAX_CLIENTS; i++)
-			pfd[n++] = (struct pollfd){ .fd = s.conns[i].fd, .events = POLLIN };
-		int ready_fds = poll(pfd, (nfds_t)n, 100);
+		struct pollfd pfd = { .fd = s.listen_fd, .events = POLLIN };
 
-		watch_engines(&s);
-		if (ready_fds <= 0)
-			continue;
-		if (pfd[0].revents & POLLIN)
+		if (poll(&pfd, 1, 100) > 0 && (pfd.revents & POLLIN))
 			accept_conn(&s);
-		for (int i = 0; i < DP_MAX_CLIENTS; i++)
-			if (s.conns[i].fd >= 0 && pfd[i + 1].revents)
-				serve_conn(&s, i);
+		watch_engines(&s);
+		reap_conns(&s);
 	}
+	/* each connection's thread sees the stop within 100 ms, or once its engine call is answered */
 	for (int i = 0; i < DP_MAX_CLIENTS; i++)
-		if (s.conns[i].fd >= 0)
-			drop_conn(&s, i);
+		if (s.conns[i].running)
+			pthread_join(s.conns[i].thread, NULL);
+	pthread_mutex_destroy(&s.lock);
 	close(s.listen_fd);
 	unlink(cfg->socket_path);
 	return 0;

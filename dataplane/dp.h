@@ -7,6 +7,7 @@
 #ifndef SLUICE_DP_H
 #define SLUICE_DP_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -428,6 +429,7 @@ struct dp_engine {
 	_Atomic bool stop;
 	_Atomic uint64_t loops;   /* rounds of dp_engine_run's loop: the server watches it move (stall_watch.h) */
 	_Atomic int tid;          /* the thread in dp_engine_run, once it runs */
+	pthread_mutex_t ctl_lock; /* the control ring's producers: one server thread a client */
 	_Atomic bool busy;        /* a thread is inside dp_engine_poll */
 	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded); 0: handed back */
 	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */
@@ -499,13 +501,18 @@ int32_t dp_engine_try_poll(struct dp_engine *e, uint64_t now_ns); /* work done, 
 void dp_engine_flush_acks(struct dp_engine *e);
 /* Queue a control request; req->done is set to 1 + result once applied
  * (0, 1: refused with the server's status, DP_CTL_STATUS + s: refused with
- * sluice_result_t s).  False when full. */
+ * sluice_result_t s).  False when full.  Any thread may post. */
 bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req);
-/* From the server thread: hand a request to the engine and wait for its
- * answer, running waiting(arg) every 100 ms meanwhile: the
- * server's stall watch, which would otherwise wait with it, blind, on an
- * engine that does not come round (stall_watch.h). */
-int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, void (*waiting)(void *), void *arg);
+/* The engine answers a request: *done = 1 + res.  A call that gave up
+ * waiting (dp_engine_call) left it to the answer to free. */
+void dp_ctl_answer(_Atomic int32_t *done, int32_t res);
+/* From a server thread: hand a request to the engine and wait for its
+ * answer (its result, and req->why filled on a refusal), for as long as the
+ * engine comes round: one whose loop has not moved for its timeout_ns is
+ * given up on, DP_CTL_NO_ANSWER with req->why saying where its thread is.
+ * The request may still be applied later, in order with the others. */
+int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req);
+#define DP_CTL_NO_ANSWER 2
 uint64_t dp_now_ns(void *unused);
 
 /* idle.c */

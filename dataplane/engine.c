@@ -26,13 +26,13 @@
 #include <sluice/sluice.h>
 
 #include "dp.h"
+#include "stall_watch.h"
 
 #define CTL_SLOTS 64
 /* The application drove the engine this recently: its thread stays off.
  * Each time it looks costs a wake-up, about 20 us of the core on these VMs,
  * so it looks once per holdoff; sl_dp_embedded_release calls it back sooner. */
 #define DRIVEN_HOLDOFF_NS 1000000
-#define WAITING_EVERY_NS 100000000 /* a server waiting on the engine looks around this often */
 
 uint64_t dp_now_ns(void *unused)
 {
@@ -59,6 +59,7 @@ int dp_engine_init(struct dp_engine *e, const struct dp_engine_cfg *cfg, char *e
 	};
 
 	memset(e, 0, sizeof(*e));
+	pthread_mutex_init(&e->ctl_lock, NULL);
 	e->node = cfg->node;
 	e->channel = cfg->channel;
 	e->timeout_ns = cfg->timeout_ns;
@@ -156,6 +157,7 @@ void dp_engine_fini(struct dp_engine *e)
 	sl_tp_destroy(e->tp);
 	dp_notices_free_all(e);
 	free(e->ctl_mem);
+	pthread_mutex_destroy(&e->ctl_lock);
 	dp_coll_free_all(e);
 	dp_pool_fini(&e->pool);
 	dp_wake_close(e->idle.wake);
@@ -166,10 +168,14 @@ void dp_engine_fini(struct dp_engine *e)
 bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
 {
 	struct sl_spsc prod;
+	bool queued;
 
-	/* One producer (the server thread), so a fresh producer handle per call is safe. */
+	/* One producer at a time (each client has a server thread), so a fresh producer handle per call is safe. */
+	pthread_mutex_lock(&e->ctl_lock);
 	sl_spsc_attach(&prod, e->ctl_mem, CTL_SLOTS, sizeof(*req), true);
-	if (!sl_spsc_enqueue(&prod, req))
+	queued = sl_spsc_enqueue(&prod, req);
+	pthread_mutex_unlock(&e->ctl_lock);
+	if (!queued)
 		return false;
 	/* A parked or sleeping engine would see it only after 1 ms, and a
 	 * destroy waits for every rank's engine to see its own (closing words,
@@ -185,29 +191,94 @@ bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
 	return true;
 }
 
-/* Sleep us, and run waiting(arg) once *next has come, then WAITING_EVERY_NS later again. */
-static void call_pause(useconds_t us, uint64_t *next, void (*waiting)(void *), void *arg)
-{
-	uint64_t now;
+/* One call's answer and what the engine reads of it, on the heap: a call
+ * that gives up on its engine leaves them to the answer, if one comes. */
+struct ctl_call {
+	_Atomic int32_t done; /* first: dp_ctl_answer frees an abandoned call through it */
+	char why[SL_ERRMSG_LEN];
+	union {
+		struct dp_client client;
+		struct dp_region region;
+		struct dp_comm comm;
+	} obj;
+};
+#define CTL_ABANDONED INT32_MIN
 
-	usleep(us);
-	if ((now = dp_now_ns(NULL)) < *next)
-		return;
-	waiting(arg);
-	*next = now + WAITING_EVERY_NS;
+void dp_ctl_answer(_Atomic int32_t *done, int32_t res)
+{
+	if (atomic_exchange_explicit(done, res + 1, memory_order_acq_rel) == CTL_ABANDONED)
+		free(done); /* a struct ctl_call */
 }
 
-int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, void (*waiting)(void *), void *arg)
+static size_t ctl_obj_bytes(uint32_t op)
 {
-	_Atomic int32_t done = 0;
-	uint64_t next = dp_now_ns(NULL) + WAITING_EVERY_NS;
+	switch (op) {
+	case DP_CTL_ADD_CLIENT: return sizeof(struct dp_client);
+	case DP_CTL_ADD_REGION: return sizeof(struct dp_region);
+	case DP_CTL_ADD_COMM: return sizeof(struct dp_comm);
+	}
+	return 0;
+}
 
-	req->done = &done;
-	while (!dp_engine_ctl_post(e, req))
-		call_pause(100, &next, waiting, arg);
-	while (atomic_load_explicit(&done, memory_order_acquire) == 0)
-		call_pause(20, &next, waiting, arg);
-	return atomic_load(&done) - 1;
+/* Whether e's loop has not moved for its timeout: *loops and *since are
+ * the count last seen and when it was seen to move.  A slow engine that
+ * comes round (a long control request, a destroy waiting for its peers)
+ * is waited for; its peers give up on one that does not after as long. */
+static bool engine_stuck(const struct dp_engine *e, uint64_t *loops, uint64_t *since)
+{
+	uint64_t now = dp_now_ns(NULL), seen = atomic_load_explicit(&e->loops, memory_order_relaxed);
+
+	if (seen != *loops) {
+		*loops = seen;
+		*since = now;
+		return false;
+	}
+	return now - *since >= e->timeout_ns;
+}
+
+static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint64_t since)
+{
+	char at[512];
+
+	dp_stall_where((pid_t)atomic_load(&e->tid), at, sizeof(at));
+	sl_errmsg_format(req->why, SL_ERRMSG_LEN, "channel %u's engine (dataplane node %u) has not come round for "
+			 "%.1f s, its timeout: %s; the request was not applied: restart sluiced (its log says where "
+			 "the engine stopped)", e->channel, e->node, (dp_now_ns(NULL) - since) / 1e9, at);
+	return DP_CTL_NO_ANSWER;
+}
+
+int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req)
+{
+	struct ctl_call *call = calloc(1, sizeof(*call));
+	struct dp_ctl_req q = *req;
+	uint64_t loops = atomic_load_explicit(&e->loops, memory_order_relaxed), since = dp_now_ns(NULL);
+	int32_t done, idle = 0;
+
+	if (!call) {
+		sl_errmsg_format(req->why, SL_ERRMSG_LEN, "no memory for a control request: free memory");
+		return 1;
+	}
+	if (req->obj)
+		memcpy(&call->obj, req->obj, ctl_obj_bytes(req->op));
+	q.obj = req->obj ? &call->obj : NULL;
+	q.done = &call->done;
+	q.why = call->why;
+	while (!dp_engine_ctl_post(e, &q)) {
+		if (engine_stuck(e, &loops, &since)) {
+			free(call);
+			return no_answer(e, req, since);
+		}
+		usleep(100);
+	}
+	while ((done = atomic_load_explicit(&call->done, memory_order_acquire)) == 0) {
+		if (engine_stuck(e, &loops, &since) &&
+		    atomic_compare_exchange_strong(&call->done, &idle, CTL_ABANDONED))
+			return no_answer(e, req, since);
+		usleep(20);
+	}
+	memcpy(req->why, call->why, SL_ERRMSG_LEN);
+	free(call);
+	return done - 1;
 }
 
 static int32_t ctl_add_comm(struct dp_engine *e, struct dp_ctl_req *r)
@@ -310,7 +381,7 @@ static uint32_t ctl_poll(struct dp_engine *e)
 	while (sl_spsc_dequeue(&e->ctl, &r)) {
 		int32_t res = ctl_apply(e, &r);
 		if (res != DP_CTL_LATER)
-			atomic_store_explicit(r.done, res + 1, memory_order_release);
+			dp_ctl_answer(r.done, res);
 		n++;
 	}
 	return n;

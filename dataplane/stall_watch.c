@@ -49,11 +49,15 @@ static const char *kernel_stack(pid_t tid, char *buf, size_t len)
 	return buf;
 }
 
-static void where(pid_t tid, char *buf, size_t len)
+void dp_stall_where(pid_t tid, char *buf, size_t len)
 {
 	char stat[512], sc[128], wchan[64], stack[256];
-	const char *state = strrchr(task_file(tid, "stat", stat, sizeof(stat)), ')');
 
+	if (!tid) {
+		sl_errmsg_format(buf, len, "no thread of its own runs it");
+		return;
+	}
+	const char *state = strrchr(task_file(tid, "stat", stat, sizeof(stat)), ')');
 	task_file(tid, "syscall", sc, sizeof(sc));
 	sc[strcspn(sc, " ")] = '\0';
 	task_file(tid, "wchan", wchan, sizeof(wchan));
@@ -96,7 +100,7 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t loops, pid_t tid, uint64_
 	if (w->told || now_ns - w->since_ns < DP_STALL_NS)
 		return false;
 	w->told = true;
-	where(tid, at, sizeof(at));
+	dp_stall_where(tid, at, sizeof(at));
 	sl_errmsg_format(msg, len, "the engine has not come round for %.1f s: %s; its peers will "
 			 "find it silent", (now_ns - w->since_ns) / 1e9, at);
 	return true;

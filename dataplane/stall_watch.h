@@ -33,4 +33,8 @@ struct dp_stall_watch {
 bool dp_stall_check(struct dp_stall_watch *w, uint64_t loops, pid_t tid, uint64_t now_ns,
 		    char *msg, size_t len);
 
+/* Where thread tid is, in words: blocked in the kernel (in which system
+ * call and kernel function), running, or gone. */
+void dp_stall_where(pid_t tid, char *buf, size_t len);
+
 #endif

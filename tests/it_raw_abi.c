@@ -8,9 +8,12 @@
  * another client's region or communicator, overflowing counts, all-to-allv
  * counts past the client page's counts area, a wrong ABI version, and a
  * connection from another uid.  Each must be refused with a
- * reason, and a valid descriptor must still work afterwards.
+ * reason, and a valid descriptor must still work afterwards.  A second
+ * sluiced, whose registrations are slow, shows that one client's slow
+ * request holds up no other client's.
  */
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -33,7 +36,7 @@
 
 #include "faults.h"
 
-static char dir[] = "/tmp/sluice-rawabi.XXXXXX";
+static char dir[64];
 static char sock_path[256];
 static pid_t sluiced_pid;
 
@@ -44,7 +47,7 @@ struct raw_client {
 	unsigned channels; /* the dataplane's, from HELLO */
 };
 
-static int ctl_call(int fd, const struct sl_ctl_msg *m, int pass_fd, struct sl_ctl_reply *r)
+static int ctl_send(int fd, const struct sl_ctl_msg *m, int pass_fd)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = { (void *)m, sizeof(*m) };
@@ -60,7 +63,12 @@ static int ctl_call(int fd, const struct sl_ctl_msg *m, int pass_fd, struct sl_c
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
 	}
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0)
+	return sendmsg(fd, &mh, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+static int ctl_call(int fd, const struct sl_ctl_msg *m, int pass_fd, struct sl_ctl_reply *r)
+{
+	if (ctl_send(fd, m, pass_fd) != 0)
 		return -1;
 	return recv(fd, r, sizeof(*r), 0) == (ssize_t)sizeof(*r) ? 0 : -1;
 }
@@ -75,14 +83,19 @@ static int connect_socket(void)
 	return fd;
 }
 
-static int memfd_of(size_t size, void **map)
+static int named_memfd(const char *name, size_t size, void **map)
 {
-	int fd = memfd_create("raw", MFD_CLOEXEC);
+	int fd = memfd_create(name, MFD_CLOEXEC);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, (off_t)size), 0);
 	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	assert_true(*map != MAP_FAILED);
 	return fd;
+}
+
+static int memfd_of(size_t size, void **map)
+{
+	return named_memfd("raw", size, map);
 }
 
 static void hello(struct raw_client *c)
@@ -291,12 +304,13 @@ static void test_other_user_refused(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-static int start_sluiced(void **state)
+/* A one-node sluiced; reg_delay_ms: its SLUICED_TEST_REG_DELAY_MS, or NULL. */
+static int launch_sluiced(const char *reg_delay_ms)
 {
 	const char *root = getenv("SLUICE_BUILD_ROOT");
 	char exe[512];
-	(void)state;
 
+	strcpy(dir, "/tmp/sluice-rawabi.XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;
 	chmod(dir, 0755);
@@ -304,6 +318,8 @@ static int start_sluiced(void **state)
 	snprintf(exe, sizeof(exe), "%s/dataplane/sluiced", root ? root : "build");
 	sluiced_pid = fork();
 	if (sluiced_pid == 0) {
+		if (reg_delay_ms)
+			setenv("SLUICED_TEST_REG_DELAY_MS", reg_delay_ms, 1);
 		execl(exe, exe, "--node", "0", "--socket", sock_path, "--quiet", (char *)NULL);
 		_exit(127);
 	}
@@ -317,6 +333,23 @@ static int start_sluiced(void **state)
 	}
 	fprintf(stderr, "sluiced (%s) did not start\n", exe);
 	return -1;
+}
+
+static int start_sluiced(void **state)
+{
+	(void)state;
+	return launch_sluiced(NULL);
+}
+
+/* Every host registration takes this long, as a large one's touch would. */
+#define SLOW_REG_MS 4000
+
+static int start_slow_sluiced(void **state)
+{
+	char ms[16];
+	(void)state;
+	snprintf(ms, sizeof(ms), "%d", SLOW_REG_MS);
+	return launch_sluiced(ms);
 }
 
 static int stop_sluiced(void **state)
@@ -347,8 +380,99 @@ static void test_unused_rings_not_faulted(void **state)
 	close(a.fd);
 }
 
+/* Whether sluiced maps a memfd of this name now. */
+static bool sluiced_maps(const char *memfd_name)
+{
+	char path[64], line[512], needle[128];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)sluiced_pid);
+	snprintf(needle, sizeof(needle), "/memfd:%s ", memfd_name);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* Wait (10 s at most) until sluiced maps the memfd named so, or no longer does. */
+static void wait_mapped(const char *memfd_name, bool mapped, const char *what)
+{
+	for (int i = 0; sluiced_maps(memfd_name) != mapped; i++) {
+		if (i == 1000)
+			fail_msg("%s: sluiced %s maps it after 10 s", what, mapped ? "still never" : "still");
+		usleep(10000);
+	}
+}
+
+static bool replied(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, 0) == 1;
+}
+
+/*
+ * One client's registration is slow (SLOW_REG_MS, as a large one's touch
+ * is: 25 s for 6 GiB).  Meanwhile a second client attaches, creates and
+ * destroys a communicator, and a third hangs up in the middle of its own
+ * registration, which sluiced then lets go of; all of it before the first
+ * registration's reply, which then comes, and works.
+ */
+static void test_slow_registration_holds_up_nobody(void **state)
+{
+	struct sl_ctl_msg m = { .type = SL_CTL_REG, .version = SL_ABI_VERSION, .a.size = 1 << 20 };
+	struct sl_ctl_reply r;
+	struct raw_client a, b, c;
+	void *amem, *cmem;
+	int afd, cfd;
+	(void)state;
+
+	hello(&a);
+	afd = named_memfd("slow-reg-kept", m.a.size, &amem);
+	assert_int_equal(ctl_send(a.fd, &m, afd), 0);
+	wait_mapped("slow-reg-kept", true, "the first client's registration");
+
+	hello(&b);
+	struct sl_ctl_msg destroy = { .type = SL_CTL_COMM_DESTROY, .version = SL_ABI_VERSION };
+	destroy.a.comm = comm1(&b, 0x5555);
+	assert_int_equal(ctl_call(b.fd, &destroy, -1, &r), 0);
+	assert_int_equal(r.status, SLUICE_OK);
+	if (replied(a.fd))
+		fail_msg("the first client's registration was answered before a second client's attach and "
+			 "communicator were: the second waited behind it");
+
+	hello(&c);
+	cfd = named_memfd("slow-reg-dropped", m.a.size, &cmem);
+	assert_int_equal(ctl_send(c.fd, &m, cfd), 0);
+	wait_mapped("slow-reg-dropped", true, "the third client's registration");
+	close(c.fd);
+	wait_mapped("slow-reg-dropped", false, "a registration whose client hung up");
+	if (replied(a.fd))
+		fail_msg("the first client's registration was answered before a registration abandoned "
+			 "after it was let go: that one was touched to its end for nobody");
+
+	assert_int_equal(recv(a.fd, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	assert_int_equal(r.status, SLUICE_OK);
+	struct sl_ctl_msg dereg = { .type = SL_CTL_DEREG, .version = SL_ABI_VERSION };
+	dereg.a.region = r.value;
+	assert_int_equal(ctl_call(a.fd, &dereg, -1, &r), 0);
+	assert_int_equal(r.status, SLUICE_OK);
+	wait_mapped("slow-reg-kept", false, "a deregistered region");
+	close(a.fd);
+	close(b.fd);
+	close(afd);
+	close(cfd);
+	munmap(amem, m.a.size);
+	munmap(cmem, m.a.size);
+}
+
 int main(void)
 {
+	const struct CMUnitTest slow[] = {
+		cmocka_unit_test(test_slow_registration_holds_up_nobody),
+	};
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_forged_descriptors),
 		cmocka_unit_test(test_alltoallv_counts),
@@ -356,5 +480,6 @@ int main(void)
 		cmocka_unit_test(test_other_user_refused),
 		cmocka_unit_test(test_unused_rings_not_faulted),
 	};
-	return cmocka_run_group_tests(tests, start_sluiced, stop_sluiced);
+	return cmocka_run_group_tests(tests, start_sluiced, stop_sluiced) |
+	       cmocka_run_group_tests(slow, start_slow_sluiced, stop_sluiced);
 }

@@ -3522,6 +3522,88 @@ static void test_busy_poll_never_sleeps(void **state)
 	teardown_cluster();
 }
 
+/* ---- a server thread's calls to an engine (dp_engine_call) ---- */
+
+#define CALL_TIMEOUT_NS (300ull * 1000000)
+
+struct server_call {
+	pthread_t thread;
+	struct dp_engine *e;
+	struct dp_region reg;
+	char why[SL_ERRMSG_LEN];
+	_Atomic int32_t res; /* 1 + dp_engine_call's result, once it returned */
+};
+
+static void *server_call_thread(void *arg)
+{
+	struct server_call *c = arg;
+	struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = 0, .index = 5, .obj = &c->reg, .why = c->why };
+
+	atomic_store(&c->res, dp_engine_call(c->e, &req) + 1);
+	return NULL;
+}
+
+/* A server thread asks node 0's engine to take a region; no thread runs
+ * that engine, so its loop moves only when the test says. */
+static void start_server_call(struct server_call *c)
+{
+	static uint8_t buf[4096];
+
+	setup_cluster(1, &(struct sl_memport_faults){ .seed = 1 }, CALL_TIMEOUT_NS);
+	c->e = &nodes[0].e;
+	c->reg = (struct dp_region){ .base = buf, .size = sizeof(buf), .gpu = -1 };
+	atomic_init(&c->res, 0);
+	assert_int_equal(pthread_create(&c->thread, NULL, server_call_thread, c), 0);
+}
+
+/* An engine whose loop does not move (stuck in a pass, its thread gone)
+ * is given up on after its timeout, with what failed and what to do; the
+ * request stays queued, and is applied (its memory freed: the sanitizer
+ * build) once the engine comes round. */
+static void test_engine_call_gives_up_on_a_stuck_engine(void **state)
+{
+	struct server_call c;
+	uint64_t deadline;
+	(void)state;
+
+	start_server_call(&c);
+	deadline = now_ms() + 5000;
+	while (atomic_load(&c.res) == 0 && now_ms() < deadline)
+		usleep(1000);
+	if (atomic_load(&c.res) == 0)
+		fail_msg("a call to an engine that never came round still waits after 5 s (its timeout: %llu ms)",
+			 CALL_TIMEOUT_NS / 1000000);
+	pthread_join(c.thread, NULL);
+	assert_int_equal(atomic_load(&c.res) - 1, DP_CTL_NO_ANSWER);
+	if (!strstr(c.why, "channel 0's engine (dataplane node 0) has not come round") ||
+	    !strstr(c.why, "no thread of its own runs it") || !strstr(c.why, "restart sluiced"))
+		fail_msg("the call's reason says \"%s\": want the engine, where it is and what to do", c.why);
+	dp_engine_poll(c.e);
+	assert_true(c.e->clients[0].regions[5].live);
+	teardown_cluster();
+}
+
+/* An engine that comes round but answers late (a destroy waits for its
+ * peers' closing words) is waited for, past its timeout. */
+static void test_engine_call_waits_for_a_live_engine(void **state)
+{
+	struct server_call c;
+	(void)state;
+
+	start_server_call(&c);
+	for (uint64_t end = now_ms() + 3 * CALL_TIMEOUT_NS / 1000000; now_ms() < end; usleep(1000)) {
+		atomic_fetch_add(&c.e->loops, 1);
+		if (atomic_load(&c.res))
+			fail_msg("a call gave up on an engine whose loop moved: \"%s\"", c.why);
+	}
+	while (atomic_load(&c.res) == 0)
+		dp_engine_poll(c.e);
+	pthread_join(c.thread, NULL);
+	assert_int_equal(atomic_load(&c.res) - 1, 0);
+	assert_true(c.e->clients[0].regions[5].live);
+	teardown_cluster();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3593,6 +3675,8 @@ int main(void)
 		cmocka_unit_test(test_not_parked_while_a_call_runs),
 		cmocka_unit_test(test_control_request_wakes_a_parked_thread),
 		cmocka_unit_test(test_parked_after_waking_its_application),
+		cmocka_unit_test(test_engine_call_gives_up_on_a_stuck_engine),
+		cmocka_unit_test(test_engine_call_waits_for_a_live_engine),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
