@@ -272,7 +272,7 @@ static const char *reg_abandoned(void *conn)
 	struct pollfd p = { .fd = cn->fd, .events = POLLRDHUP };
 
 	if (atomic_load(cn->s->cfg->stop))
-		return "the dataplane is stopping";
+		return "the dataplane is stopping: start it again and attach anew";
 	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
 		return "the client hung up";
 	return NULL;
