@@ -163,7 +163,7 @@ void dp_engine_fini(struct dp_engine *e)
 	dp_wake_close(e->idle.wake);
 }
 
-/* ---- control requests (server thread -> engine) ---- */
+/* ---- control requests (server threads -> engine) ---- */
 
 bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
 {
