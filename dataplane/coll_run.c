@@ -2403,7 +2403,7 @@ static bool waits_on_a_cycle(const struct dp_engine *e, const struct dp_coll *k,
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
-	struct dp_comm *via;
+	struct dp_comm *via = NULL; /* set with a cycle; a newer gcc cannot see that */
 	struct dp_wait_edge cycle[DP_WAIT_CHAIN_MAX + 1];
 	unsigned n;
 	int peer;
