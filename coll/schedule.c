@@ -673,7 +673,10 @@ bool sl_sched_input_gate_ok(const struct sl_sched *s)
 		return false;
 	for (uint32_t i = 0; i < s->nx; i++) {
 		const struct sl_xfer *x = &s->x[i];
-		if (x->is_send && !x->lazy && (x->after >= 0 || !find_recv(s, x->peer, x->step)))
+		/* each reception waits on the send of its step, which waits on one
+		 * of an earlier step: no chain of waits comes back to where it began */
+		if (x->is_send && !x->lazy &&
+		    (!find_recv(s, x->peer, x->step) || (x->after >= 0 && s->x[x->after].step >= x->step)))
 			return false;
 	}
 	return true;

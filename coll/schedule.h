@@ -250,10 +250,10 @@ bool sl_sched_own_in_place(const struct sl_sched_plan *p);
  * it overwrites, is acknowledged (sl_sched_recv_chunk names both).  True
  * when the blocks are not strided (the copy's packed layout is then the
  * input's) and every send has a reception from its peer at its own step
- * and waits on none (a reception gated on a send that waits on a
- * reception could wait on itself): direct, and pairwise at 2 ranks;
- * pairwise at 3 or more pairs different peers in a step, and chains its
- * steps. */
+ * and waits on none or on a reception of an earlier step (a reception
+ * gated on a send that waits on a reception of its own step or a later
+ * one could wait on itself): direct, and pairwise (in place, one peer a
+ * step both ways: algo_pairwise.c). */
 bool sl_sched_input_gate_ok(const struct sl_sched *s);
 /* The index among s's reception chunks (0 .. chunks_built - 1) of the one
  * that byte off of reception (from, step) lies in; -1 when there is none. */

@@ -2995,55 +2995,78 @@ static void test_in_place_copy_taken_a_piece_a_pass(void **state)
 	teardown_cluster();
 }
 
-/* Node i's in-place all-to-all result, block b from node b, each element as sent. */
-static void check_all_to_all(unsigned i, uint64_t count)
+/* Node i's in-place all-to-all result on n nodes, block b from node b,
+ * each element as sent. */
+static void check_all_to_all(unsigned i, unsigned n, uint64_t count)
 {
-	for (uint64_t j = 0; j < 2 * count; j++) /* block b: node b's block i */
+	for (uint64_t j = 0; j < n * count; j++) /* block b: node b's block i */
 		if (((int32_t *)nodes[i].recv)[j] != in_val((unsigned)(j / count), i * count + j % count))
 			fail_msg("node %u: element %llu is %d, want %d (node %llu's)", i, (unsigned long long)j,
 				 ((int32_t *)nodes[i].recv)[j], in_val((unsigned)(j / count), i * count + j % count),
 				 (unsigned long long)(j / count));
 }
 
-/* An in-place all-to-all whose input's copy would take more than a pass
- * runs on the input itself: the copy was fresh memory each call, faulted
- * in at 170-200 MB/s here, 3.0 s of a 1 GiB call's 3.2 (perf/ALGORITHMS.md,
- * big27).  A peer's packet then lands only once the send that reads the
- * same bytes is acknowledged: node 1 posts once most of node 0's block
- * waits in its stash, and applied at post, those packets would overwrite
- * node 1's block 0 before node 1 sent it, and node 0 would get its own
- * data back. */
-static void test_in_place_all_to_all_runs_on_its_input(void **state)
+/* An in-place all-to-all of n nodes by alg, int32 blocks of count, on the
+ * input: every node but node 1 posts, and node 1 once its stash holds a
+ * quarter of a block of their packets or more, which, applied at post,
+ * would overwrite blocks node 1 has still to send. */
+static void all_to_all_on_input(unsigned n, uint32_t alg, uint64_t count, const struct sl_memport_faults *f)
 {
-	struct sl_memport_faults none = { 0 };
 	struct sl_cpl cpl[MAXN];
-	const uint64_t count = 1 << 20; /* int32 to each node: 4 MiB blocks */
-	(void)state;
 
-	setup_cluster(2, &none, 5ull * 1000000000);
-	for (unsigned i = 0; i < 2; i++) {
-		nodes[i].e.local_per_pass = 1 << 20; /* the copy would take 4 passes */
-		for (uint64_t j = 0; j < 2 * count; j++)
+	setup_cluster(n, f, 5ull * 1000000000);
+	for (unsigned i = 0; i < n; i++) {
+		nodes[i].e.local_per_pass = 1 << 20; /* a copy of the others' blocks: 2 passes or more */
+		for (uint64_t j = 0; j < n * count; j++)
 			((int32_t *)nodes[i].recv)[j] = in_val(i, j);
 	}
-	post_in_place(0, 1, SL_OP_ALLTOALL, count, SL_ALGO_ID_PAIRWISE, 0);
+	for (unsigned i = 0; i < n; i++)
+		if (i != 1)
+			post_in_place(i, 1, SL_OP_ALLTOALL, count, alg, 0);
 	dp_engine_poll(&nodes[0].e);
 	const struct dp_coll *k = running_call(0);
 	if (k->snapping || k->owned_len >= count * 4)
 		fail_msg("the call took a copy of its input (%llu bytes of its own): want it to run on the input",
 			 (unsigned long long)k->owned_len);
 	for (unsigned p = 0; p < 200; p++)
-		poll_all(); /* node 0's block reaches node 1's stash */
+		poll_all(); /* the others' blocks reach node 1's stash */
 	if (nodes[1].e.comms[0].nstash * cluster_payload < count)
-		fail_msg("node 1 holds %u early packets: the test wants most of node 0's block there",
+		fail_msg("node 1 holds %u early packets: the test wants a quarter of a block or more there",
 			 nodes[1].e.comms[0].nstash);
-	post_in_place(1, 1, SL_OP_ALLTOALL, count, SL_ALGO_ID_PAIRWISE, 0);
+	post_in_place(1, 1, SL_OP_ALLTOALL, count, alg, 0);
 	wait_all(cpl, 5000000);
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		assert_int_equal(cpl[i].status, SLUICE_OK);
-		check_all_to_all(i, count);
+		check_all_to_all(i, n, count);
 	}
 	teardown_cluster();
+}
+
+/* An in-place all-to-all whose input's copy would take more than a pass
+ * runs on the input itself: the copy was fresh memory each call, faulted
+ * in at 170-200 MB/s here, 3.0 s of a 1 GiB call's 3.2 (perf/ALGORITHMS.md,
+ * big27).  A peer's packet then lands only once the send that reads the
+ * same bytes is acknowledged: node 0 would get its own data back. */
+static void test_in_place_all_to_all_runs_on_its_input(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	(void)state;
+
+	all_to_all_on_input(2, SL_ALGO_ID_PAIRWISE, 1 << 20, &none); /* 4 MiB blocks */
+}
+
+/* The same for pairwise at 3 and 4 nodes, whose steps in place pair one
+ * peer both ways (coll/algo_pairwise.c; pair28): at 3 a node sits a step
+ * out and sends its next ahead of its peer.  3 nodes also through drops,
+ * duplicates and reordering, each resent packet read again from the input. */
+static void test_in_place_pairwise_runs_on_its_input(void **state)
+{
+	struct sl_memport_faults none = { 0 }, faults = { .drop = 0.01, .dup = 0.01, .reorder = 0.05, .seed = 28 };
+	(void)state;
+
+	all_to_all_on_input(3, SL_ALGO_ID_PAIRWISE, 1 << 18, &none); /* 1 MiB blocks */
+	all_to_all_on_input(4, SL_ALGO_ID_PAIRWISE, 1 << 18, &none);
+	all_to_all_on_input(3, SL_ALGO_ID_PAIRWISE, 1 << 18, &faults);
 }
 
 /* In-place calls of different sizes in turn (a DDP job's gradient
@@ -3664,6 +3687,7 @@ int main(void)
 		cmocka_unit_test(test_own_block_applied_a_piece_a_pass),
 		cmocka_unit_test(test_in_place_copy_taken_a_piece_a_pass),
 		cmocka_unit_test(test_in_place_all_to_all_runs_on_its_input),
+		cmocka_unit_test(test_in_place_pairwise_runs_on_its_input),
 		cmocka_unit_test(test_own_buffers_leave_the_arena),
 		cmocka_unit_test(test_communicator_tables_faulted_in_when_added),
 		cmocka_unit_test(test_alternating_calls_keep_their_buffers),

@@ -12,7 +12,10 @@
  * and ops, 1 to 6 ranks, counts 0/1/primes, in place and not, every root;
  * and floating-point results are checked to be the same bits whatever the
  * delivery order (and, for all-reduce, on every rank).  All-to-allv runs
- * with random counts (zeros among them) and gaps between blocks.
+ * with random counts (zeros among them) and gaps between blocks.  An
+ * in-place all-to-all also runs on its input, as the engine runs a large
+ * one: a packet lands only once every packet of the send that reads its
+ * bytes was delivered (acknowledged), as dataplane/coll_run.c's dest_free.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -64,6 +67,11 @@ struct rank {
 	uint8_t *buf[SL_NBUFS];
 	struct held held[4096];
 	size_t nheld;
+	/* Running on its input (cluster.on_input): per reception chunk, the
+	 * packets of the send chunk that reads its bytes still on their way,
+	 * and whether they all arrived, so that it may land. */
+	uint32_t *unacked;
+	uint8_t *src_free;
 };
 
 struct cluster {
@@ -76,6 +84,7 @@ struct cluster {
 	struct packet *pool;
 	size_t npool, cap;
 	bool keep;                 /* teardown keeps the schedules, for the next case to reuse */
+	bool on_input;             /* in place, schedules that may run on their input do */
 	bool reused;               /* every rank of the case that ended reused its schedule */
 };
 
@@ -112,6 +121,18 @@ static void apply(uint32_t to, const struct sl_action *a, const uint8_t *data, u
 
 static void drain(uint32_t rk);
 
+/* Offer a packet to rank `to`'s schedule; on its input, one whose bytes a
+ * send still reads is deferred, as the engine's dest_free does. */
+static enum sl_sched_result offer_sched(uint32_t to, const struct packet *pk, struct sl_action *a)
+{
+	struct rank *r = &cl.r[to];
+	int64_t k = r->src_free ? sl_sched_recv_chunk(&r->s, pk->from, pk->step, pk->xoff) : -1;
+
+	if (k >= 0 && !r->src_free[k])
+		return SL_SCHED_DEFER;
+	return sl_sched_on_packet(&r->s, pk->from, pk->step, pk->xoff, pk->len, a);
+}
+
 /* Offer the held packets again until none fits. */
 static void retry_held(uint32_t rk)
 {
@@ -123,8 +144,7 @@ static void retry_held(uint32_t rk)
 		for (size_t i = 0; i < r->nheld; i++) {
 			struct held *h = &r->held[i];
 			struct sl_action a;
-			enum sl_sched_result res = sl_sched_on_packet(&r->s, h->pk.from, h->pk.step, h->pk.xoff,
-								      h->pk.len, &a);
+			enum sl_sched_result res = offer_sched(rk, &h->pk, &a);
 			if (res == SL_SCHED_DEFER)
 				continue;
 			assert_int_equal(res, SL_SCHED_OK);
@@ -140,7 +160,7 @@ static void offer(const struct packet *pk, const uint8_t *data)
 {
 	struct rank *r = &cl.r[pk->to];
 	struct sl_action a;
-	enum sl_sched_result res = sl_sched_on_packet(&r->s, pk->from, pk->step, pk->xoff, pk->len, &a);
+	enum sl_sched_result res = offer_sched(pk->to, pk, &a);
 
 	if (res == SL_SCHED_DEFER) {
 		assert_true(r->nheld < sizeof(r->held) / sizeof(r->held[0]));
@@ -169,6 +189,9 @@ static void drain(uint32_t rk)
 
 	while (sl_sched_next_send(&r->s, &snd)) {
 		uint64_t o = 0;
+		if (r->unacked && snd.peer != rk)
+			r->unacked[sl_sched_recv_chunk(&r->s, snd.peer, snd.step, snd.xoff)] +=
+				snd.len ? (uint32_t)((snd.len + cl.plan.payload - 1) / cl.plan.payload) : 1;
 		do {
 			uint64_t len = snd.len - o < cl.plan.payload ? snd.len - o : cl.plan.payload;
 			struct packet pk = { rk, snd.peer, snd.step, snd.buf, snd.off + o, snd.xoff + o, len };
@@ -181,6 +204,24 @@ static void drain(uint32_t rk)
 	}
 }
 
+/* pk reached its receiver, and no retransmission reads its bytes again:
+ * on its input, the sender's chunk that lands there may once all of its
+ * send chunk's packets have (dp_msg_acked, per message). */
+static void acked(const struct packet *pk)
+{
+	struct rank *r = &cl.r[pk->from];
+	int64_t k;
+
+	if (!r->unacked)
+		return;
+	k = sl_sched_recv_chunk(&r->s, pk->to, pk->step, pk->xoff);
+	assert_true(k >= 0 && r->unacked[k] > 0);
+	if (--r->unacked[k] == 0) {
+		r->src_free[k] = 1;
+		retry_held(pk->from);
+	}
+}
+
 static void deliver(const struct packet *pk)
 {
 	uint8_t wire[64];
@@ -188,6 +229,7 @@ static void deliver(const struct packet *pk)
 	assert_true(pk->len <= sizeof(wire));
 	memcpy(wire, cl.r[pk->from].buf[pk->buf] + pk->off, pk->len); /* the sender's bytes now */
 	offer(pk, wire);
+	acked(pk);
 	drain(pk->to);
 	drain(pk->from);
 }
@@ -336,7 +378,12 @@ static void setup_rank(uint32_t rk, bool in_place, bool rough)
 		fail_msg("%s by %s, n=%u rank %u count %llu: sl_sched_reinit failed", sl_coll_name(p.coll),
 			 sl_algo_name(p.algo), p.nranks, rk, (unsigned long long)p.count);
 	r->scratch = malloc(r->s.bytes[SL_BUF_SCRATCH] + 1);
-	r->snap = r->s.snapshot_send ? malloc(r->s.bytes[SL_BUF_SEND] + 1) : NULL;
+	if (cl.on_input && sl_sched_input_gate_ok(&r->s)) {
+		r->unacked = calloc(r->s.chunks_built + 1, sizeof(*r->unacked));
+		r->src_free = calloc(r->s.chunks_built + 1, 1);
+		assert_true(r->unacked && r->src_free);
+	}
+	r->snap = r->s.snapshot_send && !r->src_free ? malloc(r->s.bytes[SL_BUF_SEND] + 1) : NULL;
 	r->buf[SL_BUF_SEND] = r->send;
 	r->buf[SL_BUF_RECV] = r->recv;
 	r->buf[SL_BUF_SCRATCH] = r->scratch;
@@ -363,6 +410,8 @@ static void teardown(void)
 		free(cl.r[k].scratch);
 		free(cl.r[k].snap);
 		free(cl.r[k].before);
+		free(cl.r[k].unacked);
+		free(cl.r[k].src_free);
 		memset(&cl.r[k], 0, sizeof(cl.r[k]));
 		if (cl.keep)
 			cl.r[k].s = kept;
@@ -555,6 +604,41 @@ static void test_in_place_all_to_all_leaves_its_own_block(void **state)
 			check_results(true, n * 10 + a);
 			teardown();
 		}
+}
+
+/* An in-place all-to-all on its input, as the engine runs a large one
+ * (coll_run.c runs_on_input): with no copy of the blocks still to be sent,
+ * each reception waits for the send that reads its bytes; direct and
+ * pairwise at every rank count complete in any delivery order, every block
+ * right. */
+static void test_in_place_all_to_all_on_its_input(void **state)
+{
+	static const enum sl_algo algos[] = { SL_ALGO_DIRECT, SL_ALGO_PAIRWISE };
+	static const uint64_t counts[] = { 0, 1, 13, 61 };
+	(void)state;
+
+	cl.on_input = true;
+	for (uint32_t n = 2; n <= MAX_RANKS; n++) /* one rank moves nothing: no copy to spare */
+		for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
+			for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+				for (uint64_t seed = 0; seed < 4; seed++) {
+					cl.plan = (struct sl_sched_plan){ .coll = SL_COLL_ALLTOALL, .algo = algos[a],
+									  .nranks = n, .count = counts[ci], .esize = 4,
+									  .payload = 16, .chunk_bytes = 16 << (seed % 3) };
+					cl.dtype = SL_INT32;
+					cl.op = SL_SUM;
+					for (uint32_t k = 0; k < n; k++) {
+						setup_rank(k, true, false);
+						if (!cl.r[k].src_free)
+							fail_msg("all-to-all by %s, n=%u, rank %u in place: runs on a "
+								 "copy of its input, want on the input",
+								 sl_algo_name(algos[a]), n, k);
+					}
+					run(seed * 100 + n * 10 + ci);
+					check_results(true, seed * 100 + n * 10 + ci);
+					teardown();
+				}
+	cl.on_input = false;
 }
 
 /* Every (datatype, op) through the reducing collectives on 3 ranks. */
@@ -916,12 +1000,40 @@ static void run_some(struct sl_sched *s)
 
 /* Which in-place all-to-alls may run on their input, each reception chunk
  * gated on the send chunk that reads its bytes (sl_sched_input_gate_ok):
- * direct at any rank count and pairwise at 2; not pairwise at 3 (a step's
- * send and reception pair different peers), strided slices or out of
- * place.  (No builder has a matched send that waits on a reception, the
- * other refusal.)  And
- * sl_sched_recv_chunk names, for a send's chunk, the reception chunk that
- * lands on its bytes. */
+ * direct and pairwise at any rank count; not strided slices or out of
+ * place.  sl_sched_recv_chunk names, for a send's chunk, the reception
+ * chunk that lands on its bytes.  And a schedule whose send waits on a
+ * reception of its own step or a later one is refused: that reception,
+ * gated on the send, could wait on itself (no builder makes one: a
+ * pairwise schedule is changed here). */
+static void gate_refuses_waits_on_later_steps(void)
+{
+	struct sl_sched s;
+	struct sl_sched_plan p = { .coll = SL_COLL_ALLTOALL, .algo = SL_ALGO_PAIRWISE, .nranks = 5, .rank = 1,
+				   .count = 13, .esize = 4, .payload = 16, .chunk_bytes = 32, .in_place = true };
+	uint32_t last = 0;
+
+	plan_bytes(&p);
+	assert_int_equal(sl_sched_init(&s, &p), 0);
+	assert_true(sl_sched_input_gate_ok(&s));
+	for (uint32_t i = 0; i < s.nx; i++)
+		if (s.x[i].is_send)
+			last = i;
+	for (uint32_t y = 0; y < s.nx; y++) {
+		int32_t was = s.x[last].after;
+		bool ok = s.x[y].step < s.x[last].step;
+		if (s.x[y].is_send)
+			continue;
+		s.x[last].after = (int32_t)y;
+		if (sl_sched_input_gate_ok(&s) != ok)
+			fail_msg("pairwise all-to-all, 5 ranks in place, rank 1: its step-%u send made to wait on "
+				 "its step-%u reception: input gate %s, want %s", s.x[last].step, s.x[y].step,
+				 ok ? "refused" : "allowed", ok ? "allowed" : "refused");
+		s.x[last].after = was;
+	}
+	sl_sched_fini(&s);
+}
+
 static void test_input_gate(void **state)
 {
 	struct {
@@ -931,7 +1043,9 @@ static void test_input_gate(void **state)
 		bool in_place, ok;
 	} cases[] = {
 		{ SL_ALGO_DIRECT, 2, 0, true, true },    { SL_ALGO_DIRECT, 4, 0, true, true },
-		{ SL_ALGO_PAIRWISE, 2, 0, true, true },  { SL_ALGO_PAIRWISE, 3, 0, true, false },
+		{ SL_ALGO_PAIRWISE, 2, 0, true, true },  { SL_ALGO_PAIRWISE, 3, 0, true, true },
+		{ SL_ALGO_PAIRWISE, 4, 0, true, true },  { SL_ALGO_PAIRWISE, 5, 0, true, true },
+		{ SL_ALGO_PAIRWISE, 3, 0, false, false },
 		{ SL_ALGO_DIRECT, 2, 13 * 4 * 2, true, false }, { SL_ALGO_DIRECT, 2, 13 * 4, true, true },
 		{ SL_ALGO_DIRECT, 3, 0, false, false },
 	};
@@ -968,6 +1082,7 @@ static void test_input_gate(void **state)
 			sl_sched_fini(&s);
 		}
 	}
+	gate_refuses_waits_on_later_steps();
 }
 
 /* One field of the plan at a time: reinit on a used schedule rebuilds it
@@ -1338,6 +1453,7 @@ int main(void)
 		cmocka_unit_test(test_in_place_copies_only_what_it_must),
 		cmocka_unit_test(test_in_place_all_to_all_leaves_its_own_block),
 		cmocka_unit_test(test_input_gate),
+		cmocka_unit_test(test_in_place_all_to_all_on_its_input),
 		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_reuse_needs_same_plan),
 		cmocka_unit_test(test_copied_schedule_is_the_built_one),
