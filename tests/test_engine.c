@@ -3016,7 +3016,7 @@ static void all_to_all_on_input(unsigned n, uint32_t alg, uint64_t count, const 
 
 	setup_cluster(n, f, 5ull * 1000000000);
 	for (unsigned i = 0; i < n; i++) {
-		nodes[i].e.local_per_pass = 1 << 20; /* a copy of the others' blocks: 2 passes or more */
+		nodes[i].e.local_per_pass = count; /* a quarter block: the copy would take 4 (n - 1) passes */
 		for (uint64_t j = 0; j < n * count; j++)
 			((int32_t *)nodes[i].recv)[j] = in_val(i, j);
 	}
@@ -3057,16 +3057,16 @@ static void test_in_place_all_to_all_runs_on_its_input(void **state)
 
 /* The same for pairwise at 3 and 4 nodes, whose steps in place pair one
  * peer both ways (coll/algo_pairwise.c; pair28): at 3 a node sits a step
- * out and sends its next ahead of its peer.  3 nodes also through drops,
- * duplicates and reordering, each resent packet read again from the input. */
+ * out and sends its next ahead of its peer.  3 nodes through drops,
+ * duplicates and reordering, each resent packet read again from the input
+ * (a cluster's setup is most of the time: two). */
 static void test_in_place_pairwise_runs_on_its_input(void **state)
 {
 	struct sl_memport_faults none = { 0 }, faults = { .drop = 0.01, .dup = 0.01, .reorder = 0.05, .seed = 28 };
 	(void)state;
 
-	all_to_all_on_input(3, SL_ALGO_ID_PAIRWISE, 1 << 18, &none); /* 1 MiB blocks */
-	all_to_all_on_input(4, SL_ALGO_ID_PAIRWISE, 1 << 18, &none);
-	all_to_all_on_input(3, SL_ALGO_ID_PAIRWISE, 1 << 18, &faults);
+	all_to_all_on_input(3, SL_ALGO_ID_PAIRWISE, 1 << 16, &faults); /* 256 KiB blocks */
+	all_to_all_on_input(4, SL_ALGO_ID_PAIRWISE, 1 << 16, &none);
 }
 
 /* In-place calls of different sizes in turn (a DDP job's gradient
