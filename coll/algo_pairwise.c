@@ -12,11 +12,12 @@
  * the same one.  The block from j then lands where this rank's send to j,
  * in the same step, reads, so the engine can run on the input itself,
  * each reception held until that send is acknowledged
- * (sl_sched_input_gate_ok).  In the steps above, the block from r - i
- * lands where the send to r - i of step n - i reads: in the first half,
- * a later step, whose send waits on this reception through the steps
- * between (a cycle), so they run on a copy of the input.  Rounds: n - 1
- * at an even n; n at an odd n, in each of which one rank sits out.
+ * (sl_sched_input_gate_ok).  In the shifted steps above, the block from
+ * r - i lands where the send to r - i of step n - i reads; for i < n - i
+ * that send comes later and waits on this reception through the steps
+ * between (a cycle), so in place those steps need a copy of the input.
+ * Rounds: n - 1 at an even n; n at an odd n, in each of which one rank
+ * sits out.
  */
 #include "schedule.h"
 
