@@ -67,7 +67,6 @@ struct server {
 	pthread_mutex_t lock;             /* what connections share: comm_owner, the trace taps */
 	int comm_owner[DP_MAX_COMMS];     /* client index holding each comm slot, -1 = free */
 	struct dp_stall_watch stall[SL_MAX_CHANNELS];
-	uint64_t reg_delay_ms;            /* SLUICED_TEST_REG_DELAY_MS: tests make registrations slow */
 };
 
 static int reply_err(struct sl_ctl_reply *r, int32_t status, const char *fmt, ...)
@@ -278,17 +277,6 @@ static const char *reg_abandoned(void *conn)
 	return NULL;
 }
 
-/* Tests only (SLUICED_TEST_REG_DELAY_MS): a registration as slow as a large
- * one's touch, abandoned as it would be. */
-static const char *reg_test_delay(struct conn *cn)
-{
-	const char *why = NULL;
-
-	for (uint64_t ms = 0; ms < cn->s->reg_delay_ms && !(why = reg_abandoned(cn)); ms += 10)
-		usleep(10000);
-	return why;
-}
-
 /* Map a registration's file and touch its pages, on this client's thread;
  * NULL with r filled when it failed or was abandoned. */
 static void *map_region(struct conn *cn, int fd, uint64_t size, struct sl_ctl_reply *r)
@@ -298,8 +286,7 @@ static void *map_region(struct conn *cn, int fd, uint64_t size, struct sl_ctl_re
 
 	if (!p)
 		return NULL;
-	why = reg_test_delay(cn);
-	if (!why && !(why = dp_touch_client_memory(p, size, reg_abandoned, cn)))
+	if (!(why = dp_touch_client_memory(p, size, reg_abandoned, cn)))
 		return p;
 	munmap(p, size);
 	reply_err(r, SLUICE_ERR_UNAVAILABLE, "registering %llu bytes was abandoned: %s",
@@ -720,9 +707,7 @@ static void watch_engines(struct server *s)
 int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const struct dp_server_cfg *cfg,
 		  _Atomic bool *ready, char *err, size_t len)
 {
-	const char *delay = getenv("SLUICED_TEST_REG_DELAY_MS");
-	struct server s = { .e = engines, .nch = nengines, .cfg = cfg,
-			    .reg_delay_ms = delay ? strtoull(delay, NULL, 10) : 0 };
+	struct server s = { .e = engines, .nch = nengines, .cfg = cfg };
 	s.listen_fd = open_listener(cfg->socket_path, err, len);
 	if (s.listen_fd < 0)
 		return -1;
