@@ -694,8 +694,8 @@ static void watch_engines(struct server *s)
 
 	for (unsigned ch = 0; ch < s->nch; ch++) {
 		const struct dp_engine *e = s->e[ch];
-		if (!dp_stall_check(&s->stall[ch], atomic_load_explicit(&e->loops, memory_order_relaxed),
-				    (pid_t)atomic_load(&e->tid), now, msg, sizeof(msg)))
+		if (!dp_stall_check(&s->stall[ch], atomic_load_explicit(&e->passes, memory_order_relaxed),
+				    dp_engine_holder(e, NULL), now, msg, sizeof(msg)))
 			continue;
 		if (ch)
 			fprintf(stderr, "sluiced node %u channel %u: %s\n", e->node, ch, msg);

@@ -427,8 +427,13 @@ struct dp_engine {
 	struct dp_comm comms[DP_MAX_COMMS];
 	struct dp_counters count;
 	_Atomic bool stop;
-	_Atomic uint64_t loops;   /* rounds of dp_engine_run's loop: the server watches it move (stall_watch.h) */
+	/* passes ended, whoever took them: the server watches it move
+	 * (stall_watch.h, dp_engine_call).  Not dp_engine_run's rounds: while an
+	 * embedded application's thread is inside a pass, the engine's own
+	 * thread goes round without one */
+	_Atomic uint64_t passes;
 	_Atomic int tid;          /* the thread in dp_engine_run, once it runs */
+	_Atomic int pass_tid;     /* the thread inside the pass now, or in the last one */
 	pthread_mutex_t ctl_lock; /* the control ring's producers: one server thread a client */
 	_Atomic bool busy;        /* a thread is inside dp_engine_poll */
 	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded); 0: handed back */
@@ -508,11 +513,16 @@ bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req);
 void dp_ctl_answer(_Atomic int32_t *done, int32_t res);
 /* From a server thread: hand a request to the engine and wait for its
  * answer (its result, and req->why filled on a refusal), for as long as the
- * engine comes round: one whose loop has not moved for its timeout_ns is
- * given up on, DP_CTL_NO_ANSWER with req->why saying where its thread is.
- * The request may still be applied later, in order with the others. */
+ * engine comes round: one that has taken no pass for its timeout_ns is
+ * given up on, DP_CTL_NO_ANSWER with req->why saying which thread holds it
+ * up and where.  The request may still be applied later, in order with the
+ * others. */
 int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req);
 #define DP_CTL_NO_ANSWER 2
+/* The thread that holds e up: the one inside its pass, else its own (0:
+ * none runs it); *app (app may be NULL): an embedded application's
+ * thread, inside a pass. */
+pid_t dp_engine_holder(const struct dp_engine *e, bool *app);
 uint64_t dp_now_ns(void *unused);
 
 /* idle.c */

@@ -220,16 +220,26 @@ static size_t ctl_obj_bytes(uint32_t op)
 	return 0;
 }
 
-/* Whether e's loop has not moved for its timeout: *loops and *since are
- * the count last seen and when it was seen to move.  A slow engine that
- * comes round (a long control request, a destroy waiting for its peers)
- * is waited for; its peers give up on one that does not after as long. */
-static bool engine_stuck(const struct dp_engine *e, uint64_t *loops, uint64_t *since)
+pid_t dp_engine_holder(const struct dp_engine *e, bool *app)
 {
-	uint64_t now = dp_now_ns(NULL), seen = atomic_load_explicit(&e->loops, memory_order_relaxed);
+	pid_t own = (pid_t)atomic_load(&e->tid), in_pass = (pid_t)atomic_load(&e->pass_tid);
+	bool other = atomic_load(&e->busy) && in_pass != own;
 
-	if (seen != *loops) {
-		*loops = seen;
+	if (app)
+		*app = other;
+	return other ? in_pass : own;
+}
+
+/* Whether e has taken no pass for its timeout: *passes and *since are the
+ * count last seen and when it was seen to move.  A slow engine that comes
+ * round (a long control request, a destroy waiting for its peers) is
+ * waited for; its peers give up on one that does not after as long. */
+static bool engine_stuck(const struct dp_engine *e, uint64_t *passes, uint64_t *since)
+{
+	uint64_t now = dp_now_ns(NULL), seen = atomic_load_explicit(&e->passes, memory_order_relaxed);
+
+	if (seen != *passes) {
+		*passes = seen;
 		*since = now;
 		return false;
 	}
@@ -239,11 +249,15 @@ static bool engine_stuck(const struct dp_engine *e, uint64_t *loops, uint64_t *s
 static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint64_t since)
 {
 	char at[512];
+	bool app;
+	pid_t holder = dp_engine_holder(e, &app);
 
-	dp_stall_where((pid_t)atomic_load(&e->tid), at, sizeof(at));
+	dp_stall_where(holder, app ? "the application's thread" : "its thread", at, sizeof(at));
 	sl_errmsg_format(req->why, SL_ERRMSG_LEN, "channel %u's engine (dataplane node %u) has not come round for "
-			 "%.1f s, its timeout: %s; the request was not applied: restart sluiced (its log says where "
-			 "the engine stopped)", e->channel, e->node, (dp_now_ns(NULL) - since) / 1e9, at);
+			 "%.1f s, its timeout: %s; the request was not applied: %s", e->channel, e->node,
+			 (dp_now_ns(NULL) - since) / 1e9, at, app ? "that thread drives the engine (embedded mode) "
+			 "and has not come out of its pass: find what holds it there (a debugger, a signal handler, "
+			 "a lock), or end the application" : "restart sluiced (its log says where the engine stopped)");
 	return DP_CTL_NO_ANSWER;
 }
 
@@ -251,7 +265,7 @@ int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req)
 {
 	struct ctl_call *call = calloc(1, sizeof(*call));
 	struct dp_ctl_req q = *req;
-	uint64_t loops = atomic_load_explicit(&e->loops, memory_order_relaxed), since = dp_now_ns(NULL);
+	uint64_t passes = atomic_load_explicit(&e->passes, memory_order_relaxed), since = dp_now_ns(NULL);
 	int32_t done, idle = 0;
 
 	if (!call) {
@@ -264,14 +278,14 @@ int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req)
 	q.done = &call->done;
 	q.why = call->why;
 	while (!dp_engine_ctl_post(e, &q)) {
-		if (engine_stuck(e, &loops, &since)) {
+		if (engine_stuck(e, &passes, &since)) {
 			free(call);
 			return no_answer(e, req, since);
 		}
 		usleep(100);
 	}
 	while ((done = atomic_load_explicit(&call->done, memory_order_acquire)) == 0) {
-		if (engine_stuck(e, &loops, &since) &&
+		if (engine_stuck(e, &passes, &since) &&
 		    atomic_compare_exchange_strong(&call->done, &idle, CTL_ABANDONED))
 			return no_answer(e, req, since);
 		usleep(20);
@@ -407,9 +421,21 @@ static uint32_t clients_poll(struct dp_engine *e)
 	return n;
 }
 
+/* This thread's id, read once: a pass says who takes it. */
+static pid_t this_tid(void)
+{
+	static __thread pid_t tid;
+
+	if (!tid)
+		tid = (pid_t)syscall(SYS_gettid);
+	return tid;
+}
+
 /* One pass; now_ns: the engine's clock as the caller read it, or 0. */
 static uint32_t engine_pass(struct dp_engine *e, uint64_t now_ns)
 {
+	atomic_store_explicit(&e->pass_tid, this_tid(), memory_order_relaxed);
+
 	uint32_t work = ctl_poll(e), posted = clients_poll(e);
 
 	/* New calls hand their sends to the transport as they are posted
@@ -424,6 +450,9 @@ static uint32_t engine_pass(struct dp_engine *e, uint64_t now_ns)
 	work += now_ns ? sl_tp_poll_at(e->tp, now_ns) : sl_tp_poll(e->tp);
 	work += dp_gdev_progress(e);
 	work += dp_colls_progress(e);
+	/* one thread at a time is in a pass: no read-modify-write needed */
+	atomic_store_explicit(&e->passes, atomic_load_explicit(&e->passes, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	return work;
 }
 
@@ -521,11 +550,9 @@ static bool park(struct dp_engine *e, bool app_in_pass)
 int dp_engine_run(void *engine)
 {
 	struct dp_engine *e = engine;
-	uint64_t loops = 0;
 
-	atomic_store(&e->tid, (int)syscall(SYS_gettid));
+	atomic_store(&e->tid, this_tid());
 	while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-		atomic_store_explicit(&e->loops, ++loops, memory_order_relaxed); /* a plain store: no lock */
 		if (park(e, false)) {
 			dp_idle_busy(&e->idle);
 			continue;

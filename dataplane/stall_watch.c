@@ -49,7 +49,7 @@ static const char *kernel_stack(pid_t tid, char *buf, size_t len)
 	return buf;
 }
 
-void dp_stall_where(pid_t tid, char *buf, size_t len)
+void dp_stall_where(pid_t tid, const char *who, char *buf, size_t len)
 {
 	char stat[512], sc[128], wchan[64], stack[256];
 
@@ -63,33 +63,33 @@ void dp_stall_where(pid_t tid, char *buf, size_t len)
 	task_file(tid, "wchan", wchan, sizeof(wchan));
 	kernel_stack(tid, stack, sizeof(stack));
 	if (!state || state[1] == '\0') {
-		sl_errmsg_format(buf, len, "its thread %d is gone", (int)tid);
+		sl_errmsg_format(buf, len, "%s %d is gone", who, (int)tid);
 	} else if (state[2] == 'R' || strcmp(sc, "running") == 0) {
-		sl_errmsg_format(buf, len, "its thread %d is running: a loop that does not return", (int)tid);
+		sl_errmsg_format(buf, len, "%s %d is running: a loop that does not return", who, (int)tid);
 	} else {
 		bool in = wchan[0] && strcmp(wchan, "0") != 0;
 
-		sl_errmsg_format(buf, len, "its thread %d waits in the kernel, in system call %s%s%s%s%s%s", (int)tid,
+		sl_errmsg_format(buf, len, "%s %d waits in the kernel, in system call %s%s%s%s%s%s", who, (int)tid,
 				 sc[0] ? sc : "?", in ? " in " : "", in ? wchan : "", stack[0] ? " (" : "", stack,
 				 stack[0] ? ")" : "");
 	}
 }
 
-bool dp_stall_check(struct dp_stall_watch *w, uint64_t loops, pid_t tid, uint64_t now_ns,
+bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64_t now_ns,
 		    char *msg, size_t len)
 {
 	char at[512];
 
 	if (!w->since_ns) { /* first look */
-		w->loops = loops;
+		w->passes = passes;
 		w->since_ns = now_ns;
 		return false;
 	}
-	if (loops != w->loops || !tid) {
+	if (passes != w->passes || !tid) {
 		bool was = w->told;
 		uint64_t took = now_ns - w->since_ns;
 
-		w->loops = loops;
+		w->passes = passes;
 		w->since_ns = now_ns;
 		w->told = false;
 		if (!was)
@@ -100,7 +100,7 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t loops, pid_t tid, uint64_
 	if (w->told || now_ns - w->since_ns < DP_STALL_NS)
 		return false;
 	w->told = true;
-	dp_stall_where(tid, at, sizeof(at));
+	dp_stall_where(tid, "its thread", at, sizeof(at));
 	sl_errmsg_format(msg, len, "the engine has not come round for %.1f s: %s; its peers will "
 			 "find it silent", (now_ns - w->since_ns) / 1e9, at);
 	return true;

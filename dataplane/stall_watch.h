@@ -18,23 +18,24 @@
 #define DP_STALL_NS 2000000000ull
 
 struct dp_stall_watch {
-	uint64_t loops;     /* the engine's loop count when last seen to move */
+	uint64_t passes;    /* the engine's pass count when last seen to move */
 	uint64_t since_ns;  /* ... and when */
 	bool told;          /* the stall was reported */
 };
 
 /*
- * Look at an engine whose loop count is now loops and whose thread is tid
- * (0: not started), at now_ns.  True when there is something to say: a stall
+ * Look at an engine whose pass count is now passes, held up (if it is) by
+ * thread tid (dp_engine_holder; 0: not started), at now_ns.  True when there is something to say: a stall
  * of DP_STALL_NS or more (where the thread is: blocked in the kernel, in
  * which system call and kernel function, or running), or the end of one
  * reported; msg holds it, without a trailing newline.
  */
-bool dp_stall_check(struct dp_stall_watch *w, uint64_t loops, pid_t tid, uint64_t now_ns,
+bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64_t now_ns,
 		    char *msg, size_t len);
 
-/* Where thread tid is, in words: blocked in the kernel (in which system
- * call and kernel function), running, or gone. */
-void dp_stall_where(pid_t tid, char *buf, size_t len);
+/* Where thread tid is, in words that begin with who and tid ("its thread
+ * 12"): blocked in the kernel (in which system call and kernel function),
+ * running, or gone. */
+void dp_stall_where(pid_t tid, const char *who, char *buf, size_t len);
 
 #endif

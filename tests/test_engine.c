@@ -3566,17 +3566,23 @@ static void *server_call_thread(void *arg)
 	return NULL;
 }
 
-/* A server thread asks node 0's engine to take a region; no thread runs
- * that engine, so its loop moves only when the test says. */
-static void start_server_call(struct server_call *c)
+/* A server thread asks node 0's engine (set up) to take a region. */
+static void call_for_a_region(struct server_call *c)
 {
 	static uint8_t buf[4096];
 
-	setup_cluster(1, &(struct sl_memport_faults){ .seed = 1 }, CALL_TIMEOUT_NS);
 	c->e = &nodes[0].e;
 	c->reg = (struct dp_region){ .base = buf, .size = sizeof(buf), .gpu = -1 };
 	atomic_init(&c->res, 0);
 	assert_int_equal(pthread_create(&c->thread, NULL, server_call_thread, c), 0);
+}
+
+/* One engine, with a call for a region; no thread runs the engine, so it
+ * takes passes only when the test says. */
+static void start_server_call(struct server_call *c)
+{
+	setup_cluster(1, &(struct sl_memport_faults){ .seed = 1 }, CALL_TIMEOUT_NS);
+	call_for_a_region(c);
 }
 
 /* An engine whose loop does not move (stuck in a pass, its thread gone)
@@ -3615,15 +3621,89 @@ static void test_engine_call_waits_for_a_live_engine(void **state)
 
 	start_server_call(&c);
 	for (uint64_t end = now_ms() + 3 * CALL_TIMEOUT_NS / 1000000; now_ms() < end; usleep(1000)) {
-		atomic_fetch_add(&c.e->loops, 1);
+		atomic_fetch_add(&c.e->passes, 1);
 		if (atomic_load(&c.res))
-			fail_msg("a call gave up on an engine whose loop moved: \"%s\"", c.why);
+			fail_msg("a call gave up on an engine that took passes: \"%s\"", c.why);
 	}
 	while (atomic_load(&c.res) == 0)
 		dp_engine_poll(c.e);
 	pthread_join(c.thread, NULL);
 	assert_int_equal(atomic_load(&c.res) - 1, 0);
 	assert_true(c.e->clients[0].regions[5].live);
+	teardown_cluster();
+}
+
+/* The application's thread of an embedded dataplane, inside a pass of the
+ * engine that the test holds it in (as a debugger or a signal handler
+ * would); the engine's own thread reads the same clock and goes on. */
+static __thread bool is_app_thread;
+static _Atomic bool app_held, app_in_pass;
+static _Atomic pid_t app_tid;
+
+static uint64_t app_holding_clock(void *arg)
+{
+	(void)arg;
+	while (is_app_thread && atomic_load(&app_held)) {
+		atomic_store(&app_in_pass, true);
+		usleep(1000);
+	}
+	return dp_now_ns(NULL);
+}
+
+static void *app_pass_thread(void *engine)
+{
+	is_app_thread = true;
+	atomic_store(&app_tid, (pid_t)syscall(SYS_gettid));
+	while (dp_engine_try_poll(engine, 0) < 0) /* the engine's thread is in a pass */
+		sched_yield();
+	return NULL;
+}
+
+/* An embedded application's thread that does not come out of the engine's
+ * pass holds the engine up: the engine's own thread goes round, finds the
+ * pass taken and parks, and applies nothing.  A server thread's call gives
+ * up after the engine's timeout and names that thread and what to do; it
+ * waited for ever when the engine's rounds counted as coming round (and the
+ * application's exit with it, which waits for the server's threads).  The
+ * request is applied once the pass ends. */
+static void test_engine_call_gives_up_on_an_application_held_in_a_pass(void **state)
+{
+	struct runner r[1];
+	struct server_call c;
+	pthread_t app;
+	char want[64];
+	uint64_t deadline;
+	(void)state;
+
+	atomic_store(&app_held, true);
+	atomic_store(&app_in_pass, false);
+	cluster_clock = (struct sl_clock){ .now_ns = app_holding_clock };
+	setup_cluster(1, &(struct sl_memport_faults){ .seed = 1 }, CALL_TIMEOUT_NS);
+	r[0].e = &nodes[0].e;
+	atomic_init(&r[0].finished, false);
+	assert_int_equal(pthread_create(&r[0].thread, NULL, run_engine, &r[0]), 0);
+	assert_int_equal(pthread_create(&app, NULL, app_pass_thread, &nodes[0].e), 0);
+	while (!atomic_load(&app_in_pass))
+		usleep(1000);
+	call_for_a_region(&c); /* after the pass began: it would apply the request first */
+	deadline = now_ms() + 5000;
+	while (atomic_load(&c.res) == 0 && now_ms() < deadline)
+		usleep(1000);
+	atomic_store(&app_held, false);
+	pthread_join(app, NULL);
+	if (atomic_load(&c.res) == 0)
+		fail_msg("a call to an engine held in a pass by the application's thread still waits after 5 s (its "
+			 "timeout: %llu ms), its own thread going round", CALL_TIMEOUT_NS / 1000000);
+	pthread_join(c.thread, NULL);
+	snprintf(want, sizeof(want), "the application's thread %d ", (int)atomic_load(&app_tid));
+	if (atomic_load(&c.res) - 1 != DP_CTL_NO_ANSWER || !strstr(c.why, "has not come round") ||
+	    !strstr(c.why, want) || !strstr(c.why, "end the application"))
+		fail_msg("the call returned %d, saying \"%s\": want %d, naming %sand what to do", atomic_load(&c.res) - 1,
+			 c.why, DP_CTL_NO_ANSWER, want);
+	for (deadline = now_ms() + 5000; !atomic_load(&c.e->clients[0].regions[5].live); usleep(1000))
+		if (now_ms() > deadline)
+			fail_msg("the request was not applied within 5 s of the pass's end");
+	stop_engines(r);
 	teardown_cluster();
 }
 
@@ -3701,6 +3781,7 @@ int main(void)
 		cmocka_unit_test(test_parked_after_waking_its_application),
 		cmocka_unit_test(test_engine_call_gives_up_on_a_stuck_engine),
 		cmocka_unit_test(test_engine_call_waits_for_a_live_engine),
+		cmocka_unit_test(test_engine_call_gives_up_on_an_application_held_in_a_pass),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
