@@ -41,8 +41,7 @@ struct server;
 
 struct conn {
 	/* the server's thread's */
-	bool taken;                       /* the slot has a connection, or had one that could not be let go */
-	bool retired;                     /* ... that: an engine may still hold the client, never reused */
+	bool taken;                       /* the slot has a connection, whose thread may not have returned */
 	bool running;                     /* thread runs, or returned and is not joined yet */
 	pthread_t thread;
 	_Atomic bool ended;               /* the connection's thread returned: join it */
@@ -134,7 +133,7 @@ static void *map_fd(int fd, uint64_t want, uint64_t touch, struct sl_ctl_reply *
 
 static int32_t server_call(struct server *s, unsigned ch, struct dp_ctl_req *req)
 {
-	return dp_engine_call(s->e[ch], req);
+	return dp_engine_call(s->e[ch], req, NULL);
 }
 
 /* The reply's status for an engine's answer res (not 0): the status it
@@ -507,26 +506,44 @@ static int recv_req(int fd, struct sl_ctl_msg *m, int *passed, bool *short_msg)
 	return 0;
 }
 
-/* The client is gone: every engine lets go of it, the owner last.  False
- * when one did not answer: the owner keeps the client's memory, which that
- * engine may still read, and its communicator slots stay taken (the log
- * says so). */
-static bool drop_conn(struct server *s, int ci)
+/* Let go of client ci on channel ch's engine, waiting for it as long as it
+ * takes: until it answers, that engine may still hold the client (read the
+ * memory the owner maps, use the slot).  Its answer comes in order, after
+ * everything the client asked of it.  False when the dataplane stops first. */
+static bool let_go(struct server *s, unsigned ch, int ci)
+{
+	struct dp_ctl_req req = { .op = DP_CTL_DEL_CLIENT, .client = (uint32_t)ci };
+	struct dp_ctl_call *late;
+	char why[SL_ERRMSG_LEN];
+
+	req.why = why;
+	if (dp_engine_call(s->e[ch], &req, &late) != DP_CTL_NO_ANSWER)
+		return true;
+	fprintf(stderr, "sluiced node %u: client %d hung up but cannot be let go yet (its slot stays taken until the "
+		"engine answers): %s\n", s->e[0]->node, ci, why);
+	for (;;) {
+		bool stop = atomic_load(s->cfg->stop);
+		if (dp_ctl_late_answer(late, stop, NULL) != DP_CTL_NO_ANSWER)
+			break;
+		if (stop)
+			return false;
+		usleep(10000);
+	}
+	fprintf(stderr, "sluiced node %u: client %d let go: channel %u's engine answered after all\n",
+		s->e[0]->node, ci, ch);
+	return true;
+}
+
+/* The client is gone: every engine lets go of it, the owner last, so that
+ * its slot is free again only once no engine holds it.  When the dataplane
+ * stops first, its communicator slots stay taken (nobody takes any more). */
+static void drop_conn(struct server *s, int ci)
 {
 	struct conn *cn = &s->conns[ci];
 	bool all = true;
 
-	for (unsigned ch = s->nch; cn->hello && ch-- > 0;) {
-		struct dp_ctl_req req = { .op = DP_CTL_DEL_CLIENT, .client = (uint32_t)ci };
-		char why[SL_ERRMSG_LEN];
-		req.why = why;
-		if (server_call(s, ch, &req) == DP_CTL_NO_ANSWER) {
-			fprintf(stderr, "sluiced node %u: client %d hung up but cannot be let go: %s\n",
-				s->e[0]->node, ci, why);
-			all = false;
-			break;
-		}
-	}
+	for (unsigned ch = s->nch; cn->hello && all && ch-- > 0;)
+		all = let_go(s, ch, ci);
 	pthread_mutex_lock(&s->lock);
 	if (cn->tracer)
 		dp_trace_detach(s->cfg->trace);
@@ -535,7 +552,6 @@ static bool drop_conn(struct server *s, int ci)
 			s->comm_owner[i] = -1;
 	pthread_mutex_unlock(&s->lock);
 	close(cn->fd);
-	return all;
 }
 
 /* Send one reply, with fd (when >= 0) as SCM_RIGHTS. */
@@ -594,7 +610,7 @@ static void *conn_main(void *conn)
 		if ((n < 0 && errno != EINTR) || (n > 0 && !serve_conn(s, ci)))
 			break;
 	}
-	cn->retired = !drop_conn(s, ci);
+	drop_conn(s, ci);
 	atomic_store(&cn->ended, true);
 	return NULL;
 }
@@ -616,8 +632,8 @@ static bool peer_allowed(const struct server *s, int fd, struct sl_ctl_reply *r)
 	return false;
 }
 
-/* Join the threads of connections that ended; their slots are free again
- * unless an engine may still hold their client. */
+/* Join the threads of connections that ended (every engine let go of
+ * their clients, or the dataplane stops): their slots are free again. */
 static void reap_conns(struct server *s)
 {
 	for (int i = 0; i < DP_MAX_CLIENTS; i++) {
@@ -626,7 +642,7 @@ static void reap_conns(struct server *s)
 			continue;
 		pthread_join(cn->thread, NULL);
 		cn->running = false;
-		cn->taken = cn->retired;
+		cn->taken = false;
 	}
 }
 

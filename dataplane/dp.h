@@ -516,9 +516,16 @@ void dp_ctl_answer(_Atomic int32_t *done, int32_t res);
  * engine comes round: one that has taken no pass for its timeout_ns is
  * given up on, DP_CTL_NO_ANSWER with req->why saying which thread holds it
  * up and where.  The request may still be applied later, in order with the
- * others. */
-int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req);
+ * others: with late NULL, nobody learns of it; else *late is the call, to
+ * ask dp_ctl_late_answer about. */
+struct dp_ctl_call;
+int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, struct dp_ctl_call **late);
 #define DP_CTL_NO_ANSWER 2
+/* The answer to a call dp_engine_call handed back (its result, why filled
+ * when not NULL; the call is freed), or DP_CTL_NO_ANSWER while the engine
+ * has not answered; give_up: none will be asked for any more (the call is
+ * left to the answer, or dropped when not even queued yet). */
+int32_t dp_ctl_late_answer(struct dp_ctl_call *call, bool give_up, char *why);
 /* The thread that holds e up: the one inside its pass, else its own (0:
  * none runs it); *app (app may be NULL): an embedded application's
  * thread, inside a pass. */

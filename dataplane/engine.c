@@ -193,7 +193,7 @@ bool dp_engine_ctl_post(struct dp_engine *e, struct dp_ctl_req *req)
 
 /* One call's answer and what the engine reads of it, on the heap: a call
  * that gives up on its engine leaves them to the answer, if one comes. */
-struct ctl_call {
+struct dp_ctl_call {
 	_Atomic int32_t done; /* first: dp_ctl_answer frees an abandoned call through it */
 	char why[SL_ERRMSG_LEN];
 	union {
@@ -201,13 +201,16 @@ struct ctl_call {
 		struct dp_region region;
 		struct dp_comm comm;
 	} obj;
+	struct dp_engine *e;
+	struct dp_ctl_req q;  /* the request as the engine takes it */
+	bool queued;          /* q is in e's ring: not yet while the ring is full */
 };
 #define CTL_ABANDONED INT32_MIN
 
 void dp_ctl_answer(_Atomic int32_t *done, int32_t res)
 {
 	if (atomic_exchange_explicit(done, res + 1, memory_order_acq_rel) == CTL_ABANDONED)
-		free(done); /* a struct ctl_call */
+		free(done); /* a struct dp_ctl_call */
 }
 
 static size_t ctl_obj_bytes(uint32_t op)
@@ -261,12 +264,29 @@ static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint
 	return DP_CTL_NO_ANSWER;
 }
 
-int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req)
+int32_t dp_ctl_late_answer(struct dp_ctl_call *call, bool give_up, char *why)
 {
-	struct ctl_call *call = calloc(1, sizeof(*call));
-	struct dp_ctl_req q = *req;
+	int32_t done = 0;
+
+	if (!call->queued)
+		call->queued = dp_engine_ctl_post(call->e, &call->q);
+	if (call->queued)
+		done = atomic_load_explicit(&call->done, memory_order_acquire);
+	if (!done && !give_up)
+		return DP_CTL_NO_ANSWER;
+	if (!done && call->queued && atomic_compare_exchange_strong(&call->done, &done, CTL_ABANDONED))
+		return DP_CTL_NO_ANSWER; /* the answer frees it */
+	if (done && why)
+		memcpy(why, call->why, SL_ERRMSG_LEN);
+	free(call);
+	return done ? done - 1 : DP_CTL_NO_ANSWER;
+}
+
+int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, struct dp_ctl_call **late)
+{
+	struct dp_ctl_call *call = calloc(1, sizeof(*call));
 	uint64_t passes = atomic_load_explicit(&e->passes, memory_order_relaxed), since = dp_now_ns(NULL);
-	int32_t done, idle = 0;
+	int32_t res;
 
 	if (!call) {
 		sl_errmsg_format(req->why, SL_ERRMSG_LEN, "no memory for a control request: free memory");
@@ -274,25 +294,24 @@ int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req)
 	}
 	if (req->obj)
 		memcpy(&call->obj, req->obj, ctl_obj_bytes(req->op));
-	q.obj = req->obj ? &call->obj : NULL;
-	q.done = &call->done;
-	q.why = call->why;
-	while (!dp_engine_ctl_post(e, &q)) {
+	call->e = e;
+	call->q = *req;
+	call->q.obj = req->obj ? &call->obj : NULL;
+	call->q.done = &call->done;
+	call->q.why = call->why;
+	while ((res = dp_ctl_late_answer(call, false, req->why)) == DP_CTL_NO_ANSWER) {
 		if (engine_stuck(e, &passes, &since)) {
-			free(call);
-			return no_answer(e, req, since);
+			if (late) {
+				*late = call;
+				return no_answer(e, req, since);
+			}
+			if ((res = dp_ctl_late_answer(call, true, req->why)) == DP_CTL_NO_ANSWER)
+				return no_answer(e, req, since);
+			break; /* answered at the last moment */
 		}
-		usleep(100);
+		usleep(call->queued ? 20 : 100);
 	}
-	while ((done = atomic_load_explicit(&call->done, memory_order_acquire)) == 0) {
-		if (engine_stuck(e, &passes, &since) &&
-		    atomic_compare_exchange_strong(&call->done, &idle, CTL_ABANDONED))
-			return no_answer(e, req, since);
-		usleep(20);
-	}
-	memcpy(req->why, call->why, SL_ERRMSG_LEN);
-	free(call);
-	return done - 1;
+	return res;
 }
 
 static int32_t ctl_add_comm(struct dp_engine *e, struct dp_ctl_req *r)

@@ -2,12 +2,16 @@
  * test_ctl_server.c: the dataplane's side of the attach socket.  What a
  * daemon maps of a client (its page, its registered memory) is touched
  * when it is registered, so that a call faults in none of it; a
- * registration whose client hangs up stops touching.
+ * registration whose client hangs up stops touching.  A client's slot is
+ * taken again only once every engine let go of the client that left it.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -17,6 +21,7 @@
 
 #include "ctl_server.h"
 #include "faults.h"
+#include "raw_client.h"
 
 #define REGION (8u << 20)
 
@@ -87,11 +92,130 @@ static void touch_stops_when_abandoned(void **state)
 	close(fd);
 }
 
+/* ---- a client's slot and the engines that may still hold its client ---- */
+
+#define SLOT_TIMEOUT_NS (300ull * 1000000)
+
+/* A server of two channels, whose engines the test polls itself; one that
+ * is frozen takes no pass, as a stuck engine. */
+static struct {
+	struct dp_engine e[2], *ep[2];
+	_Atomic bool frozen[2], stop, ready, polling;
+	pthread_t server, poller;
+	char dir[64], path[128];
+} srv;
+
+static void *run_server(void *arg)
+{
+	struct dp_server_cfg cfg = { .socket_path = srv.path, .stop = &srv.stop };
+	char err[256];
+	(void)arg;
+
+	if (dp_server_run(srv.ep, 2, &cfg, &srv.ready, err, sizeof(err)) != 0)
+		fprintf(stderr, "the server did not start: %s\n", err);
+	return NULL;
+}
+
+static void *poll_engines(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&srv.polling)) {
+		for (unsigned ch = 0; ch < 2; ch++)
+			if (!atomic_load(&srv.frozen[ch]))
+				dp_engine_poll(&srv.e[ch]);
+		usleep(100);
+	}
+	return NULL;
+}
+
+static void start_server(void)
+{
+	char err[256];
+
+	memset(&srv, 0, sizeof(srv));
+	strcpy(srv.dir, "/tmp/sluice-ctl-server.XXXXXX");
+	assert_non_null(mkdtemp(srv.dir));
+	snprintf(srv.path, sizeof(srv.path), "%s/sock", srv.dir);
+	for (unsigned ch = 0; ch < 2; ch++) {
+		struct dp_engine_cfg cfg = { .node = 0, .channel = ch, .max_frame = 2048, .timeout_ns = SLOT_TIMEOUT_NS };
+		assert_int_equal(dp_engine_init(&srv.e[ch], &cfg, err, sizeof(err)), 0);
+		srv.ep[ch] = &srv.e[ch];
+	}
+	atomic_store(&srv.polling, true);
+	assert_int_equal(pthread_create(&srv.poller, NULL, poll_engines, NULL), 0);
+	assert_int_equal(pthread_create(&srv.server, NULL, run_server, NULL), 0);
+	while (!atomic_load(&srv.ready))
+		usleep(1000);
+}
+
+static void stop_server(void)
+{
+	atomic_store(&srv.frozen[0], false);
+	atomic_store(&srv.frozen[1], false);
+	atomic_store(&srv.stop, true);
+	pthread_join(srv.server, NULL);
+	atomic_store(&srv.polling, false);
+	pthread_join(srv.poller, NULL);
+	for (unsigned ch = 0; ch < 2; ch++) {
+		dp_engine_poll(&srv.e[ch]); /* answers left to the engine (the sanitizer build counts leaks) */
+		dp_engine_fini(&srv.e[ch]);
+	}
+	rmdir(srv.dir);
+}
+
+static uint64_t now_ms(void)
+{
+	return dp_now_ns(NULL) / 1000000;
+}
+
+/*
+ * A client leaves while channel 1's engine (the first asked to let go of it,
+ * the owner of its memory last) takes no pass.  Its slot is not given to
+ * the next client while that engine may still hold it; once the engine
+ * comes round and applies the removal (in order, as it applies
+ * everything), the slot is free again: it was never reused before.
+ */
+static void slot_free_once_every_engine_let_go(void **state)
+{
+	struct raw_client a, b, c;
+	struct sl_ctl_reply r;
+	uint64_t deadline;
+	(void)state;
+
+	start_server();
+	r = raw_hello(&a, srv.path);
+	assert_int_equal(r.status, SLUICE_OK);
+	assert_int_equal(r.value, 0);
+	atomic_store(&srv.frozen[1], true);
+	close(a.fd);
+	usleep(3 * SLOT_TIMEOUT_NS / 1000); /* the removal gave up on channel 1's timeout by now */
+
+	r = raw_hello(&b, srv.path); /* channel 1 does not answer this one either */
+	if (r.value == 0)
+		fail_msg("a client attached while channel 1's engine still held the one that left got its slot 0 "
+			 "(its reply: \"%s\")", r.msg);
+	close(b.fd);
+
+	atomic_store(&srv.frozen[1], false);
+	for (deadline = now_ms() + 5000;; usleep(10000)) {
+		r = raw_hello(&c, srv.path);
+		close(c.fd);
+		if (r.value == 0)
+			break;
+		if (now_ms() > deadline)
+			fail_msg("5 s after channel 1's engine came round (and could let go of the client that left), "
+				 "slot 0 was still not free: new clients got slot %u", r.value);
+	}
+	assert_int_equal(r.status, SLUICE_OK);
+	stop_server();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(registered_memory_faults_nothing_in),
 		cmocka_unit_test(touch_stops_when_abandoned),
+		cmocka_unit_test(slot_free_once_every_engine_let_go),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

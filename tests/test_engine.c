@@ -3562,7 +3562,7 @@ static void *server_call_thread(void *arg)
 	struct server_call *c = arg;
 	struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = 0, .index = 5, .obj = &c->reg, .why = c->why };
 
-	atomic_store(&c->res, dp_engine_call(c->e, &req) + 1);
+	atomic_store(&c->res, dp_engine_call(c->e, &req, NULL) + 1);
 	return NULL;
 }
 
