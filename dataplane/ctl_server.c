@@ -41,7 +41,7 @@ struct server;
 
 struct conn {
 	/* the server's thread's */
-	bool taken;                       /* the slot has a connection, whose thread may not have returned */
+	bool taken;                       /* in use: its connection's thread runs, or is not joined yet */
 	bool running;                     /* thread runs, or returned and is not joined yet */
 	pthread_t thread;
 	_Atomic bool ended;               /* the connection's thread returned: join it */
@@ -740,7 +740,8 @@ int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const str
 		watch_engines(&s);
 		reap_conns(&s);
 	}
-	/* each connection's thread sees the stop within 100 ms, or once its engine call is answered */
+	/* each connection's thread sees the stop within 100 ms, or once its engine call is answered or
+	 * given up on (a removal's late answer: within 10 ms) */
 	for (int i = 0; i < DP_MAX_CLIENTS; i++)
 		if (s.conns[i].running)
 			pthread_join(s.conns[i].thread, NULL);
