@@ -1865,17 +1865,27 @@ static uint32_t next_seq(struct dp_comm *comm, const struct sl_cmd *cmd)
 	return comm->next_seq++;
 }
 
-/* Another channel failed this communicator: so does this one (and tells its peers). */
+#define OTHER_CHANNEL " (on another channel of this dataplane)"
+
+/* Another channel failed this communicator: so does this one (and tells
+ * its peers).  Its reason may end in the note already: a peer's channel
+ * heard it from the peer's other channel, and told ours.  Once is enough
+ * (twice cut it_mismatch's check, when that relay came first). */
 static void check_channels(struct dp_engine *e, struct dp_comm *comm)
 {
+	const size_t note = sizeof(OTHER_CHANNEL) - 1;
+	const char *why;
 	int32_t status;
+	size_t len;
 
 	if (comm->failed != SLUICE_OK || !comm->channels_failed ||
 	    (status = atomic_load_explicit(&comm->channels_failed->status, memory_order_acquire)) == 0)
 		return;
+	why = comm->channels_failed->why;
+	len = strlen(why);
 	/* its reason first: a message cut to SL_ERRMSG_LEN keeps the cause */
 	comm_fail(e, comm, status, comm->colls ? comm->colls->seq : comm->linger ? comm->linger->seq : comm->next_seq,
-		  true, "%s (on another channel of this dataplane)", comm->channels_failed->why);
+		  true, "%s%s", why, len >= note && !strcmp(why + len - note, OTHER_CHANNEL) ? "" : OTHER_CHANNEL);
 }
 
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *given)

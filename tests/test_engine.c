@@ -3545,6 +3545,43 @@ static void test_busy_poll_never_sleeps(void **state)
 	teardown_cluster();
 }
 
+/* ---- a failure on another channel of the dataplane ---- */
+
+#define OTHER_CHANNEL_NOTE " (on another channel of this dataplane)"
+
+/* A call fails with what another channel of this dataplane stored, and a
+ * note that it came from there; when that reason ends in the note already
+ * (the other channel heard it from a peer's channel, which had it from
+ * its own other channel), the note is not said twice: it_mismatch's check
+ * of the whole sentence failed so now and then, under load. */
+static void test_another_channels_failure_noted_once(void **state)
+{
+	static struct dp_channels_failed cf;
+	const char *with_note = "rank 1 reported: collective #0 differs across ranks" OTHER_CHANNEL_NOTE;
+	const char *reasons[2] = { "rank 1 reported: collective #0 differs across ranks", with_note };
+	(void)state;
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct sl_cpl cpl;
+
+		setup_cluster(1, &(struct sl_memport_faults){ .seed = 1 }, 1000000000ull);
+		memset(&cf, 0, sizeof(cf));
+		snprintf(cf.why, sizeof(cf.why), "%s", reasons[i]);
+		atomic_store(&cf.claimed, 1);
+		atomic_store(&cf.status, SLUICE_ERR_MISMATCH);
+		nodes[0].e.comms[0].channels_failed = &cf;
+		post(&nodes[0], 1, 4, SLUICE_INT32, SLUICE_SUM, false);
+		while (!sl_spsc_dequeue(&nodes[0].complete, &cpl))
+			dp_engine_poll(&nodes[0].e);
+		assert_int_equal(cpl.status, SLUICE_ERR_MISMATCH);
+		if (strcmp(cpl.msg, with_note) != 0)
+			fail_msg("another channel's failure \"%s\" reached the call as \"%s\" (want \"%s\")", reasons[i],
+				 cpl.msg, with_note);
+		nodes[0].e.comms[0].channels_failed = NULL;
+		teardown_cluster();
+	}
+}
+
 /* ---- a server thread's calls to an engine (dp_engine_call) ---- */
 
 #define CALL_TIMEOUT_NS (300ull * 1000000)
@@ -3779,6 +3816,7 @@ int main(void)
 		cmocka_unit_test(test_not_parked_while_a_call_runs),
 		cmocka_unit_test(test_control_request_wakes_a_parked_thread),
 		cmocka_unit_test(test_parked_after_waking_its_application),
+		cmocka_unit_test(test_another_channels_failure_noted_once),
 		cmocka_unit_test(test_engine_call_gives_up_on_a_stuck_engine),
 		cmocka_unit_test(test_engine_call_waits_for_a_live_engine),
 		cmocka_unit_test(test_engine_call_gives_up_on_an_application_held_in_a_pass),
