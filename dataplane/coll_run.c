@@ -601,9 +601,9 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 
 /* Control messages (SL_F_CTRL), told apart by their step: abort and closing
  * carry the communicator's failure status (count) and reason; a stall note
- * (note_stall) and a cycle note (cycle_tell_tail) carry status 0, so a peer
- * from before them ignores them. */
-enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE };
+ * (note_stall), a cycle note (cycle_tell_tail) and a path note (tail_tell)
+ * carry status 0, so a peer from before them ignores them. */
+enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH };
 
 /* hdr (its step, seq, kind and count) with text to rank `to`, or to every
  * live peer (-1). */
@@ -1408,7 +1408,7 @@ static void sends_moot(struct dp_engine *e, struct dp_comm *comm, int src)
 }
 
 static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text);
-static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, const char *text);
+static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, uint32_t path, const char *text);
 
 static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
@@ -1424,7 +1424,9 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 	    chain_came(e, comm, src, h, (const char *)payload))
 		comm->peer_wait[src] = (struct dp_peer_wait){ .seq = h->seq, .op = h->kind };
 	if (h->step == NOTICE_CYCLE && status == SLUICE_OK)
-		cycle_came(e, comm, src, (const char *)payload);
+		cycle_came(e, comm, src, 0, (const char *)payload);
+	if (h->step == NOTICE_PATH && status == SLUICE_OK && h->seq)
+		cycle_came(e, comm, src, h->seq, (const char *)payload);
 	if (h->step == NOTICE_CLOSING && !comm->peer_closed[src]) {
 		comm->peer_closed[src] = true;
 		comm->peer_seq[src] = h->seq;
@@ -2169,7 +2171,7 @@ static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struc
 }
 
 /* The call of comm's client that chains are passed on along: the oldest
- * of its calls stalled half a timeout (noted) that wait for one rank, or
+ * of its calls stalled (noted, note_stall) that wait for one rank, or
  * NULL.  One call, not each: a rank whose every recv of a halo exchange
  * stalls (legal: its peers compute) passed each chain to every peer, and
  * they on to theirs, up to DP_WAIT_CHAIN_MAX hops (14^8 notes on 16
@@ -2214,17 +2216,104 @@ static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, cons
 	}
 }
 
-/* A cycle note (text: the cycle's waits, its sender's first) came from
- * rank src on comm: kept for a timeout of this rank's wait for src. */
-static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, const char *text)
+/* The call of via's rank on via that waits for rank via->cycle_from and
+ * has made no progress since that rank said it waits on a cycle
+ * (cycle_came), or NULL. */
+static const struct dp_coll *call_into_cycle(const struct dp_comm *via)
+{
+	struct dp_wait_edge w;
+
+	for (const struct dp_coll *k = via->colls; k; k = k->next)
+		if (k->status == SLUICE_OK && k->last_progress_ns < via->cycle_in.at_ns && own_edge(k, &w) &&
+		    w.waits_for == via->cycle_from)
+			return k;
+	return NULL;
+}
+
+/* The rank whose wait for this one ends chain ch (came on c): current (from
+ * the last timeout), still holding and not closed on this rank; else -1. */
+static int waiter_of(const struct dp_engine *e, const struct dp_comm *c, const struct dp_wait_chain *ch, uint64_t now)
+{
+	if (!ch->n || ch->at_ns + e->timeout_ns <= now || !chain_holds(c, ch) || chain_closed(e, c, ch))
+		return -1;
+	return ch->edge[ch->n - 1].rank;
+}
+
+/* The path note of this rank's wait into the cycle that via's cycle_from
+ * waits on: text (k's wait, then cycle_in's) and its header.  False if no
+ * call waits on it any more, or the waits do not fit a note. */
+static bool path_note(const struct dp_engine *e, const struct dp_comm *via, char *text, size_t size, struct sl_hdr *h)
+{
+	const struct dp_coll *k = call_into_cycle(via);
+	struct dp_wait_edge path[DP_WAIT_CHAIN_MAX];
+
+	if (!via->cycle_in.n || !k || via->cycle_in.n >= DP_WAIT_CHAIN_MAX || !own_edge(k, &path[0]))
+		return false;
+	memcpy(&path[1], via->cycle_in.edge, via->cycle_in.n * sizeof(path[0]));
+	*h = (struct sl_hdr){ .seq = via->cycle_path + 1u, .step = NOTICE_PATH, .kind = path[0].op };
+	return dp_chain_format(path, via->cycle_in.n + 1u, text, e->payload < size ? e->payload : size);
+}
+
+/* Rank `to` of c waits for this rank: it hears the path note, unless its
+ * own wait is among the note's (a rank on the path, or in the cycle). */
+static void path_tell(struct dp_engine *e, struct dp_comm *c, int to, const char *text, struct sl_hdr h)
+{
+	struct dp_wait_chain path;
+
+	if (!dp_chain_parse(text, &path))
+		return;
+	for (unsigned i = 0; i < path.n; i++)
+		if (path.edge[i].comm == c->key32 && path.edge[i].rank == to)
+			return;
+	notices_send(e, c, to, h, text);
+}
+
+/* This rank waits on a cycle from outside it (via->cycle_in): every rank
+ * that waits for it (a chain held from the last timeout) hears its path
+ * to the cycle, once a rank, so that at its own timeout it names the
+ * cycle rather than only its wait, and, if it times out first, its abort
+ * carries the cycle's name to its communicator (a training job's rank
+ * that waits in an all-reduce for one in a recv on a cycle is two steps
+ * from it; ranks reach a hang at different times).  Each rank on the path
+ * tells those behind it in turn, while the waits fit a note (a cycle of
+ * two and a path of six). */
+static void tail_tell(struct dp_engine *e, const struct dp_comm *via)
+{
+	char text[SL_ERRMSG_LEN];
+	struct sl_hdr h;
+	uint64_t now = sl_tp_poll_ns(e->tp);
+
+	if (!path_note(e, via, text, sizeof(text), &h))
+		return;
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+		struct dp_comm *c = &e->comms[i];
+		for (unsigned j = 0; same_client(via, c) && j < DP_CHAINS_KEPT; j++) {
+			int to = waiter_of(e, c, &c->chains_in[j], now);
+			bool told = false;
+			for (unsigned b = 0; b < j; b++)
+				told |= waiter_of(e, c, &c->chains_in[b], now) == to;
+			if (to >= 0 && !told)
+				path_tell(e, c, to, text, h);
+		}
+	}
+}
+
+/* A cycle note (text: the cycle's waits, its sender's first; path 0) or a
+ * path note (text: the waits from its sender's to the cycle, then the
+ * cycle's; the first `path` lead to the cycle) came from rank src on comm:
+ * kept for a timeout of this rank's wait for src, and told to the ranks
+ * that wait for this one. */
+static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, uint32_t path, const char *text)
 {
 	struct dp_wait_chain c;
 
-	if (!dp_chain_parse(text, &c) || c.n < 2)
+	if (!dp_chain_parse(text, &c) || c.n < path + 2)
 		return;
 	c.at_ns = sl_tp_poll_ns(e->tp);
 	comm->cycle_in = c;
+	comm->cycle_path = (uint8_t)path;
 	comm->cycle_from = (uint16_t)src;
+	tail_tell(e, comm);
 }
 
 /* A stall note's chain (text) came from rank src on comm: kept, the
@@ -2259,12 +2348,32 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 		cycle_tell_tail(e, comm, &c);
 		return true;
 	}
+	/* src waits for this rank, which waits on a cycle: src hears of it */
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+		char path[SL_ERRMSG_LEN];
+		struct sl_hdr ph;
+		if (same_client(comm, &e->comms[i]) && path_note(e, &e->comms[i], path, sizeof(path), &ph))
+			path_tell(e, comm, src, path, ph);
+	}
 	if ((k = passing_call(e, comm)))
 		chain_pass(e, k, &c);
 	return true;
 }
 
-/* A stalled call (half a timeout without progress) tells the rank it
+/* A call stalls once it has made no progress for an eighth of the
+ * timeout: then its stall note goes out.  Half a timeout, before, left a
+ * cycle unnamed whose ranks entered their waits more than about half a
+ * timeout apart (the last one's note went out after the first one's
+ * timeout: a bare timeout that its abort took to every peer); now up to
+ * 7/8 of one apart.  Notes cost one a stall, and a chain one path
+ * (passing_call): a legal rank that computes longer than the eighth while
+ * its peers wait draws a note from each, nothing more. */
+static uint64_t stall_ns(const struct dp_engine *e)
+{
+	return e->timeout_ns / 8;
+}
+
+/* A stalled call (stall_ns without progress) tells the rank it
  * waits for which call it waits in, once a stall, and (if it is the
  * passing_call) passes on to it the chains of waits for this rank that
  * came within the last timeout and still hold (chain_came): a rank that
@@ -2276,7 +2385,7 @@ static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	struct dp_wait_edge mine;
 
 	if (k->status != SLUICE_OK || k->noted_ns == k->last_progress_ns || now < k->last_progress_ns ||
-	    now - k->last_progress_ns < e->timeout_ns / 2)
+	    now - k->last_progress_ns < stall_ns(e))
 		return;
 	k->noted_ns = k->last_progress_ns; /* looked at once a stall, a peer to tell or not */
 	if (!own_edge(k, &mine))
@@ -2392,21 +2501,18 @@ static bool peer_cycle(const struct dp_engine *e, const struct dp_coll *k, int p
 }
 
 /* k has waited a timeout for peer, which said during k's stall that it is
- * in a cycle of waits (cycle_came): said in why, and true. */
+ * in a cycle of waits or waits on one (cycle_came): said in why, and true. */
 static bool waits_on_a_cycle(const struct dp_engine *e, const struct dp_coll *k, int peer, char *why,
 			     size_t why_size)
 {
 	const struct dp_comm *comm = k->comm;
-	char name[64], for_peer[24] = "", cycle[SL_ERRMSG_LEN];
+	struct dp_wait_edge mine;
 
-	if (!comm->cycle_in.n || comm->cycle_from != peer || comm->cycle_in.at_ns <= k->last_progress_ns)
+	if (!comm->cycle_in.n || comm->cycle_from != peer || comm->cycle_in.at_ns <= k->last_progress_ns ||
+	    !own_edge(k, &mine))
 		return false;
-	dp_call_name(name, sizeof(name), (uint8_t)k->cmd.opcode, k->seq, peer);
-	if (!is_p2p(k->cmd.opcode)) /* a send or recv names its peer already */
-		snprintf(for_peer, sizeof(for_peer), " for rank %d", peer);
-	dp_cycle_sentence(cycle, sizeof(cycle), comm->cycle_in.edge, comm->cycle_in.n, (double)e->timeout_ns / 1e9);
-	sl_errmsg_format(why, why_size, "rank %u waits in %s%s, which is in a cycle: %s", comm->rank, name, for_peer,
-			 cycle);
+	dp_tail_sentence(why, why_size, &mine, comm->cycle_in.edge, comm->cycle_in.n, comm->cycle_path,
+			 (double)e->timeout_ns / 1e9);
 	return true;
 }
 

@@ -247,8 +247,8 @@ struct dp_comm {
 	bool close_waiting;       /* counted in dp_engine.closing */
 	bool peer_closed[SL_MAX_RANKS]; /* closing words came from these peers ... */
 	uint32_t peer_seq[SL_MAX_RANKS]; /* ... with the number of collectives each ran */
-	/* The call each peer last said it waits in for this rank, stalled half a
-	 * timeout (coll_run.c note_stall): op 0 none.  At this rank's own timeout
+	/* The call each peer last said it waits in for this rank, stalled
+	 * (coll_run.c note_stall): op 0 none.  At this rank's own timeout
 	 * one that this rank has not posted (not both collectives) names the cycle. */
 	struct dp_peer_wait {
 		uint32_t seq;
@@ -259,10 +259,13 @@ struct dp_comm {
 	 * this rank's stalled calls, and a cycle named from one at a timeout. */
 	struct dp_wait_chain chains_in[DP_CHAINS_KEPT];
 	uint8_t chains_next;      /* the slot the next one takes */
-	/* The cycle of waits that rank cycle_from, which waits in it, said it
-	 * is in (coll_run.c cycle_tell_tail; n 0: none): this rank waits for it
-	 * from outside the cycle, and names the cycle at its own timeout. */
+	/* The waits that rank cycle_from said lead from its own into a cycle
+	 * (coll_run.c cycle_came; n 0: none): its first cycle_path waits lead
+	 * to the cycle (0: cycle_from is in it), the rest are the cycle.  This
+	 * rank waits for it from outside the cycle, names the cycle at its own
+	 * timeout, and tells the ranks that wait for it (tail_tell). */
 	struct dp_wait_chain cycle_in;
+	uint8_t cycle_path;
 	uint16_t cycle_from;
 };
 

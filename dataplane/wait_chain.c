@@ -115,28 +115,66 @@ static void wait_name(char *buf, size_t size, const struct dp_wait_edge *e, bool
 		append(buf, size, &len, " on communicator %#x", e->comm);
 }
 
-void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, double timeout_s)
+/* Whether the waits in edge (n) are on more than one communicator: then
+ * each call is named with its communicator. */
+static bool across_comms(const struct dp_wait_edge *edge, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++)
+		if (edge[i].comm != edge[0].comm)
+			return true;
+	return false;
+}
+
+/* Appends the sentence of dp_cycle_sentence to buf (len bytes used). */
+static void cycle_words(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
+			double timeout_s, bool comms)
 {
 	char wait[96], counter[80];
-	size_t len = 0;
-	bool comms = false;
 
-	for (unsigned i = 1; i < n; i++)
-		comms |= cycle[i].comm != cycle[0].comm;
-	append(buf, size, &len, "%u ranks wait on each other in a cycle (no progress for %.1f s): ", n, timeout_s);
+	append(buf, size, len, "%u ranks wait on each other in a cycle (no progress for %.1f s): ", n, timeout_s);
 	for (unsigned i = 0; i < n; i++) {
 		wait_name(wait, sizeof(wait), &cycle[i], comms);
 		if (i == 0)
-			append(buf, size, &len, "rank %u waits in %s", cycle[i].rank, wait);
+			append(buf, size, len, "rank %u waits in %s", cycle[i].rank, wait);
 		else
-			append(buf, size, &len, ", which has not posted %s while it waits in %s", counter, wait);
+			append(buf, size, len, ", which has not posted %s while it waits in %s", counter, wait);
 		dp_call_name(counter, sizeof(counter), dp_counter_op(cycle[i].op), cycle[i].seq, cycle[i].rank);
 		if (comms)
 			snprintf(counter + strlen(counter), sizeof(counter) - strlen(counter), " on communicator %#x",
 				 cycle[i].comm);
 	}
-	append(buf, size, &len, ", which has not posted %s: none can move; post %s on rank %u before it waits, or "
+	append(buf, size, len, ", which has not posted %s: none can move; post %s on rank %u before it waits, or "
 	       "order the calls so that no rank waits in one before posting what another waits for", counter, counter,
 	       cycle[n - 1].waits_for);
+}
+
+void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, double timeout_s)
+{
+	size_t len = 0;
+
+	cycle_words(buf, size, &len, cycle, n, timeout_s, across_comms(cycle, n));
+	sl_errmsg_mark_cut(buf, size, (int)len);
+}
+
+void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, const struct dp_wait_edge *ahead,
+		      unsigned n, unsigned path, double timeout_s)
+{
+	struct dp_wait_edge all[DP_WAIT_CHAIN_MAX + 2];
+	char wait[96];
+	size_t len = 0;
+	bool comms;
+
+	all[0] = *mine;
+	memcpy(&all[1], ahead, n * sizeof(*ahead));
+	comms = across_comms(all, n + 1);
+	for (unsigned i = 0; i <= path; i++) {
+		wait_name(wait, sizeof(wait), &all[i], comms);
+		if (i == 0)
+			append(buf, size, &len, "rank %u waits in %s", mine->rank, wait);
+		else
+			append(buf, size, &len, ", which waits in %s", wait);
+	}
+	append(buf, size, &len, ", which is in a cycle: ");
+	cycle_words(buf, size, &len, &ahead[path], n - path, timeout_s, comms);
 	sl_errmsg_mark_cut(buf, size, (int)len);
 }

@@ -1,13 +1,15 @@
 /*
  * wait_chain.h: who waits for whom, as stall notes carry it.
  *
- * A call stalled half a timeout tells the rank it waits for which call it
- * waits in (coll_run.c note_stall).  That rank, if it has not posted the
+ * A stalled call (an eighth of a timeout without progress) tells the rank
+ * it waits for which call it waits in (coll_run.c note_stall).  That rank, if it has not posted the
  * call's counterpart and is stalled itself, passes the chain of such waits
  * on to the rank it waits for, and so on: a chain that comes back to a rank
  * already in it is a cycle of waits that nothing inside it can break (edge
  * chasing).  Each rank in a cycle sees its own wait come back, so each can
- * name the whole cycle at its own timeout.  The text form travels as the
+ * name the whole cycle at its own timeout; the ranks that wait on the
+ * cycle from outside it hear of it back along their waits (a cycle note,
+ * then path notes).  The text form travels as the
  * stall note's payload; this file parses it, writes it and says a cycle.
  */
 #ifndef SLUICE_DP_WAIT_CHAIN_H
@@ -63,5 +65,13 @@ void dp_call_name(char *buf, size_t size, uint8_t op, uint32_t seq, int with);
  * cycle[n - 1] the one waiting for it: every call and what each rank has
  * not posted, and what to do. */
 void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, double timeout_s);
+
+/* The sentence for this rank's wait (mine) on a cycle from outside it:
+ * ahead (n) holds the waits from the rank mine waits for on, the first
+ * `path` of them leading to the cycle, the rest the cycle ("rank 3 waits
+ * in allreduce #0 for rank 2, which waits in recv #0 from rank 0, which is
+ * in a cycle: 2 ranks wait ..."). */
+void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, const struct dp_wait_edge *ahead,
+		      unsigned n, unsigned path, double timeout_s);
 
 #endif
