@@ -2216,6 +2216,12 @@ static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, cons
 	}
 }
 
+static bool same_wait(const struct dp_wait_edge *a, const struct dp_wait_edge *b)
+{
+	return a->comm == b->comm && a->seq == b->seq && a->rank == b->rank && a->waits_for == b->waits_for &&
+	       a->op == b->op;
+}
+
 /* The call of via's rank on via that waits for rank via->cycle_from and
  * has made no progress since that rank said it waits on a cycle
  * (cycle_came), or NULL. */
@@ -2254,20 +2260,6 @@ static bool path_note(const struct dp_engine *e, const struct dp_comm *via, char
 	return dp_chain_format(path, via->cycle_in.n + 1u, text, e->payload < size ? e->payload : size);
 }
 
-/* Rank `to` of c waits for this rank: it hears the path note, unless its
- * own wait is among the note's (a rank on the path, or in the cycle). */
-static void path_tell(struct dp_engine *e, struct dp_comm *c, int to, const char *text, struct sl_hdr h)
-{
-	struct dp_wait_chain path;
-
-	if (!dp_chain_parse(text, &path))
-		return;
-	for (unsigned i = 0; i < path.n; i++)
-		if (path.edge[i].comm == c->key32 && path.edge[i].rank == to)
-			return;
-	notices_send(e, c, to, h, text);
-}
-
 /* This rank waits on a cycle from outside it (via->cycle_in): every rank
  * that waits for it (a chain held from the last timeout) hears its path
  * to the cycle, once a rank, so that at its own timeout it names the
@@ -2276,7 +2268,8 @@ static void path_tell(struct dp_engine *e, struct dp_comm *c, int to, const char
  * that waits in an all-reduce for one in a recv on a cycle is two steps
  * from it; ranks reach a hang at different times).  Each rank on the path
  * tells those behind it in turn, while the waits fit a note (a cycle of
- * two and a path of six). */
+ * two and a path of six), once a path (cycle_came): a note told again is
+ * not passed on again, or each rank behind would multiply them. */
 static void tail_tell(struct dp_engine *e, const struct dp_comm *via)
 {
 	char text[SL_ERRMSG_LEN];
@@ -2293,7 +2286,7 @@ static void tail_tell(struct dp_engine *e, const struct dp_comm *via)
 			for (unsigned b = 0; b < j; b++)
 				told |= waiter_of(e, c, &c->chains_in[b], now) == to;
 			if (to >= 0 && !told)
-				path_tell(e, c, to, text, h);
+				notices_send(e, c, to, h, text);
 		}
 	}
 }
@@ -2306,10 +2299,18 @@ static void tail_tell(struct dp_engine *e, const struct dp_comm *via)
 static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, uint32_t path, const char *text)
 {
 	struct dp_wait_chain c;
+	bool again;
 
 	if (!dp_chain_parse(text, &c) || c.n < path + 2)
 		return;
 	c.at_ns = sl_tp_poll_ns(e->tp);
+	again = comm->cycle_from == src && comm->cycle_path == path && comm->cycle_in.n == c.n;
+	for (unsigned i = 0; again && i < c.n; i++)
+		again = same_wait(&comm->cycle_in.edge[i], &c.edge[i]);
+	if (again) {
+		comm->cycle_in.at_ns = c.at_ns;
+		return;
+	}
 	comm->cycle_in = c;
 	comm->cycle_path = (uint8_t)path;
 	comm->cycle_from = (uint16_t)src;
@@ -2353,7 +2354,7 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 		char path[SL_ERRMSG_LEN];
 		struct sl_hdr ph;
 		if (same_client(comm, &e->comms[i]) && path_note(e, &e->comms[i], path, sizeof(path), &ph))
-			path_tell(e, comm, src, path, ph);
+			notices_send(e, comm, src, ph, path);
 	}
 	if ((k = passing_call(e, comm)))
 		chain_pass(e, k, &c);

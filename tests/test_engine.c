@@ -43,7 +43,7 @@
 #include "faults.h"
 #include "memport.h"
 
-#define MAXN 4
+#define MAXN 5
 
 struct node {
 	struct dp_engine e;
@@ -1232,15 +1232,22 @@ static void test_large_packets_held_by_bytes(void **state)
 	ra_count = RA_COUNT;
 }
 
+/* Node `node`'s recv of one int32 from rank `peer` of communicator comm,
+ * or its send to it, at byte off of its buffers (sends its value). */
+static void post_p2p_on(uint32_t comm, unsigned node, unsigned peer, bool recv, uint64_t off)
+{
+	struct sl_cmd cmd = { .req = 1000, .opcode = recv ? SL_OP_RECV : SL_OP_SEND, .comm = comm, .count = 1,
+			      .dtype = SLUICE_INT32, .redop = SLUICE_SUM, .root = peer,
+			      .send_region = 0, .recv_region = 1, .send_off = off, .recv_off = off,
+			      .algo = SL_ALGO_ID_DIRECT };
+	assert_true(sl_spsc_enqueue(&nodes[node].submit, &cmd));
+}
+
 /* A point-to-point call of one int32 between nodes from and to, at byte
  * off of their buffers (sends its value). */
 static void post_p2p(unsigned from, unsigned to, bool recv, uint64_t off)
 {
-	struct sl_cmd cmd = { .req = 1000, .opcode = recv ? SL_OP_RECV : SL_OP_SEND, .count = 1,
-			      .dtype = SLUICE_INT32, .redop = SLUICE_SUM, .root = recv ? from : to,
-			      .send_region = 0, .recv_region = 1, .send_off = off, .recv_off = off,
-			      .algo = SL_ALGO_ID_DIRECT };
-	assert_true(sl_spsc_enqueue(&nodes[recv ? to : from].submit, &cmd));
+	post_p2p_on(0, recv ? to : from, recv ? from : to, recv, off);
 }
 
 /* One call's own early packets reach DP_STASH_HOLD before its peer posts
@@ -1575,6 +1582,12 @@ static void test_stall_notes_forged_and_named(void **state)
 		"w1 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0",
 	};
 	static const char *const bad_cycles[] = { "", "w1 abcd:0:1:9:0", "w1 abcd:0:1:9:0 abcd:0:1:9:0", "w1 abcd:0:1:9" };
+#define A_PATH "w1 abcd:0:1:9:0 beef:1:0:9:0 beef:0:1:9:0"
+	static const struct {
+		uint32_t path;
+		const char *text;
+	} bad_paths[] = { { 0, A_PATH }, { 2, A_PATH }, { 1, "w1 abcd:0:1:9:0 beef:1:0:9:0" }, { 1, "" },
+			  { 1, "w1 abcd:0:1:9:0 beef:1:0:9:0 beef:1:1:9:0" } };
 	struct dp_engine *e = &nodes[1].e;
 	struct sl_cpl cpl;
 	(void)state;
@@ -1607,6 +1620,25 @@ static void test_stall_notes_forged_and_named(void **state)
 		if (e->comms[0].cycle_in.n)
 			fail_msg("the cycle \"%s\" was kept", bad_cycles[i]);
 	}
+	/* path notes (step 4, seq: the waits before the cycle) that are not
+	 * one: no path, or no cycle of two after it, or a text that is no
+	 * chain; then a whole one is kept */
+	h.step = 4;
+	for (unsigned i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++) {
+		h.seq = bad_paths[i].path;
+		h.len = (uint32_t)strlen(bad_paths[i].text) + 1;
+		dp_deliver(e, &h, (const uint8_t *)bad_paths[i].text);
+		if (e->comms[0].cycle_in.n)
+			fail_msg("the path note \"%s\" (path %u) was kept", bad_paths[i].text, bad_paths[i].path);
+	}
+	h.seq = 1;
+	h.len = sizeof(A_PATH);
+	dp_deliver(e, &h, (const uint8_t *)A_PATH);
+	if (e->comms[0].cycle_in.n != 3 || e->comms[0].cycle_path != 1)
+		fail_msg("the path note \"%s\" (path 1) was kept as %u waits, %u before the cycle, want 3 and 1",
+			 A_PATH, e->comms[0].cycle_in.n, e->comms[0].cycle_path);
+	memset(&e->comms[0].cycle_in, 0, sizeof(e->comms[0].cycle_in));
+	h.seq = 0;
 	h.step = 2;
 	h.len = 1;
 	assert_int_equal(e->comms[0].peer_wait[0].op, 0);
@@ -1704,14 +1736,22 @@ static void test_honest_packets_before_their_turn_leave_room(void **state)
 	teardown_cluster();
 }
 
+/* Communicator 1 (key key32) of nodes first and first + 1, as ranks 0 and 1,
+ * beside the cluster's 0. */
+static void add_pair_comm(unsigned first, uint32_t key32)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		struct dp_comm c = { .key = 0x5eed00000000ull | key32, .key32 = key32, .rank = i, .nranks = 2,
+				     .client = &nodes[first + i].e.clients[0],
+				     .node = { (uint16_t)first, (uint16_t)(first + 1) } };
+		ctl(&nodes[first + i], DP_CTL_ADD_COMM, 1, &c);
+	}
+}
+
 /* Communicator 1 (key 0xabce) of nodes 0 and 1, beside the cluster's 0. */
 static void add_second_comm(void)
 {
-	for (unsigned i = 0; i < 2; i++) {
-		struct dp_comm c = { .key = 0x5eed0000abceull, .key32 = 0xabce, .rank = i, .nranks = 2,
-				     .client = &nodes[i].e.clients[0], .node = { 0, 1 } };
-		ctl(&nodes[i], DP_CTL_ADD_COMM, 1, &c);
-	}
+	add_pair_comm(0, 0xabce);
 }
 
 /* The same across two communicators of the same ranks, whose packets share
@@ -2000,6 +2040,128 @@ static void test_a_chain_of_late_sends_delivers(void **state)
 	post_p2p(1, 0, false, 0);
 	expect_status_saying(1, SLUICE_OK, "");
 	expect_status_saying(0, SLUICE_OK, "");
+	teardown_cluster();
+}
+
+/* Cycles whose ranks enter their waits far apart (ranks reach a hang at
+ * different times): two recvs 0.6 of a timeout apart, and a ring of three
+ * entered 0.3 of one apart each.  Each is named at the first rank's
+ * timeout (with stall notes at half a timeout the last rank's went out
+ * after it: a bare timeout, which its abort took to every peer). */
+static void test_a_cycle_entered_far_apart_is_named(void **state)
+{
+	(void)state;
+
+	setup_stepped(2);
+	post_p2p(1, 0, true, 0);
+	poll_engine_ms(180);
+	post_p2p(0, 1, true, 0);
+	for (unsigned i = 0; i < 2; i++)
+		expect_status_saying(i, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle");
+	teardown_cluster();
+
+	setup_stepped(3);
+	for (unsigned i = 0; i < 3; i++) {
+		post_p2p((i + 1) % 3, i, true, 0);
+		poll_engine_ms(90);
+	}
+	for (unsigned i = 0; i < 3; i++)
+		expect_status_saying(i, SLUICE_ERR_MISMATCH, CYCLE_OF_3);
+	teardown_cluster();
+}
+
+/* Ranks two and three steps from a cycle, which entered their waits first
+ * (a training job's rank in an all-reduce waits for one in a recv on the
+ * cycle, and gets there first): node 4 waits for node 3, which waits for
+ * node 2, which waits for node 0 of the cycle of nodes 0 and 1, each 0.2
+ * of a timeout after the one before.  Node 4 times out first and names
+ * the path and the cycle; its abort takes that to every node (before path
+ * notes, its bare "recv #0 on rank 4 made no progress" did). */
+static void test_a_tail_of_three_names_the_cycle(void **state)
+{
+	(void)state;
+
+	setup_stepped(5);
+	for (unsigned i = 4; i >= 2; i--) {
+		post_p2p(i == 2 ? 0 : i - 1, i, true, 0);
+		poll_engine_ms(60);
+	}
+	post_p2p(1, 0, true, 0);
+	post_p2p(0, 1, true, 0);
+	for (unsigned i = 0; i < 5; i++)
+		expect_status_saying(i, SLUICE_ERR_MISMATCH,
+				     "rank 4 waits in recv #0 from rank 3, which waits in recv #0 from rank 2, which "
+				     "waits in recv #0 from rank 0, which is in a cycle: 2 ranks wait on each other in a "
+				     "cycle (no progress for 0.3 s): rank 0 waits in recv #0 from rank 1, which has not "
+				     "posted send #0 to rank 0 while it waits in recv #0 from rank 0, which has not posted "
+				     "send #0 to rank 1: none can move");
+	teardown_cluster();
+}
+
+/* The same two steps out across communicators: node 3 waits (rank 1 of
+ * communicator 0xabcf, nodes 2 and 3) for node 2, which waits on
+ * communicator 0xabcd for node 0 of the cycle of nodes 0 and 1.  Node 3
+ * names each call's communicator; node 2, one step out, names the cycle
+ * at its own timeout, and nodes 0 and 1 hear it from node 2. */
+static void test_a_tail_across_communicators_names_the_cycle(void **state)
+{
+	(void)state;
+
+	setup_stepped(4);
+	add_pair_comm(2, 0xabcf);
+	post_p2p_on(1, 3, 0, true, 0);
+	poll_engine_ms(90);
+	post_p2p(0, 2, true, 0);
+	poll_engine_ms(90);
+	post_p2p(1, 0, true, 0);
+	post_p2p(0, 1, true, 0);
+	expect_status_saying(3, SLUICE_ERR_MISMATCH,
+			     "rank 1 waits in recv #0 from rank 0 on communicator 0xabcf, which waits in recv #0 from "
+			     "rank 0 on communicator 0xabcd, which is in a cycle: 2 ranks wait on each other in a "
+			     "cycle (no progress for 0.3 s): rank 0 waits in recv #0 from rank 1 on communicator "
+			     "0xabcd, which has not posted send #0 to rank 0 on communicator 0xabcd while it waits in "
+			     "recv #0 from rank 0 on communicator 0xabcd");
+	for (unsigned i = 0; i < 3; i++)
+		expect_status_saying(i, SLUICE_ERR_MISMATCH, "rank 2 waits in recv #0 from rank 0, which is in a cycle: "
+							    "2 ranks wait on each other in a cycle");
+	teardown_cluster();
+}
+
+/* A rank that waits on a cycle tells each rank waiting for it once
+ * (coll_run.c tail_tell): node 2 waits for node 1, which waits for node 0
+ * and holds two chains ending in node 2's wait (node 2's own note, and one
+ * from a rank behind node 2); node 0 says twice, as a cycle note, that it
+ * is in a cycle.  Node 1 sends one path note, not one a chain or one a
+ * cycle note (each rank behind would pass every copy on). */
+static void test_a_path_is_told_once_a_waiter(void **state)
+{
+	static const char cycle[] = "w1 beef:0:1:9:0 beef:1:0:9:0", behind[] = "w1 beef:5:0:9:0";
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 2,
+			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */,
+			    .kind = SL_OP_RECV, .len = sizeof(behind) };
+	uint64_t before;
+	(void)state;
+
+	setup_stepped(3);
+	post_p2p(1, 2, true, 0);
+	post_p2p(0, 1, true, 64);
+	poll_engine_ms(60); /* past a stall: node 1 holds node 2's own chain */
+	dp_deliver(&nodes[1].e, &h, (const uint8_t *)behind);
+	poll_engine_ms(10);
+	before = psns_sent(&nodes[1]);
+	h = (struct sl_hdr){ .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
+			     .dst_node = 1, .comm = 0xabcd, .step = 3 /* NOTICE_CYCLE */, .kind = SL_OP_RECV,
+			     .len = sizeof(cycle) };
+	for (unsigned i = 0; i < 2; i++) {
+		dp_deliver(&nodes[1].e, &h, (const uint8_t *)cycle);
+		poll_engine_ms(10);
+	}
+	if (psns_sent(&nodes[1]) - before != 1)
+		fail_msg("node 1 sent %llu path notes to node 2, want 1",
+			 (unsigned long long)(psns_sent(&nodes[1]) - before));
+	if (nodes[2].e.comms[0].cycle_in.n != 3 || nodes[2].e.comms[0].cycle_path != 1)
+		fail_msg("node 2 holds %u waits, %u of them before the cycle, want 3 and 1",
+			 nodes[2].e.comms[0].cycle_in.n, nodes[2].e.comms[0].cycle_path);
 	teardown_cluster();
 }
 
@@ -3764,6 +3926,10 @@ int main(void)
 		cmocka_unit_test(test_cycles_of_recvs_are_named),
 		cmocka_unit_test(test_a_chain_of_late_sends_delivers),
 		cmocka_unit_test(test_a_chain_is_passed_along_one_call),
+		cmocka_unit_test(test_a_cycle_entered_far_apart_is_named),
+		cmocka_unit_test(test_a_tail_of_three_names_the_cycle),
+		cmocka_unit_test(test_a_tail_across_communicators_names_the_cycle),
+		cmocka_unit_test(test_a_path_is_told_once_a_waiter),
 		cmocka_unit_test(test_rooted_calls_send_no_checks),
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
 		cmocka_unit_test(test_eager_senders_linger),
