@@ -26,7 +26,9 @@
  * timeout and a bit, with a sentence naming both sides, not a bare
  * timeout; the same calls in legal orders (the send posted while the
  * collective runs, a stall longer than half the timeout between them) must
- * report nothing.
+ * report nothing.  A sixth cycle has rank 1 get there 0.6 of the timeout
+ * late.  --cycles (3 ranks): cycles only the chains of waits show;
+ * --tail (4 ranks): a rank two steps from a cycle, first to get there.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -235,6 +237,7 @@ struct p2p_case {
 	const char *said[4];       /* what the sentence must say (NULL ends) ... */
 	const char *end;           /* ... and how it ends */
 	bool other_comm;           /* rank 1 makes its COLL step on a second communicator */
+	double late[MOST_RANKS];   /* each rank posts its first step so many timeouts after the start */
 };
 
 static sluice_result_t post_step(sluice_comm_t *comm, enum coll coll, const struct p2p_step *s, sluice_req_t **req)
@@ -272,6 +275,7 @@ static void run_cycles(const struct p2p_case *cases, int n)
 	sluice_comm_t *comm[8], *other[8];
 	sluice_req_t *req[8];
 	sluice_result_t res[8];
+	bool posted[8] = { false };
 	char got[1200];
 
 	for (int i = 0; i < n; i++) {
@@ -280,9 +284,18 @@ static void run_cycles(const struct p2p_case *cases, int n)
 			CHECK(sluice_comm_init_env(ctx, &other[i]));
 	}
 	double t0 = now_s();
-	for (int i = 0; i < n; i++) {
+	/* first steps in the order of their delays (ranks reach a hang at different times) */
+	for (int j = 0; j < n; j++) {
+		int i = -1;
+		for (int c = 0; c < n; c++)
+			if (!posted[c] && (i < 0 || cases[c].late[rank] < cases[i].late[rank]))
+				i = c;
 		const struct p2p_step *s = &cases[i].steps[rank][0];
 		sluice_comm_t *on = cases[i].other_comm && s->op == COLL ? other[i] : comm[i];
+		double at = t0 + cases[i].late[rank] * timeout_s;
+		if (now_s() < at)
+			usleep((useconds_t)((at - now_s()) * 1e6));
+		posted[i] = true;
 		res[i] = SLUICE_OK;
 		req[i] = NULL;
 		if (s->op != NONE)
@@ -381,17 +394,21 @@ static void run_p2p(void)
 {
 	const struct p2p_case cases[] = {
 		{ "allreduce against recv", ALLREDUCE, { { { COLL, SMALL, 0 } }, { { RECV, SMALL, 0 } } },
-		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false },
+		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false, { 0 } },
 		{ "allreduce against a 1 KiB send", ALLREDUCE,
 		  { { { COLL, SMALL, 0 } }, { { SEND, SMALL, 0 }, { RECV, SMALL, 0 } } },
-		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false },
+		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false, { 0 } },
 		{ "allreduce against a 1 MiB send", ALLREDUCE,
 		  { { { COLL, SMALL, 0 } }, { { SEND, LARGE, 0 }, { RECV, SMALL, 0 } } },
-		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false },
+		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false, { 0 } },
 		{ "barrier against recv", BARRIER, { { { COLL, 0, 0 } }, { { RECV, SMALL, 0 } } },
-		  { CYCLE_SAID, "barrier #", "recv #0 from rank 0" }, CYCLE_END, false },
+		  { CYCLE_SAID, "barrier #", "recv #0 from rank 0" }, CYCLE_END, false, { 0 } },
 		{ "recv against recv", ALLREDUCE, { { { RECV, SMALL, 1 } }, { { RECV, SMALL, 0 } } },
-		  { "2 ranks" CHAIN_SAID, "recv #0 from rank 1", "recv #0 from rank 0" }, CHAIN_END, false },
+		  { "2 ranks" CHAIN_SAID, "recv #0 from rank 1", "recv #0 from rank 0" }, CHAIN_END, false, { 0 } },
+		/* named at rank 0's timeout: rank 1's stall note must come before it */
+		{ "recv against recv, rank 1 0.6 of the timeout later", ALLREDUCE,
+		  { { { RECV, SMALL, 1 } }, { { RECV, SMALL, 0 } } },
+		  { "2 ranks" CHAIN_SAID, "recv #0 from rank 1", "recv #0 from rank 0" }, CHAIN_END, false, { 0, 0.6 } },
 	};
 
 	memset(bufa, 0, MOST_BYTES);
@@ -454,19 +471,39 @@ static void run_cycles3(void)
 		"a ring of recvs", ALLREDUCE,
 		{ { { RECV, SMALL, 1 } }, { { RECV, SMALL, 2 } }, { { RECV, SMALL, 0 } } },
 		{ "3 ranks" CHAIN_SAID, "recv #0 from rank 1", "recv #0 from rank 2", "recv #0 from rank 0" }, CHAIN_END,
-		false,
+		false, { 0 },
 	};
 	/* rank 1's barrier waits for rank 0 or 2: a cycle of 2 or 3 across the communicators */
 	const struct p2p_case across = {
 		"recvs through a barrier on another communicator", BARRIER,
 		{ { { RECV, SMALL, 1 } }, { { COLL, 0, 0 } }, { { RECV, SMALL, 0 } } },
-		{ CHAIN_SAID, "recv #0 from rank 1 on communicator 0x", "barrier #0 for rank " }, CHAIN_END, true,
+		{ CHAIN_SAID, "recv #0 from rank 1 on communicator 0x", "barrier #0 for rank " }, CHAIN_END, true, { 0 },
 	};
 
 	run_cycles(&ring, 1);
 	if (!failures)
 		run_cycles(&across, 1);
 	run_legal_ring();
+}
+
+/* --tail, 4 ranks (SLUICE_ALGO=ring,direct: rank 3's all-reduce waits for rank
+ * 2): a training job's hang.  Ranks 0 and 1 wait in recvs from each other,
+ * rank 2 in a recv from rank 0, and rank 3 in an all-reduce for rank 2,
+ * two steps from the cycle.  They get there at different times, rank 3
+ * first (0, 0.3 and 0.6 of the timeout): rank 3 times out first, and must
+ * name its path to the cycle and the cycle; its abort takes that to every
+ * rank (before: its bare timeout did). */
+static void run_tail(void)
+{
+	const struct p2p_case tail = {
+		"an all-reduce two steps from a cycle of recvs", ALLREDUCE,
+		{ { { RECV, SMALL, 1 } }, { { RECV, SMALL, 0 } }, { { RECV, SMALL, 0 } }, { { COLL, SMALL, 0 } } },
+		{ "rank 3 waits in allreduce #0 for rank 2, which waits in recv #0 from rank 0, which is in a cycle: "
+		  "2 ranks" CHAIN_SAID, "rank 0 waits in recv #0 from rank 1, which has not posted send #0 to rank 0 "
+		  "while it waits in recv #0 from rank 0" }, CHAIN_END, false, { 0.6, 0.6, 0.3, 0 },
+	};
+
+	run_cycles(&tail, 1);
 }
 
 /* Every kind of mismatch of collective c, at a small and a large count. */
@@ -541,11 +578,12 @@ int main(int argc, char **argv)
 	sluice_comm_t *comm;
 
 	bool p2p = argc == 2 && !strcmp(argv[1], "--p2p"), cycles = argc == 2 && !strcmp(argv[1], "--cycles");
+	bool tail = argc == 2 && !strcmp(argv[1], "--tail");
 
 	sliced = argc == 3 && !strcmp(argv[1], "--channels");
 	if (argc != 2 + sliced) {
 		fprintf(stderr, "usage: it_mismatch [--channels] COLL[,COLL...] (allreduce, allgather, reduce_scatter, "
-			"broadcast, reduce, alltoall, gather, scatter), it_mismatch --p2p or it_mismatch --cycles\n");
+			"broadcast, reduce, alltoall, gather, scatter), it_mismatch --p2p, --cycles or --tail\n");
 		return 2;
 	}
 	timeout_s = limit ? atof(limit) : 60;
@@ -554,9 +592,10 @@ int main(int argc, char **argv)
 	CHECK(sluice_comm_rank(comm, &rank));
 	CHECK(sluice_comm_size(comm, &nranks));
 	CHECK(sluice_comm_destroy(comm));
-	if (nranks < 2 || nranks > MOST_RANKS || (p2p && nranks != 2) || (cycles && nranks != 3)) {
-		fprintf(stderr, "it_mismatch: runs on 2 to %d ranks (--p2p: 2, --cycles: 3), not %d\n", MOST_RANKS,
-			nranks);
+	if (nranks < 2 || nranks > MOST_RANKS || (p2p && nranks != 2) || (cycles && nranks != 3) ||
+	    (tail && nranks != 4)) {
+		fprintf(stderr, "it_mismatch: runs on 2 to %d ranks (--p2p: 2, --cycles: 3, --tail: 4), not %d\n",
+			MOST_RANKS, nranks);
 		return 2;
 	}
 	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufa));
@@ -566,7 +605,9 @@ int main(int argc, char **argv)
 		run_p2p();
 	if (cycles)
 		run_cycles3();
-	for (const char *p = argv[1 + sliced]; *p && !p2p && !cycles;) {
+	if (tail)
+		run_tail();
+	for (const char *p = argv[1 + sliced]; *p && !p2p && !cycles && !tail;) {
 		size_t len = strcspn(p, ",");
 		struct mismatch list[20];
 		enum coll c;
