@@ -284,32 +284,36 @@ static void run_cycles(const struct p2p_case *cases, int n)
 			CHECK(sluice_comm_init_env(ctx, &other[i]));
 	}
 	double t0 = now_s();
-	/* first steps in the order of their delays (ranks reach a hang at different times) */
-	for (int j = 0; j < n; j++) {
-		int i = -1;
+	/* the cases due at once, then each late one at its time (ranks reach a hang at different times) */
+	for (int c = 0; c < n; c++)
+		res[c] = SLUICE_OK, req[c] = NULL;
+	for (int done = 0; done < n;) {
+		double late = -1;
 		for (int c = 0; c < n; c++)
-			if (!posted[c] && (i < 0 || cases[c].late[rank] < cases[i].late[rank]))
-				i = c;
-		const struct p2p_step *s = &cases[i].steps[rank][0];
-		sluice_comm_t *on = cases[i].other_comm && s->op == COLL ? other[i] : comm[i];
-		double at = t0 + cases[i].late[rank] * timeout_s;
-		if (now_s() < at)
-			usleep((useconds_t)((at - now_s()) * 1e6));
-		posted[i] = true;
-		res[i] = SLUICE_OK;
-		req[i] = NULL;
-		if (s->op != NONE)
-			CHECK(post_step(on, cases[i].coll, s, &req[i]));
-	}
-	/* a first step that is a send may end at once (the peer's dataplane keeps its data): then the second */
-	for (int i = 0; i < n; i++) {
-		const struct p2p_step *s = cases[i].steps[rank];
-		if (s[1].op == NONE || !req[i])
-			continue;
-		if ((res[i] = sluice_wait(req[i])) == SLUICE_OK)
-			CHECK(post_step(comm[i], cases[i].coll, &s[1], &req[i]));
-		else
-			req[i] = NULL;
+			if (!posted[c] && (late < 0 || cases[c].late[rank] < late))
+				late = cases[c].late[rank];
+		if (now_s() < t0 + late * timeout_s)
+			usleep((useconds_t)((t0 + late * timeout_s - now_s()) * 1e6));
+		for (int i = 0; i < n; i++) {
+			const struct p2p_step *s = &cases[i].steps[rank][0];
+			sluice_comm_t *on = cases[i].other_comm && s->op == COLL ? other[i] : comm[i];
+			if (!posted[i] && cases[i].late[rank] == late && s->op != NONE)
+				CHECK(post_step(on, cases[i].coll, s, &req[i]));
+		}
+		/* a first step that is a send may end at once (the peer's dataplane keeps its data): then the second */
+		for (int i = 0; i < n; i++) {
+			const struct p2p_step *s = cases[i].steps[rank];
+			if (posted[i] || cases[i].late[rank] != late)
+				continue;
+			posted[i] = true;
+			done++;
+			if (s[1].op == NONE || !req[i])
+				continue;
+			if ((res[i] = sluice_wait(req[i])) == SLUICE_OK)
+				CHECK(post_step(comm[i], cases[i].coll, &s[1], &req[i]));
+			else
+				req[i] = NULL;
+		}
 	}
 	for (int i = 0; i < n; i++) {
 		if (req[i])
