@@ -2195,8 +2195,8 @@ static const struct dp_coll *passing_call(const struct dp_engine *e, const struc
  * in it, which waits for this one and is no part of the cycle, hears of
  * the cycle (a cycle note), so that at its own timeout it names the cycle
  * rather than only a wait (which, told first, would have reached this
- * rank's peers ahead of the cycle's name).  One rank back: a longer tail
- * times out as before. */
+ * rank's peers ahead of the cycle's name).  One rank back: that rank
+ * tells those behind it (tail_tell). */
 static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
 {
 	char text[SL_ERRMSG_LEN];
@@ -2216,6 +2216,7 @@ static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, cons
 	}
 }
 
+/* Whether a and b are the same wait (a cycle or path note told again). */
 static bool same_wait(const struct dp_wait_edge *a, const struct dp_wait_edge *b)
 {
 	return a->comm == b->comm && a->seq == b->seq && a->rank == b->rank && a->waits_for == b->waits_for &&

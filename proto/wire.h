@@ -44,7 +44,15 @@
  * still is.  Step 3 is a cycle note: a rank in a cycle tells one that
  * waits for it from outside the cycle the cycle's waits, in the same text
  * (its sender's first; kind and seq its own wait, status 0); a version 2
- * peer that does not know it reads status 0 and drops it.
+ * peer that does not know it reads status 0 and drops it.  Step 4 is a
+ * path note: a rank that waits on a cycle from outside it tells the ranks
+ * that wait for it the waits from its own to the cycle and the cycle's, in
+ * the same text, with seq the number of them before the cycle (1 or more;
+ * kind its own wait's opcode, status 0), and they tell theirs in turn; a
+ * version 2 peer that does not know it reads status 0 and drops it (a
+ * rank behind it times out as before), so the version stays.  Stall notes
+ * now go out after an eighth of a timeout without progress rather than
+ * half: nothing on the wire changes.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
