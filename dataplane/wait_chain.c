@@ -102,8 +102,8 @@ static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
 }
 
 /* Edge e's call as its rank waits in it ("recv #0 from rank 1", "barrier
- * #2 for rank 1"), on its communicator when the cycle crosses several. */
-static void wait_name(char *buf, size_t size, const struct dp_wait_edge *e, bool comms)
+ * #2 for rank 1"), and its communicator if name_comm. */
+static void wait_name(char *buf, size_t size, const struct dp_wait_edge *e, bool name_comm)
 {
 	size_t len = 0;
 
@@ -111,12 +111,16 @@ static void wait_name(char *buf, size_t size, const struct dp_wait_edge *e, bool
 	len = strlen(buf);
 	if (e->op != SL_OP_SEND && e->op != SL_OP_RECV)
 		append(buf, size, &len, " for rank %u", e->waits_for);
-	if (comms)
+	if (name_comm)
 		append(buf, size, &len, " on communicator %#x", e->comm);
 }
 
 /* Whether the waits in edge (n) are on more than one communicator: then
- * each call is named with its communicator. */
+ * calls are named with their communicator, each where it differs from the
+ * call named before it (a counterpart is on its wait's), so that a
+ * sentence across communicators fits SL_ERRMSG_LEN with what to do at its
+ * end (named at each call, a tail of two and a cycle of two over real
+ * keys did not). */
 static bool across_comms(const struct dp_wait_edge *edge, unsigned n)
 {
 	for (unsigned i = 1; i < n; i++)
@@ -129,23 +133,22 @@ static bool across_comms(const struct dp_wait_edge *edge, unsigned n)
 static void cycle_words(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
 			double timeout_s, bool comms)
 {
-	char wait[96], counter[80];
+	char wait[96], counter[64];
 
 	append(buf, size, len, "%u ranks wait on each other in a cycle (no progress for %.1f s): ", n, timeout_s);
 	for (unsigned i = 0; i < n; i++) {
-		wait_name(wait, sizeof(wait), &cycle[i], comms);
+		wait_name(wait, sizeof(wait), &cycle[i], comms && (i == 0 || cycle[i].comm != cycle[i - 1].comm));
 		if (i == 0)
 			append(buf, size, len, "rank %u waits in %s", cycle[i].rank, wait);
 		else
 			append(buf, size, len, ", which has not posted %s while it waits in %s", counter, wait);
 		dp_call_name(counter, sizeof(counter), dp_counter_op(cycle[i].op), cycle[i].seq, cycle[i].rank);
-		if (comms)
-			snprintf(counter + strlen(counter), sizeof(counter) - strlen(counter), " on communicator %#x",
-				 cycle[i].comm);
 	}
-	append(buf, size, len, ", which has not posted %s: none can move; post %s on rank %u before it waits, or "
-	       "order the calls so that no rank waits in one before posting what another waits for", counter, counter,
-	       cycle[n - 1].waits_for);
+	append(buf, size, len, ", which has not posted %s: none can move; post %s", counter, counter);
+	if (comms)
+		append(buf, size, len, " on communicator %#x", cycle[n - 1].comm);
+	append(buf, size, len, " on rank %u before it waits, or order the calls so that no rank waits in one before "
+	       "posting what another waits for", cycle[n - 1].waits_for);
 }
 
 void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, double timeout_s)
@@ -168,7 +171,7 @@ void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, c
 	memcpy(&all[1], ahead, n * sizeof(*ahead));
 	comms = across_comms(all, n + 1);
 	for (unsigned i = 0; i <= path; i++) {
-		wait_name(wait, sizeof(wait), &all[i], comms);
+		wait_name(wait, sizeof(wait), &all[i], comms && (i == 0 || all[i].comm != all[i - 1].comm));
 		if (i == 0)
 			append(buf, size, &len, "rank %u waits in %s", mine->rank, wait);
 		else

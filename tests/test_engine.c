@@ -1989,10 +1989,10 @@ static void test_cycles_of_recvs_are_named(void **state)
 	post_sum_on(&nodes[1], 1, 1, 16, 0, 0);
 	expect_status_saying(0, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle (no progress for 0.3 s): "
 						     "rank 0 waits in recv #0 from rank 1 on communicator 0xabcd, which "
-						     "has not posted send #0 to rank 0 on communicator 0xabcd while it waits "
-						     "in allreduce #0 for rank 0 on communicator 0xabce, which has not posted "
-						     "allreduce #0 on communicator 0xabce: none can move; post allreduce #0 "
-						     "on communicator 0xabce on rank 0 before it waits");
+						     "has not posted send #0 to rank 0 while it waits in allreduce #0 for "
+						     "rank 0 on communicator 0xabce, which has not posted allreduce #0: none "
+						     "can move; post allreduce #0 on communicator 0xabce on rank 0 before it "
+						     "waits");
 	expect_status_saying(1, SLUICE_ERR_MISMATCH, "2 ranks wait on each other in a cycle");
 	teardown_cluster();
 }
@@ -2099,16 +2099,18 @@ static void test_a_tail_of_three_names_the_cycle(void **state)
 }
 
 /* The same two steps out across communicators: node 3 waits (rank 1 of
- * communicator 0xabcf, nodes 2 and 3) for node 2, which waits on
+ * communicator 0x9a5f6d7d, nodes 2 and 3) for node 2, which waits on
  * communicator 0xabcd for node 0 of the cycle of nodes 0 and 1.  Node 3
- * names each call's communicator; node 2, one step out, names the cycle
- * at its own timeout, and nodes 0 and 1 hear it from node 2. */
+ * names each call's communicator where it changes, and the sentence fits
+ * whole, with what to do at its end (named at every call, it was cut);
+ * node 2, one step out, names the cycle at its own timeout, and nodes 0
+ * and 1 hear it from node 2. */
 static void test_a_tail_across_communicators_names_the_cycle(void **state)
 {
 	(void)state;
 
 	setup_stepped(4);
-	add_pair_comm(2, 0xabcf);
+	add_pair_comm(2, 0x9a5f6d7d);
 	post_p2p_on(1, 3, 0, true, 0);
 	poll_engine_ms(90);
 	post_p2p(0, 2, true, 0);
@@ -2116,11 +2118,13 @@ static void test_a_tail_across_communicators_names_the_cycle(void **state)
 	post_p2p(1, 0, true, 0);
 	post_p2p(0, 1, true, 0);
 	expect_status_saying(3, SLUICE_ERR_MISMATCH,
-			     "rank 1 waits in recv #0 from rank 0 on communicator 0xabcf, which waits in recv #0 from "
-			     "rank 0 on communicator 0xabcd, which is in a cycle: 2 ranks wait on each other in a "
+			     "rank 1 waits in recv #0 from rank 0 on communicator 0x9a5f6d7d, which waits in recv #0 "
+			     "from rank 0 on communicator 0xabcd, which is in a cycle: 2 ranks wait on each other in a "
 			     "cycle (no progress for 0.3 s): rank 0 waits in recv #0 from rank 1 on communicator "
-			     "0xabcd, which has not posted send #0 to rank 0 on communicator 0xabcd while it waits in "
-			     "recv #0 from rank 0 on communicator 0xabcd");
+			     "0xabcd, which has not posted send #0 to rank 0 while it waits in recv #0 from rank 0, "
+			     "which has not posted send #0 to rank 1: none can move; post send #0 to rank 1 on "
+			     "communicator 0xabcd on rank 0 before it waits, or order the calls so that no rank waits "
+			     "in one before posting what another waits for");
 	for (unsigned i = 0; i < 3; i++)
 		expect_status_saying(i, SLUICE_ERR_MISMATCH, "rank 2 waits in recv #0 from rank 0, which is in a cycle: "
 							    "2 ranks wait on each other in a cycle");
