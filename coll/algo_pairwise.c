@@ -7,24 +7,25 @@
  * receiver).  n - 1 latencies instead of one: for large blocks, where
  * incast costs more than steps.
  *
- * In place at 3 ranks or more the steps are the rounds of a round-robin
- * tournament instead: in each, a rank sends to and hears from one peer,
- * the same one.  The block from j then lands where this rank's send to j,
- * in the same step, reads, so the engine can run on the input itself,
- * each reception held until that send is acknowledged
- * (sl_sched_input_gate_ok).  In the shifted steps above, the block from
- * r - i lands where the send to r - i of step n - i reads; for i < n - i
- * that send comes later and waits on this reception through the steps
- * between (a cycle), so in place those steps need a copy of the input.
+ * At 3 ranks or more the steps are the rounds of a round-robin tournament
+ * instead: in each, a rank sends to and hears from one peer, the same one.
+ * In place, the block from j then lands where this rank's send to j, in
+ * the same step, reads, so the engine can run on the input itself, each
+ * reception held until that send is acknowledged (sl_sched_input_gate_ok).
+ * In the shifted steps above, the block from r - i lands where the send to
+ * r - i of step n - i reads; for i < n - i that send comes later and waits
+ * on this reception through the steps between (a cycle), so in place
+ * those steps need a copy of the input.  Out of place too: in place is
+ * each rank's own choice, and every rank must number the steps alike.
  * Rounds: n - 1 at an even n; n at an odd n, in each of which one rank
  * sits out.
  */
 #include "schedule.h"
 
-/* In-place exchange with one peer a step (the tournament). */
+/* Exchange with one peer a step (the tournament). */
 static bool paired(const struct sl_sched_plan *p)
 {
-	return p->in_place && p->nranks > 2;
+	return p->nranks > 2;
 }
 
 /* The tournament's rounds: rank r's peer in round i, r itself when it

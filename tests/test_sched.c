@@ -606,6 +606,29 @@ static void test_in_place_all_to_all_leaves_its_own_block(void **state)
 		}
 }
 
+/* In place is each rank's own choice (its buffers), not the call's: an
+ * all-to-all whose ranks differ in it still pairs every send with its
+ * reception, by every algorithm (pairwise's steps are one order for all). */
+static void test_all_to_all_in_place_on_some_ranks(void **state)
+{
+	static const enum sl_algo algos[] = { SL_ALGO_DIRECT, SL_ALGO_PAIRWISE };
+	(void)state;
+
+	for (uint32_t n = 2; n <= MAX_RANKS; n++)
+		for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
+			for (uint32_t odd = 0; odd < 2; odd++) {
+				cl.plan = (struct sl_sched_plan){ .coll = SL_COLL_ALLTOALL, .algo = algos[a], .nranks = n,
+								  .count = 13, .esize = 4, .payload = 16, .chunk_bytes = 32 };
+				cl.dtype = SL_INT32;
+				cl.op = SL_SUM;
+				for (uint32_t k = 0; k < n; k++)
+					setup_rank(k, k % 2 == odd, false);
+				run(n * 10 + a * 2 + odd);
+				check_results(true, n * 10 + a * 2 + odd);
+				teardown();
+			}
+}
+
 /* An in-place all-to-all on its input, as the engine runs a large one
  * (coll_run.c runs_on_input): with no copy of the blocks still to be sent,
  * each reception waits for the send that reads its bytes; direct and
@@ -1453,6 +1476,7 @@ int main(void)
 		cmocka_unit_test(test_in_place_copies_only_what_it_must),
 		cmocka_unit_test(test_in_place_all_to_all_leaves_its_own_block),
 		cmocka_unit_test(test_input_gate),
+		cmocka_unit_test(test_all_to_all_in_place_on_some_ranks),
 		cmocka_unit_test(test_in_place_all_to_all_on_its_input),
 		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_reuse_needs_same_plan),
