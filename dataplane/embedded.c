@@ -116,7 +116,7 @@ void sl_dp_embedded_stop(void)
  * is the caller's CLOCK_MONOTONIC time (its wait loop reads the clock anyway). */
 int32_t sl_dp_embedded_drive(int64_t now_ns)
 {
-	static __thread bool registered;
+	static DP_THREAD_LOCAL bool registered;
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
 
 	if (!e)

@@ -443,7 +443,7 @@ static uint32_t clients_poll(struct dp_engine *e)
 /* This thread's id, read once: a pass says who takes it. */
 static pid_t this_tid(void)
 {
-	static __thread pid_t tid;
+	static DP_THREAD_LOCAL pid_t tid;
 
 	if (!tid)
 		tid = (pid_t)syscall(SYS_gettid);
