@@ -677,27 +677,34 @@ refuse:
 	close(fd);
 }
 
+/* The socket is bound under a temporary name and renamed into place once it
+ * listens: whoever waits for the path to appear (sluice-run, tests) may
+ * connect at once, never in the window between bind and listen. */
 static int open_listener(const char *path, char *err, size_t len)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	static const char tmp_suffix[] = ".new";
 	int fd;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		sl_errmsg_format(err, len, "socket path %s is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+	if (strlen(path) + sizeof(tmp_suffix) > sizeof(sa.sun_path)) {
+		sl_errmsg_format(err, len, "socket path %s is longer than %zu bytes", path,
+				 sizeof(sa.sun_path) - sizeof(tmp_suffix));
 		return -1;
 	}
-	strcpy(sa.sun_path, path);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s%s", path, tmp_suffix);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	unlink(path);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0) {
+	unlink(sa.sun_path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0 ||
+	    /* Anyone may connect; SO_PEERCRED decides who is served, with a reason. */
+	    chmod(sa.sun_path, 0666) != 0 || rename(sa.sun_path, path) != 0) {
 		sl_errmsg_format(err, len, "cannot listen on %s: %s (does its directory exist and is it writable?)",
 				 path, strerror(errno));
-		if (fd >= 0)
+		if (fd >= 0) {
 			close(fd);
+			unlink(sa.sun_path);
+		}
 		return -1;
 	}
-	/* Anyone may connect; SO_PEERCRED decides who is served, with a reason. */
-	chmod(path, 0666);
 	return fd;
 }
 
