@@ -23,15 +23,6 @@
 #include "wait_chain.h"
 #include "wake.h"
 
-/* This library's thread-locals live in glibc's static TLS block.  libsluice
- * dlopens the dataplane in embedded mode, and a dlopened library's ordinary
- * TLS is a block malloc'd per thread on first use: GCC 12's LeakSanitizer
- * guesses such a block's bounds from the bytes before it, and when the block
- * starts 16 bytes past a page boundary it scans garbage and crashes at exit
- * (it did in CI's sanitizer build without CUDA).  Initial-exec takes a few
- * bytes of the static surplus instead and skips __tls_get_addr per pass. */
-#define DP_THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
-
 #define DP_MAX_CLIENTS 32
 #define DP_MAX_COMMS 64
 /* Chains of waits a communicator keeps from its peers' stall notes: a

@@ -31,6 +31,7 @@ static struct {
 	pthread_t thread;
 	bool started;
 	_Atomic bool stop, ready, failed;
+	_Atomic bool no_lcore_left; /* rte_thread_register failed once */
 	int argc;
 	char *argv[MAX_ARGS + 1];
 	char buf[2048];
@@ -116,18 +117,17 @@ void sl_dp_embedded_stop(void)
  * is the caller's CLOCK_MONOTONIC time (its wait loop reads the clock anyway). */
 int32_t sl_dp_embedded_drive(int64_t now_ns)
 {
-	static DP_THREAD_LOCAL bool registered;
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
 
 	if (!e)
 		return 0;
 	/* An lcore id gives this thread its own mempool cache: without one every
 	 * buffer the pass allocates or frees goes through the pool's shared ring.
-	 * If EAL has no lcore left, the pass still works, only slower. */
-	if (!registered) {
-		registered = true;
-		(void)rte_thread_register();
-	}
+	 * If EAL has no lcore left, the pass still works, only slower, and no
+	 * thread asks again.  (No __thread flag here: see this_tid in engine.c.) */
+	if (rte_lcore_id() == LCORE_ID_ANY && !atomic_load_explicit(&emb.no_lcore_left, memory_order_relaxed) &&
+	    rte_thread_register() != 0)
+		atomic_store_explicit(&emb.no_lcore_left, true, memory_order_relaxed);
 	uint64_t now = (uint64_t)now_ns;
 	atomic_store_explicit(&e->driven_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&e->drove_ns, now, memory_order_relaxed);
