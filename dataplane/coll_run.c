@@ -32,6 +32,7 @@
 
 #include "dp.h"
 #include "reduce.h"
+#include "wait_notes.h"
 
 #define TIMER_NS 1000000ull
 /* A call whose data has not come this long after its post sends its lazy
@@ -61,11 +62,6 @@ static bool is_rooted(uint32_t opcode)
 {
 	return opcode == SL_OP_BROADCAST || opcode == SL_OP_REDUCE || opcode == SL_OP_GATHER ||
 	       opcode == SL_OP_SCATTER;
-}
-
-static bool is_p2p(uint32_t opcode)
-{
-	return opcode == SL_OP_SEND || opcode == SL_OP_RECV;
 }
 
 /* ---- completions ---- */
@@ -599,15 +595,7 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 
 /* ---- communicator failure ---- */
 
-/* Control messages (SL_F_CTRL), told apart by their step: abort and closing
- * carry the communicator's failure status (count) and reason; a stall note
- * (note_stall), a cycle note (cycle_tell_tail) and a path note (tail_tell)
- * carry status 0, so a peer from before them ignores them. */
-enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH };
-
-/* hdr (its step, seq, kind and count) with text to rank `to`, or to every
- * live peer (-1). */
-static void notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text)
+void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text)
 {
 	struct dp_notices *n = calloc(1, sizeof(*n) + comm->nranks * sizeof(n->msgs[0]));
 
@@ -643,7 +631,7 @@ static void notices_send(struct dp_engine *e, struct dp_comm *comm, int to, stru
  * rank's closing word (seq: the number of collectives it ran). */
 static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, uint16_t what)
 {
-	notices_send(e, comm, -1, (struct sl_hdr){ .seq = seq, .step = what, .count = (uint64_t)(int64_t)comm->failed },
+	dp_notices_send(e, comm, -1, (struct sl_hdr){ .seq = seq, .step = what, .count = (uint64_t)(int64_t)comm->failed },
 		     comm->why);
 }
 
@@ -784,7 +772,7 @@ static bool packet_is_for(const struct dp_coll *k, const struct sl_hdr *h, int s
 {
 	if (packet_is_p2p(h))
 		return k->cmd.opcode == SL_OP_RECV && k->cmd.root == (uint32_t)src && k->seq == h->seq;
-	return !is_p2p(k->cmd.opcode) && k->seq == h->seq;
+	return !dp_is_p2p(k->cmd.opcode) && k->seq == h->seq;
 }
 
 static struct dp_coll *coll_for_packet(struct dp_comm *comm, const struct sl_hdr *h, int src)
@@ -859,7 +847,7 @@ static void report_mismatch(struct dp_engine *e, struct dp_coll *k, const struct
 	/* this rank's call as it was made: a recv is named a recv, not the send its packets pair with */
 	uint8_t kind = (uint8_t)(k->cmd.opcode | k->cmd.algo << KIND_ALGO_SHIFT);
 
-	mismatch(e, k->comm, k->seq, is_p2p(k->cmd.opcode), kind, wire_count(k, (uint32_t)peer, false),
+	mismatch(e, k->comm, k->seq, dp_is_p2p(k->cmd.opcode), kind, wire_count(k, (uint32_t)peer, false),
 		 dtype_op(&k->cmd), h, peer);
 }
 
@@ -1407,9 +1395,6 @@ static void sends_moot(struct dp_engine *e, struct dp_comm *comm, int src)
 	}
 }
 
-static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text);
-static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, uint32_t path, const char *text);
-
 static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
 	struct dp_comm *comm = comm_by_key(e, h->comm);
@@ -1418,15 +1403,8 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 
 	if (!comm || h->len == 0 || payload[h->len - 1] != '\0' || (src = rank_of_node(comm, h->src_node)) < 0)
 		return;
-	/* a forged or corrupt note names a call that cannot be, or a chain
-	 * that is not one: dropped */
-	if (h->step == NOTICE_STALL && status == SLUICE_OK && h->kind && h->kind < SL_OP_COUNT &&
-	    chain_came(e, comm, src, h, (const char *)payload))
-		comm->peer_wait[src] = (struct dp_peer_wait){ .seq = h->seq, .op = h->kind };
-	if (h->step == NOTICE_CYCLE && status == SLUICE_OK)
-		cycle_came(e, comm, src, 0, (const char *)payload);
-	if (h->step == NOTICE_PATH && status == SLUICE_OK && h->seq)
-		cycle_came(e, comm, src, h->seq, (const char *)payload);
+	if (status == SLUICE_OK)
+		dp_wait_note_came(e, comm, src, h, (const char *)payload);
 	if (h->step == NOTICE_CLOSING && !comm->peer_closed[src]) {
 		comm->peer_closed[src] = true;
 		comm->peer_seq[src] = h->seq;
@@ -1586,12 +1564,12 @@ static const char *check_call(const struct dp_comm *comm, const struct sl_cmd *c
 		return "unknown datatype or reduction op in the descriptor";
 	if (cmd->count >> COUNT_ROOT_SHIFT)
 		return "element count overflows the 56 bits a packet carries (2^56 or more)";
-	if ((is_rooted(cmd->opcode) || is_p2p(cmd->opcode)) && cmd->root >= comm->nranks) {
+	if ((is_rooted(cmd->opcode) || dp_is_p2p(cmd->opcode)) && cmd->root >= comm->nranks) {
 		sl_errmsg_format(why, SL_ERRMSG_LEN, "root or peer %u is not a rank of this %u-rank communicator",
 				 cmd->root, comm->nranks);
 		return why;
 	}
-	if (is_p2p(cmd->opcode) && cmd->root == comm->rank)
+	if (dp_is_p2p(cmd->opcode) && cmd->root == comm->rank)
 		return "a send or recv names its own rank as the peer";
 	if (cmd->block_stride && !sl_op_blocked(cmd->opcode))
 		return "a block stride on a collective whose buffers hold no per-rank blocks: it must be 0";
@@ -2018,7 +1996,7 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 		m->src = k->buf[s->buf] + s->off;
 		m->owner = k;
 		m->ack_late = acks_may_wait(k);
-		m->in_call_order = !is_p2p(k->cmd.opcode); /* a park may hold it (stash_park) */
+		m->in_call_order = !dp_is_p2p(k->cmd.opcode); /* a park may hold it (stash_park) */
 		if (k->gdev && !dp_async_send(e, k, m, m->src, s->len))
 			break;
 		k->msgs_used++;
@@ -2068,8 +2046,7 @@ static void park_cause(const struct dp_engine *e, const struct dp_coll *k, int p
 	}
 }
 
-/* The rank k waits for (-1: none), and how, in waiting. */
-static int waited_rank(const struct dp_coll *k, char *waiting, size_t size)
+int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size)
 {
 	int peer;
 
@@ -2080,358 +2057,6 @@ static int waited_rank(const struct dp_coll *k, char *waiting, size_t size)
 	else
 		snprintf(waiting, size, "for acknowledgements");
 	return peer;
-}
-
-/* Whether this rank has not posted its side of peer's call #seq of kind op
- * (its counterpart there: *counter_op). */
-static bool unposted_here(const struct dp_comm *comm, int peer, uint8_t op, uint32_t seq, uint8_t *counter_op)
-{
-	uint32_t next = op == SL_OP_RECV ? comm->p2p_send_seq[peer] : op == SL_OP_SEND ? comm->p2p_recv_seq[peer]
-										       : comm->next_seq;
-
-	*counter_op = op == SL_OP_RECV ? SL_OP_SEND : op == SL_OP_SEND ? SL_OP_RECV : op;
-	return (int32_t)(seq - next) >= 0;
-}
-
-/* k's wait as an edge (wait_chain.h): false if it waits for no one rank. */
-static bool own_edge(const struct dp_coll *k, struct dp_wait_edge *out)
-{
-	char waiting[64];
-	int peer = waited_rank(k, waiting, sizeof(waiting));
-
-	if (peer < 0)
-		return false;
-	*out = (struct dp_wait_edge){ .comm = k->comm->key32, .seq = k->seq, .rank = (uint16_t)k->comm->rank,
-				      .waits_for = (uint16_t)peer, .op = (uint8_t)k->cmd.opcode };
-	return true;
-}
-
-/* Whether b is a communicator of a's client: a rank waits in all of its
- * client's calls, on whichever communicator. */
-static bool same_client(const struct dp_comm *a, const struct dp_comm *b)
-{
-	return b->live && b->client == a->client;
-}
-
-/* Whether wait w (a chain's, which came on via) is this rank's own. */
-static bool is_own(const struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_edge *w)
-{
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
-		if (same_client(via, &e->comms[i]) && e->comms[i].key32 == w->comm)
-			return e->comms[i].rank == w->rank;
-	return false;
-}
-
-/* Whether a wait for this rank (into) and this rank's wait in a call of
- * kind op on communicator comm may stand in one cycle: not two collectives
- * of one communicator (every rank runs those in one order, so a rank in a
- * later one has posted the earlier: a mismatch, caught apart). */
-static bool may_chain(const struct dp_wait_edge *into, uint8_t op, uint32_t comm)
-{
-	return is_p2p(into->op) || is_p2p(op) || into->comm != comm;
-}
-
-/* Whether chain c, which came on comm, still waits for this rank: its last
- * wait's counterpart is not posted here (a stale chain's is). */
-static bool chain_holds(const struct dp_comm *comm, const struct dp_wait_chain *c)
-{
-	uint8_t counter_op;
-
-	return c->n && unposted_here(comm, c->edge[c->n - 1].rank, c->edge[c->n - 1].op, c->edge[c->n - 1].seq,
-				     &counter_op);
-}
-
-/* Whether chain c (came on via) names a wait of this rank: it closed on
- * this rank, a cycle to name at the timeout, not to pass on. */
-static bool chain_closed(const struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
-{
-	for (unsigned i = 0; i < c->n; i++)
-		if (is_own(e, via, &c->edge[i]))
-			return true;
-	return false;
-}
-
-static void stall_note(struct dp_engine *e, const struct dp_coll *k, int to, const char *chain)
-{
-	notices_send(e, k->comm, to,
-		     (struct sl_hdr){ .seq = k->seq, .step = NOTICE_STALL, .kind = (uint8_t)k->cmd.opcode }, chain);
-}
-
-/* Passes chain c (which waits for this rank) on along k's wait: a stall
- * note to the rank k waits for, naming k, with c as its text.  A chain too
- * long for the note or the packet stops here. */
-static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struct dp_wait_chain *c)
-{
-	struct dp_wait_edge mine;
-	char text[SL_ERRMSG_LEN];
-
-	if (c->n <= DP_WAIT_CHAIN_MAX && own_edge(k, &mine) && may_chain(&c->edge[c->n - 1], mine.op, mine.comm) &&
-	    dp_chain_format(c->edge, c->n, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
-		stall_note(e, k, mine.waits_for, text);
-}
-
-/* The call of comm's client that chains are passed on along: the oldest
- * of its calls stalled (noted, note_stall) that wait for one rank, or
- * NULL.  One call, not each: a rank whose every recv of a halo exchange
- * stalls (legal: its peers compute) passed each chain to every peer, and
- * they on to theirs, up to DP_WAIT_CHAIN_MAX hops (14^8 notes on 16
- * ranks).  Along one call, each note's chain takes one path of at most
- * that many hops; a cycle through another stalled call of the same rank
- * goes unseen (the pair rule still sees one of two). */
-static const struct dp_coll *passing_call(const struct dp_engine *e, const struct dp_comm *comm)
-{
-	const struct dp_coll *oldest = NULL;
-	struct dp_wait_edge w;
-
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
-		for (const struct dp_coll *k = same_client(comm, &e->comms[i]) ? e->comms[i].colls : NULL; k; k = k->next)
-			if (k->status == SLUICE_OK && k->noted_ns == k->last_progress_ns &&
-			    (!oldest || k->posted_ns < oldest->posted_ns) && own_edge(k, &w))
-				oldest = k;
-	return oldest;
-}
-
-/* Chain c (came on via) closed on this rank: the rank ahead of the cycle
- * in it, which waits for this one and is no part of the cycle, hears of
- * the cycle (a cycle note), so that at its own timeout it names the cycle
- * rather than only a wait (which, told first, would have reached this
- * rank's peers ahead of the cycle's name).  One rank back: that rank
- * tells those behind it (tail_tell). */
-static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
-{
-	char text[SL_ERRMSG_LEN];
-	unsigned i = 0;
-
-	while (!is_own(e, via, &c->edge[i]))
-		i++;
-	if (i == 0 ||
-	    !dp_chain_format(&c->edge[i], c->n - i, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
-		return;
-	for (unsigned j = 0; j < DP_MAX_COMMS; j++) {
-		struct dp_comm *t = &e->comms[j];
-		if (same_client(via, t) && t->key32 == c->edge[i - 1].comm && t->rank == c->edge[i - 1].waits_for)
-			notices_send(e, t, c->edge[i - 1].rank,
-				     (struct sl_hdr){ .seq = c->edge[i].seq, .step = NOTICE_CYCLE, .kind = c->edge[i].op },
-				     text);
-	}
-}
-
-/* Whether a and b are the same wait (a cycle or path note told again). */
-static bool same_wait(const struct dp_wait_edge *a, const struct dp_wait_edge *b)
-{
-	return a->comm == b->comm && a->seq == b->seq && a->rank == b->rank && a->waits_for == b->waits_for &&
-	       a->op == b->op;
-}
-
-/* The call of via's rank on via that waits for rank via->cycle_from and
- * has made no progress since that rank said it waits on a cycle
- * (cycle_came), or NULL. */
-static const struct dp_coll *call_into_cycle(const struct dp_comm *via)
-{
-	struct dp_wait_edge w;
-
-	for (const struct dp_coll *k = via->colls; k; k = k->next)
-		if (k->status == SLUICE_OK && k->last_progress_ns < via->cycle_in.at_ns && own_edge(k, &w) &&
-		    w.waits_for == via->cycle_from)
-			return k;
-	return NULL;
-}
-
-/* The rank whose wait for this one ends chain ch (came on c): current (from
- * the last timeout), still holding and not closed on this rank; else -1. */
-static int waiter_of(const struct dp_engine *e, const struct dp_comm *c, const struct dp_wait_chain *ch, uint64_t now)
-{
-	if (!ch->n || ch->at_ns + e->timeout_ns <= now || !chain_holds(c, ch) || chain_closed(e, c, ch))
-		return -1;
-	return ch->edge[ch->n - 1].rank;
-}
-
-/* The path note of this rank's wait into the cycle that via's cycle_from
- * waits on: text (k's wait, then cycle_in's) and its header.  False if no
- * call waits on it any more, or the waits do not fit a note. */
-static bool path_note(const struct dp_engine *e, const struct dp_comm *via, char *text, size_t size, struct sl_hdr *h)
-{
-	const struct dp_coll *k = call_into_cycle(via);
-	struct dp_wait_edge path[DP_WAIT_CHAIN_MAX];
-
-	if (!via->cycle_in.n || !k || via->cycle_in.n >= DP_WAIT_CHAIN_MAX || !own_edge(k, &path[0]))
-		return false;
-	memcpy(&path[1], via->cycle_in.edge, via->cycle_in.n * sizeof(path[0]));
-	*h = (struct sl_hdr){ .seq = via->cycle_path + 1u, .step = NOTICE_PATH, .kind = path[0].op };
-	return dp_chain_format(path, via->cycle_in.n + 1u, text, e->payload < size ? e->payload : size);
-}
-
-/* This rank waits on a cycle from outside it (via->cycle_in): every rank
- * that waits for it (a chain held from the last timeout) hears its path
- * to the cycle, once a rank, so that at its own timeout it names the
- * cycle rather than only its wait, and, if it times out first, its abort
- * carries the cycle's name to its communicator (a training job's rank
- * that waits in an all-reduce for one in a recv on a cycle is two steps
- * from it; ranks reach a hang at different times).  Each rank on the path
- * tells those behind it in turn, while the waits fit a note (a cycle of
- * two and a path of six), once a path (cycle_came): a note told again is
- * not passed on again, or each rank behind would multiply them. */
-static void tail_tell(struct dp_engine *e, const struct dp_comm *via)
-{
-	char text[SL_ERRMSG_LEN];
-	struct sl_hdr h;
-	uint64_t now = sl_tp_poll_ns(e->tp);
-
-	if (!path_note(e, via, text, sizeof(text), &h))
-		return;
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
-		struct dp_comm *c = &e->comms[i];
-		for (unsigned j = 0; same_client(via, c) && j < DP_CHAINS_KEPT; j++) {
-			int to = waiter_of(e, c, &c->chains_in[j], now);
-			bool told = false;
-			for (unsigned b = 0; b < j; b++)
-				told |= waiter_of(e, c, &c->chains_in[b], now) == to;
-			if (to >= 0 && !told)
-				notices_send(e, c, to, h, text);
-		}
-	}
-}
-
-/* A cycle note (text: the cycle's waits, its sender's first; path 0) or a
- * path note (text: the waits from its sender's to the cycle, then the
- * cycle's; the first `path` lead to the cycle) came from rank src on comm:
- * kept for a timeout of this rank's wait for src, and told to the ranks
- * that wait for this one. */
-static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, uint32_t path, const char *text)
-{
-	struct dp_wait_chain c;
-	bool again;
-
-	if (!dp_chain_parse(text, &c) || c.n < path + 2)
-		return;
-	c.at_ns = sl_tp_poll_ns(e->tp);
-	again = comm->cycle_from == src && comm->cycle_path == path && comm->cycle_in.n == c.n;
-	for (unsigned i = 0; again && i < c.n; i++)
-		again = same_wait(&comm->cycle_in.edge[i], &c.edge[i]);
-	if (again) {
-		comm->cycle_in.at_ns = c.at_ns;
-		return;
-	}
-	comm->cycle_in = c;
-	comm->cycle_path = (uint8_t)path;
-	comm->cycle_from = (uint16_t)src;
-	tail_tell(e, comm);
-}
-
-/* A stall note's chain (text) came from rank src on comm: kept, the
- * sender's own wait at its end, and passed on at once along the
- * passing_call (note_stall passes it along one that stalls later), while
- * it waits for this rank and has not closed on it.  False for a text that
- * is not a chain to its sender. */
-static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text)
-{
-	struct dp_wait_chain c;
-	struct dp_wait_edge *last;
-	const struct dp_coll *k;
-
-	if (!dp_chain_parse(text, &c))
-		return false;
-	last = &c.edge[c.n];
-	*last = (struct dp_wait_edge){ .comm = comm->key32, .seq = h->seq, .rank = (uint16_t)src,
-				       .waits_for = (uint16_t)comm->rank, .op = h->kind };
-	if (c.n && last[-1].comm == last->comm && last[-1].waits_for != last->rank)
-		return false;
-	for (unsigned i = 0; i < c.n; i++)
-		if (c.edge[i].comm == comm->key32 &&
-		    (c.edge[i].rank >= comm->nranks || c.edge[i].waits_for >= comm->nranks))
-			return false;
-	c.n++;
-	c.at_ns = sl_tp_poll_ns(e->tp);
-	comm->chains_in[comm->chains_next] = c;
-	comm->chains_next = (uint8_t)((comm->chains_next + 1) % DP_CHAINS_KEPT);
-	if (!chain_holds(comm, &c))
-		return true;
-	if (chain_closed(e, comm, &c)) {
-		cycle_tell_tail(e, comm, &c);
-		return true;
-	}
-	/* src waits for this rank, which waits on a cycle: src hears of it */
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
-		char path[SL_ERRMSG_LEN];
-		struct sl_hdr ph;
-		if (same_client(comm, &e->comms[i]) && path_note(e, &e->comms[i], path, sizeof(path), &ph))
-			notices_send(e, comm, src, ph, path);
-	}
-	if ((k = passing_call(e, comm)))
-		chain_pass(e, k, &c);
-	return true;
-}
-
-/* A call stalls once it has made no progress for an eighth of the
- * timeout: then its stall note goes out.  Half a timeout, before, left a
- * cycle unnamed whose ranks entered their waits more than about half a
- * timeout apart (the last one's note went out after the first one's
- * timeout: a bare timeout that its abort took to every peer); now up to
- * 7/8 of one apart.  Notes cost one a stall, and a chain one path
- * (passing_call): a legal rank that computes longer than the eighth while
- * its peers wait draws a note from each, nothing more. */
-static uint64_t stall_ns(const struct dp_engine *e)
-{
-	return e->timeout_ns / 8;
-}
-
-/* A stalled call (stall_ns without progress) tells the rank it
- * waits for which call it waits in, once a stall, and (if it is the
- * passing_call) passes on to it the chains of waits for this rank that
- * came within the last timeout and still hold (chain_came): a rank that
- * sees its own wait come back knows the cycle (chain_cycle).  The notes decide nothing: a cycle is named only
- * at a timeout, so a legal order (a rank that computes for a while before
- * it posts) can only be caught where it would have timed out anyway. */
-static void note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
-{
-	struct dp_wait_edge mine;
-
-	if (k->status != SLUICE_OK || k->noted_ns == k->last_progress_ns || now < k->last_progress_ns ||
-	    now - k->last_progress_ns < stall_ns(e))
-		return;
-	k->noted_ns = k->last_progress_ns; /* looked at once a stall, a peer to tell or not */
-	if (!own_edge(k, &mine))
-		return;
-	stall_note(e, k, mine.waits_for, "");
-	if (passing_call(e, k->comm) != k)
-		return;
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
-		const struct dp_comm *c = &e->comms[i];
-		for (unsigned j = 0; same_client(k->comm, c) && j < DP_CHAINS_KEPT; j++)
-			if (c->chains_in[j].n && c->chains_in[j].at_ns + e->timeout_ns > now &&
-			    chain_holds(c, &c->chains_in[j]) && !chain_closed(e, c, &c->chains_in[j]))
-				chain_pass(e, k, &c->chains_in[j]);
-	}
-}
-
-/* The shortest cycle through k's wait among the chains that came back to
- * this rank during k's stall and still hold: its length (0: none), its
- * waits from k's on in cycle, and in *via the communicator of the wait for
- * this rank that closes it. */
-static unsigned chain_cycle(struct dp_engine *e, const struct dp_coll *k, struct dp_wait_edge *cycle,
-			    struct dp_comm **via)
-{
-	unsigned best = 0;
-
-	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
-		struct dp_comm *c = &e->comms[i];
-		for (unsigned j = 0; same_client(k->comm, c) && j < DP_CHAINS_KEPT; j++) {
-			const struct dp_wait_chain *ch = &c->chains_in[j];
-			if (!ch->n || ch->at_ns <= k->last_progress_ns || !chain_holds(c, ch))
-				continue;
-			for (unsigned w = 0; w + 1 < ch->n; w++) {
-				const struct dp_wait_edge *x = &ch->edge[w];
-				if (x->comm == k->comm->key32 && x->rank == k->comm->rank && x->op == k->cmd.opcode &&
-				    x->seq == k->seq && may_chain(&ch->edge[ch->n - 1], x->op, x->comm) &&
-				    (!best || ch->n - w < best)) {
-					best = ch->n - w;
-					memcpy(cycle, x, best * sizeof(*x));
-					*via = c;
-				}
-			}
-		}
-	}
-	return best;
 }
 
 /* The oldest early packet from peer of the other kind than k (its
@@ -2445,107 +2070,54 @@ static const struct sl_hdr *stashed_cross_kind(const struct dp_coll *k, int peer
 	for (unsigned b = 0; comm->nstash && b < DP_STASH_BUCKETS; b++)
 		for (const struct dp_stashed *s = comm->stash[b].head; s; s = s->next)
 			if (rank_of_node(comm, s->hdr.src_node) == peer &&
-			    packet_is_p2p(&s->hdr) != is_p2p(k->cmd.opcode) &&
+			    packet_is_p2p(&s->hdr) != dp_is_p2p(k->cmd.opcode) &&
 			    (!oldest || (int32_t)(s->hdr.seq - oldest->seq) < 0))
 				oldest = &s->hdr;
 	return oldest;
 }
 
-/* k has waited a timeout for peer, which said it waits for this rank in a
- * call that this rank has not posted (not both collectives): said in why
- * and true (a cycle of two: SLUICE_ERR_MISMATCH); else a hint from peer's
- * early packets of the other kind in cause (a timeout still: peer may only
- * be late). */
-static bool peer_cycle(const struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size,
-		       char *cause, size_t cause_size)
+
+/* k has waited a timeout for peer, of no cycle the notes show: a hint
+ * from peer's early packets of the other kind in cause (its collective
+ * against k's send or recv, or its send against k's collective: peer
+ * may wait in it, or only be late). */
+static void early_cross_hint(const struct dp_coll *k, int peer, char *cause, size_t cause_size)
 {
 	const struct dp_comm *comm = k->comm;
-	const struct dp_peer_wait *w = &comm->peer_wait[peer];
-	const struct sl_hdr *h;
-	char mine[64], theirs[64], counter[64], for_peer[24] = "";
-	uint8_t counter_op;
+	const struct sl_hdr *h = stashed_cross_kind(k, peer);
+	char mine[64], theirs[64], counter[64];
+	uint8_t op;
 
+	if (!h || !packet_is_early(comm, h, peer))
+		return;
+	op = packet_is_p2p(h) ? SL_OP_SEND : (uint8_t)(h->kind & ((1u << KIND_ALGO_SHIFT) - 1));
 	dp_call_name(mine, sizeof(mine), (uint8_t)k->cmd.opcode, k->seq, peer);
-	if (!is_p2p(k->cmd.opcode)) /* a send or recv names its peer already */
-		snprintf(for_peer, sizeof(for_peer), " for rank %d", peer);
-	if (w->op && (is_p2p(w->op) || is_p2p(k->cmd.opcode)) && unposted_here(comm, peer, w->op, w->seq, &counter_op)) {
-		if (is_p2p(w->op) && is_p2p(k->cmd.opcode)) { /* no collective to say apart */
-			const struct dp_wait_edge cycle[2] = {
-				{ .comm = comm->key32, .seq = k->seq, .rank = (uint16_t)comm->rank,
-				  .waits_for = (uint16_t)peer, .op = (uint8_t)k->cmd.opcode },
-				{ .comm = comm->key32, .seq = w->seq, .rank = (uint16_t)peer,
-				  .waits_for = (uint16_t)comm->rank, .op = w->op },
-			};
-			dp_cycle_sentence(why, why_size, cycle, 2, (double)e->timeout_ns / 1e9);
-			return true;
-		}
-		dp_call_name(theirs, sizeof(theirs), w->op, w->seq, (int)comm->rank);
-		dp_call_name(counter, sizeof(counter), counter_op, w->seq, peer);
-		sl_errmsg_format(why, why_size,
-				 "rank %d waits in %s, and rank %u has not posted %s while it waits in %s%s: each "
-				 "waits on the other (no progress for %.1f s); post %s on rank %u before waiting for "
-				 "%s, or make these calls in one order on both ranks (sends and recvs may come before "
-				 "or after a collective, but a rank must not wait for one before posting the other)",
-				 peer, theirs, comm->rank, counter, mine, for_peer,
-				 (double)e->timeout_ns / 1e9, counter, comm->rank, mine);
-		return true;
-	}
-	if ((h = stashed_cross_kind(k, peer)) && packet_is_early(comm, h, peer)) {
-		uint8_t op = packet_is_p2p(h) ? SL_OP_SEND : (uint8_t)(h->kind & ((1u << KIND_ALGO_SHIFT) - 1));
-		unposted_here(comm, peer, op, h->seq, &counter_op);
-		dp_call_name(theirs, sizeof(theirs), op, h->seq, (int)comm->rank);
-		dp_call_name(counter, sizeof(counter), counter_op, h->seq, peer);
-		sl_errmsg_format(cause, cause_size, "; rank %d has started %s, and rank %u has not posted %s: if "
-				 "rank %d waits in it, post %s on rank %u before waiting for %s", peer, theirs,
-				 comm->rank, counter, peer, counter, comm->rank, mine);
-	}
-	return false;
-}
-
-/* k has waited a timeout for peer, which said during k's stall that it is
- * in a cycle of waits or waits on one (cycle_came): said in why, and true. */
-static bool waits_on_a_cycle(const struct dp_engine *e, const struct dp_coll *k, int peer, char *why,
-			     size_t why_size)
-{
-	const struct dp_comm *comm = k->comm;
-	struct dp_wait_edge mine;
-
-	if (!comm->cycle_in.n || comm->cycle_from != peer || comm->cycle_in.at_ns <= k->last_progress_ns ||
-	    !own_edge(k, &mine))
-		return false;
-	dp_tail_sentence(why, why_size, &mine, comm->cycle_in.edge, comm->cycle_in.n, comm->cycle_path,
-			 (double)e->timeout_ns / 1e9);
-	return true;
+	dp_call_name(theirs, sizeof(theirs), op, h->seq, (int)comm->rank);
+	dp_call_name(counter, sizeof(counter), dp_counter_op(op), h->seq, peer);
+	sl_errmsg_format(cause, cause_size, "; rank %d has started %s, and rank %u has not posted %s: if "
+			 "rank %d waits in it, post %s on rank %u before waiting for %s", peer, theirs,
+			 comm->rank, counter, peer, counter, comm->rank, mine);
 }
 
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
-	struct dp_comm *via = NULL; /* set with a cycle; a newer gcc cannot see that */
-	struct dp_wait_edge cycle[DP_WAIT_CHAIN_MAX + 1];
-	unsigned n;
+	struct dp_comm *also;
 	int peer;
 	char waiting[64], cause[320] = "", why[SL_ERRMSG_LEN];
 
 	/* local transfers in this pass may have made progress after `now` was read */
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < e->timeout_ns)
 		return;
-	peer = waited_rank(k, waiting, sizeof(waiting));
-	if (peer >= 0 && peer_cycle(e, k, peer, why, sizeof(why), cause, sizeof(cause))) {
+	peer = dp_coll_waited_rank(k, waiting, sizeof(waiting));
+	if (dp_cycle_named(e, k, peer, why, sizeof(why), &also)) {
 		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
+		if (also)
+			comm_fail(e, also, SLUICE_ERR_MISMATCH, also->next_seq, true, "%s", why);
 		return;
 	}
-	if (peer >= 0 && waits_on_a_cycle(e, k, peer, why, sizeof(why))) {
-		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
-		return;
-	}
-	if ((n = chain_cycle(e, k, cycle, &via))) {
-		dp_cycle_sentence(why, sizeof(why), cycle, n, (double)e->timeout_ns / 1e9);
-		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
-		/* the rank that waits for this one there hears of it at once */
-		comm_fail(e, via, SLUICE_ERR_MISMATCH, via->next_seq, true, "%s", why);
-		return;
-	}
+	if (peer >= 0)
+		early_cross_hint(k, peer, cause, sizeof(cause));
 	if (!*cause)
 		park_cause(e, k, peer, cause, sizeof(cause));
 	comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
@@ -2618,7 +2190,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			work += issue_sends(e, k);
 			if (timers) {
 				stash_starves(e, k, now);
-				note_stall(e, k, now);
+				dp_note_stall(e, k, now);
 				check_timeout(e, k, now);
 			}
 			/* issue_sends drained the ready sends: received all and acked all is done */

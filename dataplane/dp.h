@@ -248,7 +248,7 @@ struct dp_comm {
 	bool peer_closed[SL_MAX_RANKS]; /* closing words came from these peers ... */
 	uint32_t peer_seq[SL_MAX_RANKS]; /* ... with the number of collectives each ran */
 	/* The call each peer last said it waits in for this rank, stalled
-	 * (coll_run.c note_stall): op 0 none.  At this rank's own timeout
+	 * (wait_notes.c dp_note_stall): op 0 none.  At this rank's own timeout
 	 * one that this rank has not posted (not both collectives) names the cycle. */
 	struct dp_peer_wait {
 		uint32_t seq;
@@ -260,7 +260,7 @@ struct dp_comm {
 	struct dp_wait_chain chains_in[DP_CHAINS_KEPT];
 	uint8_t chains_next;      /* the slot the next one takes */
 	/* The waits that rank cycle_from said lead from its own into a cycle
-	 * (coll_run.c cycle_came; n 0: none): its first cycle_path waits lead
+	 * (wait_notes.c cycle_came; n 0: none): its first cycle_path waits lead
 	 * to the cycle (0: cycle_from is in it), the rest are the cycle.  This
 	 * rank waits for it from outside the cycle, names the cycle at its own
 	 * timeout, and tells the ranks that wait for it (tail_tell). */
@@ -282,7 +282,7 @@ struct dp_coll {
 	uint32_t nmsgs, msgs_used, msgs_unacked;
 	uint64_t posted_ns;
 	uint64_t last_progress_ns;
-	uint64_t noted_ns;        /* last_progress_ns when its stall was told to its peer (note_stall) */
+	uint64_t noted_ns;        /* last_progress_ns when its stall was told to its peer (dp_note_stall) */
 	/* Gated collectives (device buffers, or --gate-host): packets are
 	 * posted to a reducer, and the schedule hears of each chunk once its
 	 * last ticket is done (dataplane/coll_async.c). */
@@ -549,6 +549,20 @@ static inline void dp_idle_busy(struct dp_idle *d)
 
 /* coll_run.c */
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd);
+static inline bool dp_is_p2p(uint32_t opcode)
+{
+	return opcode == SL_OP_SEND || opcode == SL_OP_RECV;
+}
+/* The rank k waits for (-1: none), and how, in waiting ("for rank 2"). */
+int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size);
+/* Control messages (SL_F_CTRL), told apart by their step: abort and closing
+ * carry the communicator's failure status (count) and reason; a stall note,
+ * a cycle note and a path note (wait_notes.c) carry status 0, so a peer
+ * from before them ignores them. */
+enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH };
+/* hdr (its step, seq, kind and count) with text to rank `to`, or to every
+ * live peer (-1). */
+void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text);
 uint32_t dp_colls_progress(struct dp_engine *e);
 void dp_coll_free_all(struct dp_engine *e);
 void dp_notices_free_all(struct dp_engine *e);

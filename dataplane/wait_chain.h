@@ -2,7 +2,7 @@
  * wait_chain.h: who waits for whom, as stall notes carry it.
  *
  * A stalled call (an eighth of a timeout without progress) tells the rank
- * it waits for which call it waits in (coll_run.c note_stall).  That rank, if it has not posted the
+ * it waits for which call it waits in (wait_notes.c dp_note_stall).  That rank, if it has not posted the
  * call's counterpart and is stalled itself, passes the chain of such waits
  * on to the rank it waits for, and so on: a chain that comes back to a rank
  * already in it is a cycle of waits that nothing inside it can break (edge

@@ -1,0 +1,34 @@
+/*
+ * wait_notes.h: stall, cycle and path notes (wait_notes.c), as coll_run.c
+ * uses them: it hands over the notes that come, gives each running call
+ * its chance to note a stall, and at a call's timeout asks for a cycle to
+ * name rather than a bare timeout.
+ */
+#ifndef SLUICE_DP_WAIT_NOTES_H
+#define SLUICE_DP_WAIT_NOTES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dp.h"
+
+/* A stall, cycle or path note (h->step; status 0) with text came from
+ * rank src on comm: kept, acted on, passed on; a forged or stale one is
+ * dropped. */
+void dp_wait_note_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text);
+
+/* On a timer pass, for each running call k: once k has stalled (an eighth
+ * of the timeout without progress), its stall note goes to the rank it
+ * waits for, with the chains that wait for this rank. */
+void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now);
+
+/* k has waited a timeout, for peer (-1: no one rank): true, with the
+ * sentence in why, if the notes show a cycle of waits that k is part of or
+ * waits on (SLUICE_ERR_MISMATCH, not a timeout).  *also: another
+ * communicator that the cycle closes on, to fail too (its rank that waits
+ * for this one hears of it at once), or NULL. */
+bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size,
+		    struct dp_comm **also);
+
+#endif
