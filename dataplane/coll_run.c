@@ -595,6 +595,9 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 
 /* ---- communicator failure ---- */
 
+/* What a failure relayed from another channel of a dataplane ends in. */
+#define OTHER_CHANNEL " (on another channel of this dataplane)"
+
 void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text)
 {
 	struct dp_notices *n = calloc(1, sizeof(*n) + comm->nranks * sizeof(n->msgs[0]));
@@ -660,9 +663,12 @@ void dp_notices_free_all(struct dp_engine *e)
 	}
 }
 
-/* Break comm with status and why; every running collective fails with it. */
+/* Break comm with status and why; every running collective fails with it.
+ * relayed: why came from another channel of a dataplane and says so
+ * (OTHER_CHANNEL), marked so where the failure is shared with this
+ * dataplane's other channels (check_channels). */
 static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
-		       bool notify, const char *fmt, va_list ap) __attribute__((format(printf, 6, 0)));
+		       bool notify, bool relayed, const char *fmt, va_list ap) __attribute__((format(printf, 7, 0)));
 
 static void comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
 		      bool notify, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -673,7 +679,20 @@ static void comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status,
 	va_list ap;
 
 	va_start(ap, fmt);
-	comm_vfail(e, comm, status, seq, notify, fmt, ap);
+	comm_vfail(e, comm, status, seq, notify, false, fmt, ap);
+	va_end(ap);
+}
+
+static void comm_fail_relayed(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
+			      bool notify, bool relayed, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+static void comm_fail_relayed(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
+			      bool notify, bool relayed, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	comm_vfail(e, comm, status, seq, notify, relayed, fmt, ap);
 	va_end(ap);
 }
 
@@ -682,12 +701,12 @@ void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uin
 	va_list ap;
 
 	va_start(ap, fmt);
-	comm_vfail(e, comm, status, seq, true, fmt, ap);
+	comm_vfail(e, comm, status, seq, true, false, fmt, ap);
 	va_end(ap);
 }
 
 static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
-		       bool notify, const char *fmt, va_list ap)
+		       bool notify, bool relayed, const char *fmt, va_list ap)
 {
 	if (comm->failed != SLUICE_OK)
 		return;
@@ -700,6 +719,7 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 		int32_t none = 0;
 		if (atomic_compare_exchange_strong(&cf->claimed, &none, 1)) {
 			memcpy(cf->why, comm->why, sizeof(cf->why));
+			cf->relayed = relayed;
 			atomic_store_explicit(&cf->status, status, memory_order_release);
 		}
 	}
@@ -1395,6 +1415,16 @@ static void sends_moot(struct dp_engine *e, struct dp_comm *comm, int src)
 	}
 }
 
+/* Whether a peer's reason (an abort notice's) is one it relayed from
+ * another channel of its dataplane: the wire carries no mark for it, only
+ * these words, read here where they come in. */
+static bool says_other_channel(const char *why)
+{
+	size_t len = strlen(why), note = sizeof(OTHER_CHANNEL) - 1;
+
+	return len >= note && !strcmp(why + len - note, OTHER_CHANNEL);
+}
+
 static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t *payload)
 {
 	struct dp_comm *comm = comm_by_key(e, h->comm);
@@ -1413,7 +1443,8 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 	if (status != SLUICE_OK) {
 		if (status != SLUICE_ERR_MISMATCH && status != SLUICE_ERR_TIMEOUT)
 			status = SLUICE_ERR_REMOTE;
-		comm_fail(e, comm, status, h->seq, false, "rank %d reported: %s", src, (const char *)payload);
+		comm_fail_relayed(e, comm, status, h->seq, false, says_other_channel((const char *)payload),
+				  "rank %d reported: %s", src, (const char *)payload);
 	}
 	if (comm->close_done && !comm->colls && !comm->linger)
 		close_try(e, comm, sl_tp_poll_ns(e->tp));
@@ -1845,27 +1876,22 @@ static uint32_t next_seq(struct dp_comm *comm, const struct sl_cmd *cmd)
 	return comm->next_seq++;
 }
 
-#define OTHER_CHANNEL " (on another channel of this dataplane)"
-
 /* Another channel failed this communicator: so does this one (and tells
- * its peers).  Its reason may end in the note already: a peer's channel
- * heard it from the peer's other channel, and told ours.  Once is enough
- * (twice cut it_mismatch's check, when that relay came first). */
+ * its peers), noting where the failure came from.  A failure marked
+ * relayed says so already: a peer's channel heard it from the peer's
+ * other channel, and told ours.  Once is enough (twice cut it_mismatch's
+ * check, when that relay came first). */
 static void check_channels(struct dp_engine *e, struct dp_comm *comm)
 {
-	const size_t note = sizeof(OTHER_CHANNEL) - 1;
-	const char *why;
+	const struct dp_channels_failed *cf = comm->channels_failed;
 	int32_t status;
-	size_t len;
 
-	if (comm->failed != SLUICE_OK || !comm->channels_failed ||
-	    (status = atomic_load_explicit(&comm->channels_failed->status, memory_order_acquire)) == 0)
+	if (comm->failed != SLUICE_OK || !cf || (status = atomic_load_explicit(&cf->status, memory_order_acquire)) == 0)
 		return;
-	why = comm->channels_failed->why;
-	len = strlen(why);
 	/* its reason first: a message cut to SL_ERRMSG_LEN keeps the cause */
-	comm_fail(e, comm, status, comm->colls ? comm->colls->seq : comm->linger ? comm->linger->seq : comm->next_seq,
-		  true, "%s%s", why, len >= note && !strcmp(why + len - note, OTHER_CHANNEL) ? "" : OTHER_CHANNEL);
+	comm_fail_relayed(e, comm, status,
+			  comm->colls ? comm->colls->seq : comm->linger ? comm->linger->seq : comm->next_seq, true, true,
+			  "%s%s", cf->why, cf->relayed ? "" : OTHER_CHANNEL);
 }
 
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *given)

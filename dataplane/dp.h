@@ -178,6 +178,10 @@ struct dp_channels_failed {
 	 * that ran none of its calls do not report theirs again at destroy */
 	_Atomic bool told;
 	char why[SL_ERRMSG_LEN];
+	/* why came from another channel and says so already (a peer's relay
+	 * of its own other channel's failure): the channels that take it up do
+	 * not say it again (coll_run.c check_channels); written with why */
+	bool relayed;
 };
 
 struct dp_comm {

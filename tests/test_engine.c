@@ -3717,35 +3717,50 @@ static void test_busy_poll_never_sleeps(void **state)
 
 #define OTHER_CHANNEL_NOTE " (on another channel of this dataplane)"
 
-/* A call fails with what another channel of this dataplane stored, and a
- * note that it came from there; when that reason ends in the note already
- * (the other channel heard it from a peer's channel, which had it from
- * its own other channel), the note is not said twice: it_mismatch's check
- * of the whole sentence failed so now and then, under load. */
+/* A peer's failure reaches a channel (node 1 here) in an abort notice,
+ * and a call on another channel of the dataplane (node 0 plays it: the
+ * two share cf) fails with that reason and a note that it came from
+ * there.  A reason the peer relayed from its own other channel ends in
+ * the note already: recorded as relayed, it is not noted twice
+ * (it_mismatch's check of the whole sentence failed so now and then, under
+ * load); a peer's own reason is not marked, and gets the note. */
 static void test_another_channels_failure_noted_once(void **state)
 {
 	static struct dp_channels_failed cf;
-	const char *with_note = "rank 1 reported: collective #0 differs across ranks" OTHER_CHANNEL_NOTE;
-	const char *reasons[2] = { "rank 1 reported: collective #0 differs across ranks", with_note };
+	const char *reasons[2] = { "collective #0 differs across ranks",
+				   "collective #0 differs across ranks" OTHER_CHANNEL_NOTE };
+	const char *want = "rank 0 reported: collective #0 differs across ranks" OTHER_CHANNEL_NOTE;
 	(void)state;
 
 	for (unsigned i = 0; i < 2; i++) {
+		struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
+				    .dst_node = 1, .comm = 0xabcd, .step = 0 /* NOTICE_ABORT */,
+				    .count = (uint64_t)(int64_t)SLUICE_ERR_MISMATCH,
+				    .len = (uint32_t)strlen(reasons[i]) + 1 };
+		uint64_t deadline = now_ms() + 5000;
 		struct sl_cpl cpl;
 
-		setup_cluster(1, &(struct sl_memport_faults){ .seed = 1 }, 1000000000ull);
+		setup_cluster(2, &(struct sl_memport_faults){ .seed = 1 }, 1000000000ull);
 		memset(&cf, 0, sizeof(cf));
-		snprintf(cf.why, sizeof(cf.why), "%s", reasons[i]);
-		atomic_store(&cf.claimed, 1);
-		atomic_store(&cf.status, SLUICE_ERR_MISMATCH);
+		nodes[1].e.comms[0].channels_failed = &cf;
+		dp_deliver(&nodes[1].e, &h, (const uint8_t *)reasons[i]);
+		assert_int_equal(atomic_load(&cf.status), SLUICE_ERR_MISMATCH);
+		if (cf.relayed != (i == 1))
+			fail_msg("a peer's reason \"%s\" was recorded %s", reasons[i],
+				 cf.relayed ? "as relayed from another channel" : "as the peer's own");
 		nodes[0].e.comms[0].channels_failed = &cf;
 		post(&nodes[0], 1, 4, SLUICE_INT32, SLUICE_SUM, false);
-		while (!sl_spsc_dequeue(&nodes[0].complete, &cpl))
+		while (!sl_spsc_dequeue(&nodes[0].complete, &cpl)) {
+			if (now_ms() > deadline)
+				fail_msg("node 0's call neither completed nor failed within 5 s");
 			dp_engine_poll(&nodes[0].e);
+		}
 		assert_int_equal(cpl.status, SLUICE_ERR_MISMATCH);
-		if (strcmp(cpl.msg, with_note) != 0)
-			fail_msg("another channel's failure \"%s\" reached the call as \"%s\" (want \"%s\")", reasons[i],
-				 cpl.msg, with_note);
+		if (strcmp(cpl.msg, want) != 0)
+			fail_msg("a peer's failure \"%s\" reached the call on another channel as \"%s\" (want \"%s\")",
+				 reasons[i], cpl.msg, want);
 		nodes[0].e.comms[0].channels_failed = NULL;
+		nodes[1].e.comms[0].channels_failed = NULL;
 		teardown_cluster();
 	}
 }
