@@ -41,8 +41,7 @@ struct server;
 
 struct conn {
 	/* the server's thread's */
-	bool taken;                       /* in use: its connection's thread runs, or is not joined yet */
-	bool running;                     /* thread runs, or returned and is not joined yet */
+	bool running;                     /* in use: its thread runs, or returned and is not joined yet */
 	pthread_t thread;
 	_Atomic bool ended;               /* the connection's thread returned: join it */
 	/* the connection's thread's */
@@ -642,7 +641,6 @@ static void reap_conns(struct server *s)
 			continue;
 		pthread_join(cn->thread, NULL);
 		cn->running = false;
-		cn->taken = false;
 	}
 }
 
@@ -655,20 +653,21 @@ static void accept_conn(struct server *s)
 
 	if (fd < 0)
 		return;
-	for (ci = 0; ci < DP_MAX_CLIENTS && s->conns[ci].taken; ci++)
+	for (ci = 0; ci < DP_MAX_CLIENTS && s->conns[ci].running; ci++)
 		;
 	if (!peer_allowed(s, fd, &r) ||
 	    (ci == DP_MAX_CLIENTS &&
 	     reply_err(&r, SLUICE_ERR_NO_MEMORY, "this dataplane serves %u clients already", DP_MAX_CLIENTS) == 0))
 		goto refuse;
 	cn = &s->conns[ci];
-	*cn = (struct conn){ .s = s, .fd = fd, .taken = true };
+	*cn = (struct conn){ .s = s, .fd = fd };
 	atomic_init(&cn->ended, false);
+	/* running is this (the server's) thread's alone: set once the thread
+	 * exists, no search for a free slot can come in between */
 	if ((err = pthread_create(&cn->thread, NULL, conn_main, cn)) == 0) {
 		cn->running = true;
 		return;
 	}
-	cn->taken = false;
 	reply_err(&r, SLUICE_ERR_SYSTEM, "the dataplane cannot start a thread for this client: %s: free memory "
 		  "or raise its limit of threads", strerror(err));
 refuse:
