@@ -70,15 +70,56 @@ static uint64_t now_ms(void)
 	return dp_now_ns(NULL) / 1000000;
 }
 
+/* Every wait for what a test needs before it goes on is bounded: a full
+ * run once hung in one (a_chain_names_a_cycle_only_while_it_holds) until
+ * meson's timeout, which said nothing of what it waited for.  Call
+ * awaiting() at each turn of the wait's loop, *deadline 0 at first: once
+ * AWAIT_MS have passed it fails the test, saying what was awaited. */
+#define AWAIT_MS 10000u
+
+static void awaiting(uint64_t *deadline, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void awaiting(uint64_t *deadline, const char *fmt, ...)
+{
+	uint64_t now = now_ms();
+	char what[256];
+	va_list ap;
+
+	if (!*deadline)
+		*deadline = now + AWAIT_MS;
+	if (now <= *deadline)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	fail_msg("still waiting after %u s for %s", AWAIT_MS / 1000, what);
+}
+
+/* Node i's next completion, polling every engine (all) or node i's alone. */
+static struct sl_cpl next_completion(unsigned i, bool all)
+{
+	uint64_t deadline = 0;
+	struct sl_cpl cpl;
+
+	while (!sl_spsc_dequeue(&nodes[i].complete, &cpl)) {
+		awaiting(&deadline, "node %u's call to complete or fail", i);
+		all ? poll_all() : (void)dp_engine_poll(&nodes[i].e);
+	}
+	return cpl;
+}
+
 static void ctl_client(struct node *n, uint32_t op, uint32_t client, uint32_t index, void *obj)
 {
 	_Atomic int32_t done = 0;
 	char why[SL_ERRMSG_LEN] = "";
 	struct dp_ctl_req r = { .op = op, .client = client, .index = index, .obj = obj, .done = &done, .why = why };
+	uint64_t deadline = 0;
 
 	assert_true(dp_engine_ctl_post(&n->e, &r));
-	while (atomic_load(&done) == 0)
+	while (atomic_load(&done) == 0) {
+		awaiting(&deadline, "the engine to answer control request %u", op);
 		dp_engine_poll(&n->e);
+	}
 	if (atomic_load(&done) != 1)
 		fail_msg("control request %u refused: %s", op, why);
 }
@@ -1514,14 +1555,17 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	uint64_t most = DP_STASH_MAX + limit / sizeof(payload) + 1, sent = 0;
 	struct dp_engine *e = &nodes[1].e;
 	struct sl_cpl cpl;
+	uint64_t deadline = 0;
 	(void)state;
 
 	setup_cluster(2, &none, 10ull * 1000000000);
 	assert_true(e->stash_limit >= DP_STASH_LIMIT_FLOOR); /* the default: a quarter of memory */
 	e->stash_limit = limit;
 	post_sum_at(&nodes[1], 0, 1024, 0, 0); /* waits for node 0, which posts nothing */
-	while (e->running == 0)
+	while (e->running == 0) {
+		awaiting(&deadline, "node 1's all-reduce to be posted");
 		poll_all();
+	}
 	for (; sent < most && e->comms[0].failed == SLUICE_OK; sent++, h.offset += sizeof(payload))
 		dp_deliver(e, &h, payload);
 	if (e->comms[0].failed == SLUICE_OK)
@@ -1531,8 +1575,7 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	assert_non_null(strstr(e->comms[0].why, "--stash-limit"));
 	assert_true(e->stash_past_cap_bytes <= limit);
 	assert_int_equal(e->count.stash_overflows, 1);
-	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
-		poll_all();
+	cpl = next_completion(1, true);
 	assert_int_equal(cpl.status, SLUICE_ERR_NO_MEMORY);
 	/* the longest sentence the engine makes reaches the completion whole (abi.h, errmsg.h) */
 	assert_string_equal(cpl.msg, e->comms[0].why);
@@ -1556,8 +1599,7 @@ static void test_an_early_send_is_named_at_a_timeout(void **state)
 	setup_cluster(2, &none, 300ull * 1000000);
 	dp_deliver(&nodes[1].e, &h, payload);
 	post_sum_at(&nodes[1], 0, 1024, 0, 0); /* waits for node 0, which posts nothing */
-	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
-		poll_all();
+	cpl = next_completion(1, true);
 	assert_int_equal(cpl.status, SLUICE_ERR_TIMEOUT);
 	assert_non_null(strstr(cpl.msg, "(waiting for rank 0; rank 0 has started send #0 to rank 1, and rank 1 has "
 					"not posted recv #0 from rank 0: if rank 0 waits in it, post recv #0 from "
@@ -1649,8 +1691,7 @@ static void test_stall_notes_forged_and_named(void **state)
 	assert_int_equal(e->comms[0].peer_wait[0].op, SL_OP_RECV);
 	assert_int_equal(e->comms[0].failed, SLUICE_OK);
 	post_sum_at(&nodes[1], 0, 1024, 0, 0); /* waits for node 0, which posts nothing */
-	while (!sl_spsc_dequeue(&nodes[1].complete, &cpl))
-		poll_all();
+	cpl = next_completion(1, true);
 	assert_int_equal(cpl.status, SLUICE_ERR_MISMATCH);
 	assert_non_null(strstr(cpl.msg, "rank 0 waits in recv #0 from rank 1, and rank 1 has not posted send #0 "
 					"to rank 0 while it waits in allreduce #0 for rank 0: each waits on the "
@@ -1676,14 +1717,17 @@ static void test_a_packet_sent_again_before_its_turn_is_bounded(void **state)
 	struct dp_coll *k;
 	struct sl_cpl cpl;
 	unsigned sent = 0;
+	uint64_t deadline = 0;
 	(void)state;
 
 	setup_cluster(3, &none, 10ull * 1000000000);
 	algo = SL_ALGO_ID_DIRECT;
 	post(&nodes[0], 0, count, SLUICE_INT32, SLUICE_SUM, false); /* rank 1 posts nothing */
 	algo = 0;
-	while (!(k = e->comms[0].colls))
+	while (!(k = e->comms[0].colls)) {
+		awaiting(&deadline, "node 0's all-reduce to be posted");
 		dp_engine_poll(e);
+	}
 	for (; h.step < 8 && !k->ndeferred; h.step++) /* the step whose packets wait for rank 1's */
 		dp_deliver(e, &h, payload);
 	assert_int_equal(k->ndeferred, 1);
@@ -1695,8 +1739,7 @@ static void test_a_packet_sent_again_before_its_turn_is_bounded(void **state)
 			 k->ndeferred);
 	assert_int_equal(e->comms[0].failed, SLUICE_ERR_REMOTE);
 	assert_non_null(strstr(e->comms[0].why, "before their turn"));
-	while (!sl_spsc_dequeue(&nodes[0].complete, &cpl))
-		dp_engine_poll(e);
+	cpl = next_completion(0, false);
 	assert_int_equal(cpl.status, SLUICE_ERR_REMOTE);
 	teardown_cluster();
 }
@@ -1714,6 +1757,7 @@ static void test_honest_packets_before_their_turn_leave_room(void **state)
 	struct dp_coll *k;
 	struct sl_hdr h;
 	uint32_t honest, stable = 0, copies = 0;
+	uint64_t deadline = 0;
 	(void)state;
 
 	setup_cluster(4, &none, 10ull * 1000000000);
@@ -1722,9 +1766,12 @@ static void test_honest_packets_before_their_turn_leave_room(void **state)
 		if (i != 1) /* rank 1 posts late: never, here */
 			post(&nodes[i], 0, 64 * 1024, SLUICE_INT32, SLUICE_SUM, false); /* whole chunks */
 	algo = 0;
-	while (!(k = e->comms[0].colls))
+	while (!(k = e->comms[0].colls)) {
+		awaiting(&deadline, "node 0's all-reduce to be posted");
 		dp_engine_poll(e);
-	for (honest = 0; stable < 1000; stable = k->ndeferred == honest ? stable + 1 : 0) {
+	}
+	for (honest = 0, deadline = 0; stable < 1000; stable = k->ndeferred == honest ? stable + 1 : 0) {
+		awaiting(&deadline, "node 0's deferred packets to stay at one count for 1000 passes (%u now)", honest);
 		honest = k->ndeferred;
 		poll_all();
 	}
@@ -1911,6 +1958,7 @@ static void chain_told_to_node_1(uint32_t seq, bool before, bool answered, int32
 	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
 			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .kind = SL_OP_RECV };
 	struct dp_engine *e = &nodes[1].e;
+	uint64_t deadline = 0;
 
 	setup_cluster(3, &none, 300ull * 1000000);
 	/* rank 1 waits in recv #seq from rank 2, which waits in recv #0 from rank 0 */
@@ -1921,8 +1969,10 @@ static void chain_told_to_node_1(uint32_t seq, bool before, bool answered, int32
 	if (answered)
 		post_p2p(1, 0, false, 0);
 	post_p2p(2, 1, true, 64);
-	while (e->running < 1u + answered)
+	while (e->running < 1u + answered) {
+		awaiting(&deadline, "node 1's %u call(s) to be posted (%u running)", 1u + answered, e->running);
 		poll_all();
+	}
 	if (!before)
 		dp_deliver(e, &h, (const uint8_t *)text);
 	if (answered) /* the send's completion first */
@@ -3120,6 +3170,7 @@ static void test_in_place_copy_taken_a_piece_a_pass(void **state)
 	struct sl_memport_faults none = { 0 };
 	struct sl_cpl cpl[MAXN];
 	const uint64_t count = 1 << 20, budget = 1 << 20; /* int32: each node copies 4 MiB */
+	uint64_t deadline = 0;
 	(void)state;
 
 	setup_cluster(2, &none, 5ull * 1000000000);
@@ -3143,6 +3194,7 @@ static void test_in_place_copy_taken_a_piece_a_pass(void **state)
 	uint32_t deferred = k->ndeferred, most = (uint32_t)(budget / cluster_payload) + 1;
 	for (unsigned passes = 1; k->ndeferred > 0; passes++) {
 		uint32_t before = k->ndeferred;
+		awaiting(&deadline, "node 1's %u deferred packets to be applied (%u left)", deferred, before);
 		dp_engine_poll(&nodes[1].e);
 		if (before - k->ndeferred > most)
 			fail_msg("pass %u after the copy applied %u of the %u packets deferred meanwhile: want "
@@ -3486,9 +3538,9 @@ static void stop_engines(struct runner *r)
 	for (unsigned i = 0; i < nnodes; i++) {
 		atomic_store(&nodes[i].e.stop, true);
 		/* it may have gone to sleep just before the flag: kick until it is out */
-		while (!atomic_load(&r[i].finished)) {
+		for (uint64_t deadline = 0; !atomic_load(&r[i].finished); usleep(1000)) {
+			awaiting(&deadline, "node %u's engine thread to stop", i);
 			dp_wake_kick(nodes[i].e.idle.wake);
-			usleep(1000);
 		}
 		pthread_join(r[i].thread, NULL);
 	}
@@ -3534,12 +3586,15 @@ static void test_no_park_after_the_hand_back(void **state)
 	struct runner r[2];
 	struct dp_engine *e = &nodes[0].e;
 	bool idle = false;
+	uint64_t deadline = 0;
 	(void)state;
 
 	start_engines(r, 13, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 60ull * 1000000000 });
 	/* the application in its last pass, handed back already */
-	while (!atomic_compare_exchange_weak(&e->busy, &idle, true))
+	while (!atomic_compare_exchange_weak(&e->busy, &idle, true)) {
+		awaiting(&deadline, "node 0's engine thread to leave its pass");
 		idle = false;
+	}
 	atomic_store(&e->driven_ns, 0);
 	usleep(20000); /* the engine's thread finds the pass busy again and again */
 	atomic_store(&e->busy, false);
@@ -3609,13 +3664,16 @@ static void test_not_parked_while_a_call_runs(void **state)
 	struct runner r[2];
 	struct dp_engine *e;
 	uint64_t parks, end;
+	uint64_t deadline = 0;
 	(void)state;
 
 	start_engines(r, 16, (struct dp_idle_cfg){ .spin_ns = 20000, .max_sleep_ns = 1000000 });
 	e = &nodes[0].e;
 	post_rung(&nodes[0], 1, 100); /* it waits for node 1's */
-	while (!*(volatile uint64_t *)&e->count.colls_posted) /* racy: the engine thread's counter */
+	while (!*(volatile uint64_t *)&e->count.colls_posted) { /* racy: the engine thread's counter */
+		awaiting(&deadline, "node 0's engine thread to post the call");
 		usleep(100);
+	}
 	for (end = now_ms() + 10; now_ms() < end; usleep(100))
 		handed_back(e);
 	parks = *(volatile uint64_t *)&e->idle.count.parks; /* racy: the thread's counter */
@@ -3737,7 +3795,6 @@ static void test_another_channels_failure_noted_once(void **state)
 				    .dst_node = 1, .comm = 0xabcd, .step = 0 /* NOTICE_ABORT */,
 				    .count = (uint64_t)(int64_t)SLUICE_ERR_MISMATCH,
 				    .len = (uint32_t)strlen(reasons[i]) + 1 };
-		uint64_t deadline = now_ms() + 5000;
 		struct sl_cpl cpl;
 
 		setup_cluster(2, &(struct sl_memport_faults){ .seed = 1 }, 1000000000ull);
@@ -3750,11 +3807,7 @@ static void test_another_channels_failure_noted_once(void **state)
 				 cf.relayed ? "as relayed from another channel" : "as the peer's own");
 		nodes[0].e.comms[0].channels_failed = &cf;
 		post(&nodes[0], 1, 4, SLUICE_INT32, SLUICE_SUM, false);
-		while (!sl_spsc_dequeue(&nodes[0].complete, &cpl)) {
-			if (now_ms() > deadline)
-				fail_msg("node 0's call neither completed nor failed within 5 s");
-			dp_engine_poll(&nodes[0].e);
-		}
+		cpl = next_completion(0, false);
 		assert_int_equal(cpl.status, SLUICE_ERR_MISMATCH);
 		if (strcmp(cpl.msg, want) != 0)
 			fail_msg("a peer's failure \"%s\" reached the call on another channel as \"%s\" (want \"%s\")",
@@ -3837,6 +3890,7 @@ static void test_engine_call_gives_up_on_a_stuck_engine(void **state)
 static void test_engine_call_waits_for_a_live_engine(void **state)
 {
 	struct server_call c;
+	uint64_t deadline = 0;
 	(void)state;
 
 	start_server_call(&c);
@@ -3845,8 +3899,10 @@ static void test_engine_call_waits_for_a_live_engine(void **state)
 		if (atomic_load(&c.res))
 			fail_msg("a call gave up on an engine that took passes: \"%s\"", c.why);
 	}
-	while (atomic_load(&c.res) == 0)
+	while (atomic_load(&c.res) == 0) {
+		awaiting(&deadline, "the server thread's call to be answered");
 		dp_engine_poll(c.e);
+	}
 	pthread_join(c.thread, NULL);
 	assert_int_equal(atomic_load(&c.res) - 1, 0);
 	assert_true(c.e->clients[0].regions[5].live);
@@ -3862,20 +3918,28 @@ static _Atomic pid_t app_tid;
 
 static uint64_t app_holding_clock(void *arg)
 {
+	uint64_t until = now_ms() + AWAIT_MS; /* a hold that a failed test never ends ends anyway */
 	(void)arg;
-	while (is_app_thread && atomic_load(&app_held)) {
+	while (is_app_thread && atomic_load(&app_held) && now_ms() < until) {
 		atomic_store(&app_in_pass, true);
 		usleep(1000);
 	}
 	return dp_now_ns(NULL);
 }
 
+/* NULL once it took a pass; else what it waited for (this thread cannot
+ * fail the test). */
 static void *app_pass_thread(void *engine)
 {
+	uint64_t until = now_ms() + AWAIT_MS;
+
 	is_app_thread = true;
 	atomic_store(&app_tid, (pid_t)syscall(SYS_gettid));
-	while (dp_engine_try_poll(engine, 0) < 0) /* the engine's thread is in a pass */
+	while (dp_engine_try_poll(engine, 0) < 0) { /* the engine's thread is in a pass */
+		if (now_ms() > until)
+			return "the engine's own thread to leave its pass";
 		sched_yield();
+	}
 	return NULL;
 }
 
@@ -3892,7 +3956,8 @@ static void test_engine_call_gives_up_on_an_application_held_in_a_pass(void **st
 	struct server_call c;
 	pthread_t app;
 	char want[64];
-	uint64_t deadline;
+	uint64_t deadline = 0;
+	void *app_waited;
 	(void)state;
 
 	atomic_store(&app_held, true);
@@ -3903,14 +3968,18 @@ static void test_engine_call_gives_up_on_an_application_held_in_a_pass(void **st
 	atomic_init(&r[0].finished, false);
 	assert_int_equal(pthread_create(&r[0].thread, NULL, run_engine, &r[0]), 0);
 	assert_int_equal(pthread_create(&app, NULL, app_pass_thread, &nodes[0].e), 0);
-	while (!atomic_load(&app_in_pass))
+	while (!atomic_load(&app_in_pass)) {
+		awaiting(&deadline, "the application's thread to enter the engine's pass");
 		usleep(1000);
+	}
 	call_for_a_region(&c); /* after the pass began: it would apply the request first */
 	deadline = now_ms() + 5000;
 	while (atomic_load(&c.res) == 0 && now_ms() < deadline)
 		usleep(1000);
 	atomic_store(&app_held, false);
-	pthread_join(app, NULL);
+	pthread_join(app, &app_waited);
+	if (app_waited)
+		fail_msg("the application's thread waited %u s for %s", AWAIT_MS / 1000, (const char *)app_waited);
 	if (atomic_load(&c.res) == 0)
 		fail_msg("a call to an engine held in a pass by the application's thread still waits after 5 s (its "
 			 "timeout: %llu ms), its own thread going round", CALL_TIMEOUT_NS / 1000000);
