@@ -31,7 +31,7 @@
  * that reads the byte as 0 (a peer from before it) sees one park in slot 0;
  * one that does not read it takes each ACK's named park as the only one.
  * A control message (SL_F_CTRL) of step 2 is a stall note (the engine's
- * coll_run.c note_stall): the call its sender waits in, opcode in kind and
+ * wait_notes.c dp_note_stall): the call its sender waits in, opcode in kind and
  * number in seq, with status 0 in count; a version 2 peer that does not
  * know it reads status 0 and drops it, so the version stays.  Its payload,
  * a string, was empty; it may now carry the chain of waits that end at

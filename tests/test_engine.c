@@ -1607,7 +1607,7 @@ static void test_an_early_send_is_named_at_a_timeout(void **state)
 	teardown_cluster();
 }
 
-/* A stall note (coll_run.c note_stall) names the call its rank waits in;
+/* A stall note (wait_notes.c dp_note_stall) names the call its rank waits in;
  * forged or corrupt ones (no call, a kind past the last, no text, a
  * failure status) change nothing of it, and a valid one, a recv from this
  * rank that this rank never sends for, turns its all-reduce's timeout into
@@ -2184,7 +2184,7 @@ static void test_a_tail_across_communicators_names_the_cycle(void **state)
 }
 
 /* A rank that waits on a cycle tells each rank waiting for it once
- * (coll_run.c tail_tell): node 2 waits for node 1, which waits for node 0
+ * (wait_notes.c tail_tell): node 2 waits for node 1, which waits for node 0
  * and holds two chains ending in node 2's wait (node 2's own note, and one
  * from a rank behind node 2); node 0 says twice, as a cycle note, that it
  * is in a cycle.  Node 1 sends one path note, not one a chain or one a
