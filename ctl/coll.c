@@ -530,15 +530,34 @@ static void nap(struct sluice_ctx *ctx)
 	atomic_fetch_sub_explicit(&page->client_sleeping, 1, memory_order_seq_cst);
 }
 
+/* The latest progress the dataplane has published for this process's calls (abi.h, sl_channel_bell). */
+static int64_t dataplane_progress(const struct sluice_ctx *ctx)
+{
+	int64_t latest = 0;
+
+	for (unsigned ch = 0; ch < ctx->nch; ch++) {
+		int64_t p = (int64_t)atomic_load_explicit(&ctx->page->bell[ch].progress_ns, memory_order_relaxed);
+		latest = p > latest ? p : latest;
+	}
+	return latest;
+}
+
 sluice_result_t sluice_wait(sluice_req_t *req)
 {
 	struct sluice_ctx *ctx = req_ctx(req, "sluice_wait");
-	int64_t start = sl_now_ns(), deadline, now = start;
+	int64_t start = sl_now_ns(), deadline, now = start, wait_ns;
 	sluice_result_t res = SLUICE_OK;
 
 	if (!ctx)
 		return SLUICE_ERR_INVALID_ARGUMENT;
-	deadline = start + (int64_t)(ctx->cfg.timeout_s + WAIT_MARGIN_S) * 1000000000;
+	/* The dataplane fails a call that has made no progress for its timeout
+	 * (the same SLUICE_TIMEOUT under sluice-run), with the reason: this wait
+	 * counts from the call's start or the last progress the dataplane
+	 * published, whichever is later, and gives the reason WAIT_MARGIN_S more
+	 * to arrive.  Without progress counted, a call that moved for a while and
+	 * then stopped ended here first, with no reason. */
+	wait_ns = (int64_t)(ctx->cfg.timeout_s + WAIT_MARGIN_S) * 1000000000;
+	deadline = start + wait_ns;
 	pthread_mutex_lock(&ctx->lock);
 	if (!req_live(req, "sluice_wait")) {
 		pthread_mutex_unlock(&ctx->lock);
@@ -554,10 +573,11 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 			res = fail_exited(ctx, req->tag);
 			break;
 		}
-		if (now > deadline) {
+		if (now > deadline && now > (deadline = dataplane_progress(ctx) + wait_ns)) {
 			res = sl_fail(SLUICE_ERR_TIMEOUT,
 				      "sluice_wait: request %llu got no completion within SLUICE_TIMEOUT=%d s "
-				      "(+%d s): the dataplane at %s is stuck or a rank stopped; check their logs",
+				      "(+%d s) of its start or its dataplane's last progress: the dataplane at %s "
+				      "is stuck or a rank stopped; check their logs",
 				      (unsigned long long)req->tag, ctx->cfg.timeout_s, WAIT_MARGIN_S,
 				      ctx->cfg.socket);
 			break;

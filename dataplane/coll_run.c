@@ -2182,6 +2182,18 @@ static uint32_t linger_progress(struct dp_engine *e, struct dp_comm *comm, uint6
 	return work;
 }
 
+/* Tell k's client that its calls still move: its wait times out from this,
+ * as check_timeout does from last_progress_ns, so the dataplane's reason for
+ * a call that stops after making progress reaches the client before the
+ * client's own timeout (abi.h, sl_channel_bell). */
+static void publish_progress(const struct dp_coll *k)
+{
+	struct dp_client *c = k->comm->client;
+
+	if (c && c->bell && k->last_progress_ns > atomic_load_explicit(&c->bell->progress_ns, memory_order_relaxed))
+		atomic_store_explicit(&c->bell->progress_ns, k->last_progress_ns, memory_order_relaxed);
+}
+
 uint32_t dp_colls_progress(struct dp_engine *e)
 {
 	uint32_t work = 0;
@@ -2218,6 +2230,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 				stash_starves(e, k, now);
 				dp_note_stall(e, k, now);
 				check_timeout(e, k, now);
+				publish_progress(k);
 			}
 			/* issue_sends drained the ready sends: received all and acked all is done */
 			if (k->status != SLUICE_OK || (sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0 &&

@@ -35,7 +35,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 9
+#define SL_ABI_VERSION 10
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -190,6 +190,10 @@ _Static_assert(sizeof(struct sl_cpl) % 64 == 0, "a completion slot is whole cach
 struct sl_channel_bell {
 	alignas(SL_CACHE_LINE) _Atomic uint32_t doorbell; /* futex word, bumped per submission */
 	_Atomic uint32_t engine_napping;                   /* engine is (about to be) in futex_wait */
+	/* CLOCK_MONOTONIC ns of the latest progress of any of the client's calls on this
+	 * channel, published on the engine's timer passes: the dataplane times a call
+	 * out from its last progress, and so does the client's own wait */
+	_Atomic uint64_t progress_ns;
 };
 
 /* The client page.  Its all-to-allv counts area follows at

@@ -1,0 +1,87 @@
+/*
+ * it_late_reason.c: a call that makes progress and then stops fails with
+ * the dataplane's reason, not libsluice's own timeout.  3 ranks, direct
+ * all-gather: rank 0 posts at once, rank 1 at 0.9 of SLUICE_TIMEOUT (its
+ * block reaches rank 0 then: progress), rank 2 never posts.  Rank 0's
+ * dataplane times the call out a timeout after that progress, 1.9 timeouts
+ * in; a wait that counted from its own start alone gave up at 1 timeout
+ * and its 2 s grace, with "got no completion", before the reason came.
+ * Run under sluice-run --timeout T with SLUICE_ALGO=direct.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank;
+#include "it_common.h"
+
+#define COUNT 1024 /* floats a rank's block */
+
+int main(void)
+{
+	const char *limit = getenv("SLUICE_TIMEOUT");
+	double timeout_s = limit ? atof(limit) : 0;
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	float *buf;
+	int nranks;
+
+	if (timeout_s <= 0 || timeout_s > 30) {
+		fprintf(stderr, "it_late_reason: set SLUICE_TIMEOUT (seconds, at most 30; sluice-run --timeout)\n");
+		return 2;
+	}
+	CHECK(sluice_init(&ctx));
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	CHECK(sluice_comm_rank(comm, &rank));
+	CHECK(sluice_comm_size(comm, &nranks));
+	if (nranks != 3) {
+		fprintf(stderr, "it_late_reason: runs on 3 ranks, not %d\n", nranks);
+		return 2;
+	}
+	CHECK(sluice_mem_alloc(ctx, 3 * COUNT * sizeof(float), (void **)&buf));
+	for (int i = 0; i < 3 * COUNT; i++)
+		buf[i] = (float)rank;
+	if (rank == 2) {
+		/* the rank that never posts: stay until the others have failed */
+		usleep((useconds_t)(3 * timeout_s * 1e6));
+		sluice_comm_destroy(comm); /* fails: the others' abort notices */
+		sluice_mem_free(ctx, buf);
+		sluice_finalize(ctx);
+		printf("rank 2: never posted\n");
+		return 0;
+	}
+	if (rank == 1)
+		usleep((useconds_t)(0.9 * timeout_s * 1e6));
+	double t0 = now_s();
+	CHECK(sluice_allgather(comm, buf + rank * COUNT, buf, COUNT, SLUICE_FLOAT32, &req));
+	sluice_result_t res = sluice_wait(req);
+	double took = now_s() - t0;
+	const char *why = sluice_last_error();
+	bool ok = true;
+
+	printf("rank %d: wait ended after %.2f s (%.2f timeouts): %s: %s\n", rank, took, took / timeout_s,
+	       sluice_get_error_string(res), why);
+	if (res == SLUICE_OK) {
+		fprintf(stderr, "rank %d: the all-gather succeeded without rank 2\n", rank);
+		ok = false;
+	} else if (strstr(why, "got no completion") || !strstr(why, "made no progress")) {
+		fprintf(stderr, "rank %d: FAIL: libsluice's own timeout, not the dataplane's reason: %s\n", rank, why);
+		ok = false;
+	}
+	/* the case under test: rank 0's call moved at 0.9 timeouts, so its reason comes after a wait
+	 * counted from its start would have ended (1 timeout and WAIT_MARGIN_S, 2 s) */
+	if (ok && rank == 0 && took < timeout_s + 2) {
+		fprintf(stderr, "rank 0: FAIL: the reason came after %.2f s, before a timeout and 2 s: rank 1's "
+			"block made no progress here, so this run does not test the late reason\n", took);
+		ok = false;
+	}
+	sluice_comm_destroy(comm); /* the communicator failed: its destroy says so */
+	if (!ok) /* a wait that gave up leaves its request in flight, and the buffer with it */
+		return 1;
+	CHECK(sluice_mem_free(ctx, buf));
+	CHECK(sluice_finalize(ctx));
+	return 0;
+}
