@@ -42,6 +42,7 @@ struct psn_ent {         /* one DATA PSN of one flow */
 	uint32_t retx;
 	uint32_t tx_copies, rx_copies; /* sent and received, retransmissions included */
 	bool orig_rx;        /* the first, plain copy arrived: any retransmission was spurious */
+	bool control;        /* a control message's or a cancelled message's: in no collective */
 	uint32_t coll;       /* where it belongs: a->colls[coll].links[link] */
 	uint8_t link;
 };
@@ -80,6 +81,14 @@ struct coll {
 	uint64_t retx;
 };
 
+/* DATA frames outside any collective (control messages: abort, closing,
+ * stall notes; cancelled messages) sent on a link and never arrived: a
+ * fault injector counts them with the others, and so does the link. */
+struct control_loss {
+	uint16_t src, dst;
+	uint64_t vanished;
+};
+
 struct analysis {
 	struct ev *evs;
 	size_t nevs;
@@ -89,6 +98,9 @@ struct analysis {
 	size_t ncolls, colls_cap;
 	uint64_t gap_ns;
 	uint64_t acks, other;
+	bool captured[UINT16_MAX + 1]; /* nodes whose own frames the capture holds */
+	struct control_loss control[256];
+	unsigned ncontrol;
 };
 
 /* ---- reading ---- */
@@ -309,6 +321,31 @@ static void account(struct analysis *a, const struct ev *e)
 	}
 }
 
+/* A control or cancelled message's DATA frame: counted per PSN, like a collective's. */
+static void account_control(struct analysis *a, const struct ev *e)
+{
+	struct psn_ent *pe = psn_get(a, e->p.src_node, e->p.dst_node, e->p.psn);
+
+	pe->control = true;
+	if (e->tx)
+		pe->tx_copies++;
+	else
+		pe->rx_copies++;
+}
+
+static void control_vanished(struct analysis *a, const struct psn_ent *pe)
+{
+	unsigned i;
+
+	for (i = 0; i < a->ncontrol && !(a->control[i].src == pe->src && a->control[i].dst == pe->dst); i++)
+		;
+	if (i == sizeof(a->control) / sizeof(a->control[0]))
+		return;
+	if (i == a->ncontrol)
+		a->control[a->ncontrol++] = (struct control_loss){ .src = pe->src, .dst = pe->dst };
+	a->control[i].vanished += pe->tx_copies - pe->rx_copies;
+}
+
 static int analyze(struct analysis *a)
 {
 	a->psn_cap = a->nevs * 2 + 1;
@@ -319,16 +356,22 @@ static int analyze(struct analysis *a)
 	}
 	for (size_t i = 0; i < a->nevs; i++) {
 		const struct ev *e = &a->evs[i];
-		if (e->p.type != SL_TRACE_T_DATA || e->p.flags & (SL_TRACE_F_CTRL | SL_TRACE_F_VOID)) {
+		a->captured[e->at] = true;
+		if (e->p.type != SL_TRACE_T_DATA) {
 			a->acks += e->p.type == SL_TRACE_T_ACK;
 			continue;
 		}
-		account(a, e);
+		if (e->p.flags & (SL_TRACE_F_CTRL | SL_TRACE_F_VOID))
+			account_control(a, e);
+		else
+			account(a, e);
 	}
 	/* a PSN sent whose plain copy never arrived where the receiver was captured: lost;
 	 * one that did arrive and was sent again anyway: spurious retransmissions */
 	for (size_t i = 0; i < a->psn_cap; i++) {
 		const struct psn_ent *pe = &a->psns[i];
+		if (pe->used && pe->control && a->captured[pe->dst] && pe->tx_copies > pe->rx_copies)
+			control_vanished(a, pe);
 		if (!pe->used || !pe->first_tx)
 			continue;
 		struct coll *c = &a->colls[pe->coll];
@@ -415,7 +458,7 @@ static int by_duration(const void *x, const void *y)
 struct blame {
 	uint16_t src, dst;
 	int src_rank, dst_rank;
-	uint64_t lost, lost_ns, retx, spurious, vanished, slowest;
+	uint64_t lost, lost_ns, retx, spurious, vanished, control_vanished, slowest;
 };
 
 static void summarize(const struct analysis *a, unsigned show)
@@ -446,6 +489,14 @@ static void summarize(const struct analysis *a, unsigned show)
 			b[j].slowest += l == sl;
 		}
 	}
+	/* a link's frames that never arrived include its control messages' (a link
+	 * that carried no collective's DATA is not shown) */
+	for (unsigned i = 0; i < a->ncontrol; i++)
+		for (unsigned j = 0; j < nb; j++)
+			if (b[j].src == a->control[i].src && b[j].dst == a->control[i].dst) {
+				b[j].vanished += a->control[i].vanished;
+				b[j].control_vanished = a->control[i].vanished;
+			}
 	/* the slowest collectives first */
 	for (size_t i = 0; order && i < a->ncolls; i++)
 		order[i] = &a->colls[i];
@@ -458,10 +509,11 @@ static void summarize(const struct analysis *a, unsigned show)
 	free(order);
 	printf("links over the whole capture:\n");
 	for (unsigned j = 0; j < nb; j++) {
-		printf("  rank %d (node %u) -> rank %d (node %u): %" PRIu64 " lost (%" PRIu64 " DATA frames never arrived), %"
-		       PRIu64 " retransmissions (%" PRIu64 " spurious) delaying packets %.3f ms in all, slowest link of %"
-		       PRIu64 " collectives\n", b[j].src_rank, b[j].src, b[j].dst_rank, b[j].dst, b[j].lost, b[j].vanished,
-		       b[j].retx, b[j].spurious, ms(b[j].lost_ns), b[j].slowest);
+		printf("  rank %d (node %u) -> rank %d (node %u): %" PRIu64 " lost (%" PRIu64 " DATA frames never arrived, %"
+		       PRIu64 " of them control messages), %" PRIu64 " retransmissions (%" PRIu64 " spurious) delaying "
+		       "packets %.3f ms in all, slowest link of %" PRIu64 " collectives\n", b[j].src_rank, b[j].src,
+		       b[j].dst_rank, b[j].dst, b[j].lost, b[j].vanished, b[j].control_vanished, b[j].retx, b[j].spurious,
+		       ms(b[j].lost_ns), b[j].slowest);
 		if (b[j].lost > b[best].lost || (b[j].lost == b[best].lost && (b[j].lost_ns > b[best].lost_ns ||
 		    (b[j].lost_ns == b[best].lost_ns && b[j].slowest > b[best].slowest))))
 			best = j;

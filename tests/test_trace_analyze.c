@@ -1,0 +1,97 @@
+/*
+ * test_trace_analyze.c: `sluice-trace analyze` counts every DATA frame a
+ * link sent that never arrived, control messages (a communicator's closing
+ * word, an abort, a stall note) included, as a fault injector does: it_trace
+ * compares the two, and a dropped closing word once made them differ by one
+ * (trace_loss_2ranks: "the fault injector dropped 41 DATA frames, analyze
+ * saw 40 vanish").  A capture is written by hand: node 0 sends node 1 three
+ * DATA frames of a collective and a closing word; one DATA frame and the
+ * closing word never arrive.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "trace_cli.h"
+#include "wire.h"
+
+#define COMM 0x1234u
+
+/* One frame from src to dst, captured at the sender (tx) or the receiver. */
+static void frame(FILE *f, uint64_t *ts, uint16_t src, uint16_t dst, uint32_t psn, uint16_t flags, bool tx)
+{
+	struct sl_addr a, b;
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = flags, .src_node = src,
+			    .dst_node = dst, .psn = psn, .comm = COMM, .seq = 0, .kind = 0, .len = 8 };
+	uint8_t buf[256], payload[8] = { 0 };
+	uint32_t len;
+
+	sl_addr_for_node(src, &a);
+	sl_addr_for_node(dst, &b);
+	len = sl_wire_build(buf, sizeof(buf), &a, &b, 1, &h, payload, NULL);
+	assert_true(len > 0);
+	/* interface i: node i's port */
+	assert_int_equal(tr_pcapng_packet(f, tx ? src : dst, (*ts)++ * 1000, buf, len, len, tx,
+					  tx ? "dir=tx rank=0 peer_rank=1" : "dir=rx rank=1 peer_rank=0"), 0);
+}
+
+static void control_frames_that_vanished_are_counted(void **state)
+{
+	char path[] = "/tmp/test-trace-analyze.XXXXXX", out[] = "/tmp/test-trace-analyze-out.XXXXXX";
+	struct tr_pcapng_if ifs[2] = { { "node0-port0", "node 0", 65535 }, { "node1-port0", "node 1", 65535 } };
+	uint64_t ts = 1;
+	int fd = mkstemp(path), ofd = mkstemp(out);
+	FILE *f = fdopen(fd, "w");
+	char text[8192] = "";
+
+	(void)state;
+	assert_non_null(f);
+	assert_true(ofd >= 0);
+	assert_int_equal(tr_pcapng_header(f, ifs, 2), 0);
+	for (uint32_t psn = 1; psn <= 3; psn++) {
+		frame(f, &ts, 0, 1, psn, 0, true);
+		if (psn != 2) /* PSN 2 is lost */
+			frame(f, &ts, 0, 1, psn, 0, false);
+		frame(f, &ts, 1, 0, psn, 0, true); /* node 1's part of the call */
+		frame(f, &ts, 1, 0, psn, 0, false);
+	}
+	frame(f, &ts, 0, 1, 4, SL_F_CTRL, true); /* the closing word, lost */
+	assert_int_equal(fclose(f), 0);
+
+	/* analyze prints on stdout: into the file */
+	fflush(stdout);
+	int saved = dup(STDOUT_FILENO);
+	assert_true(dup2(ofd, STDOUT_FILENO) >= 0);
+	char *argv[] = { "analyze", path, NULL };
+	int rc = tr_cmd_analyze(2, argv);
+	fflush(stdout);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	assert_int_equal(rc, 0);
+	FILE *r = fdopen(ofd, "r");
+	rewind(r);
+	size_t n = fread(text, 1, sizeof(text) - 1, r);
+	text[n] = '\0';
+	fclose(r);
+	unlink(path);
+	unlink(out);
+	const char *want = "rank 0 (node 0) -> rank 1 (node 1): 1 lost (2 DATA frames never arrived, 1 of them "
+			   "control messages)";
+	if (!strstr(text, want))
+		fail_msg("analyze said:\n%s\nwanted a line with: %s", text, want);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(control_frames_that_vanished_are_counted),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
