@@ -69,6 +69,10 @@ int64_t sl_ctl_wait_s(int timeout_s, const struct sl_ctl_msg *msg)
 {
 	uint64_t gib = msg->type == SL_CTL_REG ? (msg->a.size >> 30) + ((msg->a.size & ((1u << 30) - 1)) != 0) : 0;
 
+	/* the dataplane holds a destroy up to its timeout for the peers' closing
+	 * words (the same SLUICE_TIMEOUT under sluice-run): wait for its answer */
+	if (msg->type == SL_CTL_COMM_DESTROY)
+		return timeout_s + SL_WAIT_MARGIN_S;
 	return timeout_s + (gib < SL_TIMEOUT_MAX / SL_REG_S_PER_GIB ? (int64_t)gib * SL_REG_S_PER_GIB : SL_TIMEOUT_MAX);
 }
 
@@ -88,17 +92,20 @@ static sluice_result_t ctl_recv(struct sluice_ctx *ctx, const struct sl_ctl_msg 
 	} while (ready < 0 ? errno == EINTR : ready == 0 && left_ms > 0);
 	if (ready == 0) {
 		ctx->ctl_broken = true;
-		if (wait_s > ctx->cfg.timeout_s)
+		if (type == SL_CTL_REG)
 			return sl_fail(SLUICE_ERR_TIMEOUT,
 				       "the dataplane at %s did not answer %s of %llu bytes within %lld s "
 				       "(SLUICE_TIMEOUT=%d s and %d s a GiB): check that it is alive, or raise "
 				       "SLUICE_TIMEOUT",
 				       ctx->cfg.socket, ctl_name(type), (unsigned long long)msg->a.size,
 				       (long long)wait_s, ctx->cfg.timeout_s, SL_REG_S_PER_GIB);
+		char more[32] = ""; /* a destroy's margin */
+		if (wait_s > ctx->cfg.timeout_s)
+			snprintf(more, sizeof(more), " (+%lld s)", (long long)(wait_s - ctx->cfg.timeout_s));
 		return sl_fail(SLUICE_ERR_TIMEOUT,
-			       "the dataplane at %s did not answer %s within SLUICE_TIMEOUT=%d s: check that "
+			       "the dataplane at %s did not answer %s within SLUICE_TIMEOUT=%d s%s: check that "
 			       "it is alive, or raise SLUICE_TIMEOUT",
-			       ctx->cfg.socket, ctl_name(type), ctx->cfg.timeout_s);
+			       ctx->cfg.socket, ctl_name(type), ctx->cfg.timeout_s, more);
 	}
 	if (ready < 0)
 		return sl_fail(SLUICE_ERR_SYSTEM, "waiting for the dataplane's answer to %s from %s failed: %s",

@@ -30,7 +30,6 @@
 #define DRIVE_IDLE_NS (100 * 1000LL)    /* embedded: drive an idle engine this long, then hand it back */
 #define NAP_NS (1000 * 1000LL)         /* one futex sleep, at most */
 #define HUP_CHECK_NS (5 * 1000000LL)   /* how often to ask whether the dataplane is alive */
-#define WAIT_MARGIN_S 2                /* past SLUICE_TIMEOUT: the dataplane reports peer failures first */
 #define RING_FULL_NAP_NS (50 * 1000LL) /* between retries on a full submission ring */
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
@@ -553,10 +552,10 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 	/* The dataplane fails a call that has made no progress for its timeout
 	 * (the same SLUICE_TIMEOUT under sluice-run), with the reason: this wait
 	 * counts from the call's start or the last progress the dataplane
-	 * published, whichever is later, and gives the reason WAIT_MARGIN_S more
+	 * published, whichever is later, and gives the reason SL_WAIT_MARGIN_S more
 	 * to arrive.  Without progress counted, a call that moved for a while and
 	 * then stopped ended here first, with no reason. */
-	wait_ns = (int64_t)(ctx->cfg.timeout_s + WAIT_MARGIN_S) * 1000000000;
+	wait_ns = (int64_t)(ctx->cfg.timeout_s + SL_WAIT_MARGIN_S) * 1000000000;
 	deadline = start + wait_ns;
 	pthread_mutex_lock(&ctx->lock);
 	if (!req_live(req, "sluice_wait")) {
@@ -578,7 +577,7 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 				      "sluice_wait: request %llu got no completion within SLUICE_TIMEOUT=%d s "
 				      "(+%d s) of its start or its dataplane's last progress: the dataplane at %s "
 				      "is stuck or a rank stopped; check their logs",
-				      (unsigned long long)req->tag, ctx->cfg.timeout_s, WAIT_MARGIN_S,
+				      (unsigned long long)req->tag, ctx->cfg.timeout_s, SL_WAIT_MARGIN_S,
 				      ctx->cfg.socket);
 			break;
 		}

@@ -176,8 +176,13 @@ sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int 
  * 2-core VMs, more under load.  REG's answer may take this much longer per
  * GiB (or part of one) than SLUICE_TIMEOUT. */
 #define SL_REG_S_PER_GIB 10
-/* Seconds the answer to msg may take: timeout_s (SLUICE_TIMEOUT), and for
- * REG SL_REG_S_PER_GIB more per GiB of its area, a day more at most. */
+/* Past SLUICE_TIMEOUT, for what the dataplane itself bounds by the same
+ * timeout (a call, a destroy waiting for its peers): its answer, with the
+ * reason, comes first. */
+#define SL_WAIT_MARGIN_S 2
+/* Seconds the answer to msg may take: timeout_s (SLUICE_TIMEOUT); for
+ * REG SL_REG_S_PER_GIB more per GiB of its area, a day more at most; for
+ * COMM_DESTROY SL_WAIT_MARGIN_S more. */
 int64_t sl_ctl_wait_s(int timeout_s, const struct sl_ctl_msg *msg);
 
 /* Where [ptr, ptr + bytes) lies in registered memory; what names it in the message. */

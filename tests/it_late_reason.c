@@ -9,6 +9,12 @@
  * (with a timeout above 4 s; at 0.9 of a 4 s timeout rank 1 posted too
  * late under the sanitizers at load 12).  Run under sluice-run --timeout T
  * (T > 4) with SLUICE_ALGO=direct.
+ *
+ * --destroy, 2 ranks: rank 1 destroys the communicator two timeouts late.
+ * Rank 0's dataplane holds its destroy a timeout for rank 1's closing word,
+ * then answers; libsluice waited for that answer the same timeout, from
+ * before the dataplane's wait began, and gave up first: "did not answer
+ * COMM_DESTROY within SLUICE_TIMEOUT" from a dataplane that was fine.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,9 +27,29 @@ static int rank;
 
 #define COUNT 1024 /* floats a rank's block */
 
-int main(void)
+static int run_destroy(sluice_ctx_t *ctx, sluice_comm_t *comm, double timeout_s)
+{
+	if (rank == 1)
+		usleep((useconds_t)(2 * timeout_s * 1e6));
+	double t0 = now_s();
+	sluice_result_t res = sluice_comm_destroy(comm);
+	double took = now_s() - t0;
+
+	printf("rank %d: destroy ended after %.2f s: %s%s%s\n", rank, took, sluice_get_error_string(res),
+	       res ? ": " : "", res ? sluice_last_error() : "");
+	if (res != SLUICE_OK) {
+		fprintf(stderr, "rank %d: FAIL: the destroy failed, not the dataplane's answer after its wait: %s\n",
+			rank, sluice_last_error());
+		return 1;
+	}
+	CHECK(sluice_finalize(ctx));
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	const char *limit = getenv("SLUICE_TIMEOUT");
+	bool destroy = argc == 2 && !strcmp(argv[1], "--destroy");
 	double timeout_s = limit ? atof(limit) : 0;
 	sluice_ctx_t *ctx;
 	sluice_comm_t *comm;
@@ -31,7 +57,11 @@ int main(void)
 	float *buf;
 	int nranks;
 
-	if (timeout_s <= 4 || timeout_s > 30) {
+	if (argc > 1 + destroy) {
+		fprintf(stderr, "usage: it_late_reason [--destroy]\n");
+		return 2;
+	}
+	if (timeout_s <= (destroy ? 0 : 4) || timeout_s > 30) {
 		fprintf(stderr, "it_late_reason: set SLUICE_TIMEOUT (seconds, above 4, at most 30; sluice-run --timeout)\n");
 		return 2;
 	}
@@ -39,10 +69,12 @@ int main(void)
 	CHECK(sluice_comm_init_env(ctx, &comm));
 	CHECK(sluice_comm_rank(comm, &rank));
 	CHECK(sluice_comm_size(comm, &nranks));
-	if (nranks != 3) {
-		fprintf(stderr, "it_late_reason: runs on 3 ranks, not %d\n", nranks);
+	if (nranks != 3 - destroy) {
+		fprintf(stderr, "it_late_reason: runs on %d ranks, not %d\n", 3 - destroy, nranks);
 		return 2;
 	}
+	if (destroy)
+		return run_destroy(ctx, comm, timeout_s);
 	CHECK(sluice_mem_alloc(ctx, 3 * COUNT * sizeof(float), (void **)&buf));
 	for (int i = 0; i < 3 * COUNT; i++)
 		buf[i] = (float)rank;

@@ -651,7 +651,7 @@ static void attach_and_memory(void **state)
  * SLUICE_TIMEOUT: a daemon touches every page of the area as it maps it. */
 static void reg_wait_grows_with_size(void **state)
 {
-	struct sl_ctl_msg reg = {.type = SL_CTL_REG}, other = {.type = SL_CTL_INFO};
+	struct sl_ctl_msg reg = {.type = SL_CTL_REG}, other = {.type = SL_CTL_INFO}, destroy = {.type = SL_CTL_COMM_DESTROY};
 	static const struct {
 		uint64_t size;
 		int64_t more; /* seconds past SLUICE_TIMEOUT */
@@ -665,6 +665,8 @@ static void reg_wait_grows_with_size(void **state)
 		reg.a.size = other.a.size = w[i].size;
 		assert_int_equal(sl_ctl_wait_s(30, &reg), 30 + w[i].more);
 		assert_int_equal(sl_ctl_wait_s(30, &other), 30);
+		/* a destroy: the dataplane's own wait for the peers, and the margin */
+		assert_int_equal(sl_ctl_wait_s(30, &destroy), 30 + SL_WAIT_MARGIN_S);
 	}
 }
 
