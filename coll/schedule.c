@@ -593,44 +593,93 @@ static struct sl_xfer *find_recv(const struct sl_sched *s, uint32_t from, uint32
 	return NULL;
 }
 
+/* applied[]'s bits, per reception chunk */
+enum { CHUNK_COMPLETE = 1, CHUNK_RELEASED = 2 /* its dependents are ready */ };
+
 static bool chunk_complete(const struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
 {
-	return s->applied[x->chunk0 + c];
+	return s->applied[x->chunk0 + c] & CHUNK_COMPLETE;
 }
 
-/* [off, off + len) is exactly packet *pkt of chunk *c of x. */
-static bool locate(const struct sl_sched *s, const struct sl_xfer *x, uint64_t off, uint64_t len,
-		   uint32_t *c, uint32_t *pkt)
+/* [off, off + len), in chunk c of x (sl_sched_recv_at), is exactly its
+ * packet *pkt. */
+static bool locate(const struct sl_sched *s, const struct sl_xfer *x, uint32_t c, uint64_t off, uint64_t len,
+		   uint32_t *pkt)
 {
 	const struct sl_sched_plan *p = &s->p;
 
 	if (x->len == 0) {
-		*c = *pkt = 0;
-		return off == 0 && len == 0;
+		*pkt = 0;
+		return len == 0;
 	}
-	if (off >= x->len || off % p->payload != 0)
+	if (off % p->payload != 0)
 		return false;
-	*c = (uint32_t)(off / p->chunk_bytes);
-	*pkt = (uint32_t)(off % p->chunk_bytes / p->payload);
+	*pkt = (uint32_t)((off - (uint64_t)c * p->chunk_bytes) / p->payload);
 	/* chunks are whole payloads, so only the transfer's last packet is short */
 	return len == min_u64(p->payload, x->len - off);
 }
 
 static void release_dependents(struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
 {
+	uint8_t *flags = &s->applied[x->chunk0 + c];
+
+	if (*flags & CHUNK_RELEASED)
+		return;
+	*flags |= CHUNK_RELEASED;
 	for (int32_t d = x->first_dep; d >= 0; d = s->x[d].next_dep)
 		push_chunk(s, &s->x[d], c);
+}
+
+/* Where byte off of reception x lies; false when outside it. */
+static bool recv_at(const struct sl_sched *s, const struct sl_xfer *x, uint64_t off, struct sl_recv_at *at)
+{
+	if (off >= x->len && !(off == 0 && x->len == 0))
+		return false;
+	at->recv = (uint32_t)(x - s->x);
+	at->chunk = (uint32_t)(off / s->p.chunk_bytes);
+	at->index = x->chunk0 + at->chunk;
+	return true;
+}
+
+bool sl_sched_recv_at(const struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off, struct sl_recv_at *at)
+{
+	const struct sl_xfer *x = find_recv(s, from, step);
+
+	return x && recv_at(s, x, off, at);
+}
+
+uint32_t sl_sched_chunk_packets(const struct sl_sched *s, const struct sl_recv_at *at)
+{
+	uint64_t len = chunk_len(&s->p, &s->x[at->recv], at->chunk);
+
+	return len == 0 ? 1 : (uint32_t)((len + s->p.payload - 1) / s->p.payload);
+}
+
+void sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at)
+{
+	release_dependents(s, &s->x[at->recv], at->chunk);
 }
 
 enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off,
 					uint64_t len, struct sl_action *act)
 {
-	struct sl_xfer *x = find_recv(s, from, step);
-	uint32_t c, pkt;
+	const struct sl_xfer *x = find_recv(s, from, step);
+	struct sl_recv_at at;
 
 	if (!x)
 		return SL_SCHED_BAD_STEP;
-	if (!locate(s, x, off, len, &c, &pkt))
+	if (!recv_at(s, x, off, &at))
+		return SL_SCHED_BAD_RANGE;
+	return sl_sched_on_packet_at(s, &at, off, len, act);
+}
+
+enum sl_sched_result sl_sched_on_packet_at(struct sl_sched *s, const struct sl_recv_at *at, uint64_t off,
+					   uint64_t len, struct sl_action *act)
+{
+	struct sl_xfer *x = &s->x[at->recv];
+	uint32_t c = at->chunk, pkt;
+
+	if (!locate(s, x, c, off, len, &pkt))
 		return SL_SCHED_BAD_RANGE;
 	uint64_t *mask = &s->arrived[x->chunk0 + c], bit = UINT64_C(1) << pkt;
 	if (*mask & bit)
@@ -658,9 +707,9 @@ void sl_sched_chunk_applied(struct sl_sched *s, uint32_t recv, uint32_t chunk)
 {
 	const struct sl_xfer *x = &s->x[recv];
 
-	if (s->applied[x->chunk0 + chunk])
+	if (s->applied[x->chunk0 + chunk] & CHUNK_COMPLETE)
 		return;
-	s->applied[x->chunk0 + chunk] = 1;
+	s->applied[x->chunk0 + chunk] |= CHUNK_COMPLETE;
 	s->chunks_left--;
 	release_dependents(s, x, chunk);
 }
@@ -684,11 +733,9 @@ bool sl_sched_input_gate_ok(const struct sl_sched *s)
 
 int64_t sl_sched_recv_chunk(const struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off)
 {
-	const struct sl_xfer *x = find_recv(s, from, step);
+	struct sl_recv_at at;
 
-	if (!x || (off >= x->len && !(off == 0 && x->len == 0)))
-		return -1;
-	return x->chunk0 + (int64_t)(off / s->p.chunk_bytes);
+	return sl_sched_recv_at(s, from, step, off, &at) ? (int64_t)at.index : -1;
 }
 
 int sl_sched_waiting_on(const struct sl_sched *s)

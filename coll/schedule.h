@@ -223,6 +223,29 @@ uint32_t sl_sched_release_lazy(struct sl_sched *s);
 enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off,
 					uint64_t len, struct sl_action *act);
 
+/* Where a packet of reception (from, step) at byte off of it lands: found
+ * once (sl_sched_recv_at) and passed on, so that a packet that waits on
+ * something first (the input gate) is looked up once. */
+struct sl_recv_at {
+	uint32_t recv;  /* the reception, an index in x */
+	uint32_t chunk; /* its chunk */
+	uint32_t index; /* that chunk among every reception's (0 .. chunks_built - 1) */
+};
+/* False when no reception has that byte (sl_sched_on_packet refuses it). */
+bool sl_sched_recv_at(const struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off, struct sl_recv_at *at);
+/* sl_sched_on_packet for a packet sl_sched_recv_at found. */
+enum sl_sched_result sl_sched_on_packet_at(struct sl_sched *s, const struct sl_recv_at *at, uint64_t off,
+					   uint64_t len, struct sl_action *act);
+/* How many packets at's chunk holds. */
+uint32_t sl_sched_chunk_packets(const struct sl_sched *s, const struct sl_recv_at *at);
+/* Every packet of at's chunk has arrived but waits to land (a call on its
+ * input: sl_sched_input_gate_ok): the sends that wait on that chunk are
+ * ready now.  They only pace (pairwise: one peer a step), and they read
+ * other blocks than it writes; waiting for it to land put the gate's
+ * acknowledgement round trip between every two steps.  Its completion
+ * (sl_sched_chunk_applied, or its last packet) releases nothing again. */
+void sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at);
+
 /* Gated schedules: every packet of chunk `chunk` of reception `recv` (from
  * an action's chunk_full) has been applied.  Releases what waits on it. */
 void sl_sched_chunk_applied(struct sl_sched *s, uint32_t recv, uint32_t chunk);

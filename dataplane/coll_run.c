@@ -311,6 +311,8 @@ static void coll_free(struct dp_engine *e, struct dp_coll *k)
 	if (k->gdev)
 		dp_async_fini(k);
 	free_packets(e, k->deferred);
+	for (uint32_t c = 0; k->gate_wait && c < k->sched.chunks_built; c++)
+		free_packets(e, k->gate_wait[c]);
 	dp_pool_put(&e->pool, k->owned);
 	coll_put(e, k);
 }
@@ -922,35 +924,48 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 		sl_scale_avg(dst, len / esize, k->cmd.dtype, k->comm->nranks);
 }
 
-/* Whether a packet of k from rank src may land: on the input itself
- * (k->src_free), only once the send that reads those bytes is acknowledged
- * (no retransmission reads them again).  One the schedule does not know is
- * let through, to be refused there. */
-static bool dest_free(const struct dp_coll *k, uint32_t src, const struct sl_hdr *h)
+/* A packet of k, on its input, arrived at `at` before the send that reads
+ * those bytes was acknowledged (offer): once its whole chunk has, the sends
+ * that pace on that chunk may go (sl_sched_chunk_arrived), an
+ * acknowledgement's round trip before it lands. */
+static void gate_held(struct dp_coll *k, const struct sl_recv_at *at)
 {
-	int64_t c;
+	uint8_t *held = &k->gate_held[at->index];
+	uint32_t packets = sl_sched_chunk_packets(&k->sched, at);
 
-	if (!k->src_free)
-		return true;
-	c = sl_sched_recv_chunk(&k->sched, src, h->step, h->offset);
-	return c < 0 || k->src_free[c];
+	if (*held < packets && ++*held == packets)
+		sl_sched_chunk_arrived(&k->sched, at);
 }
 
 /* Offer one packet of k from rank src to its schedule and apply it (or,
- * gated, post it to the reducer) if its turn has come.  *chunk_done says
- * whether deferred packets may now fit. */
+ * gated, post it to the reducer) if its turn has come.  On the input
+ * itself (k->src_free) a packet lands only once the send that reads its
+ * bytes is acknowledged (no retransmission reads them again); the
+ * reception it lands in is looked up once, here, for both.  held: on its
+ * first offer (NULL on the next), the reception chunk whose gate holds it,
+ * else -1.  *chunk_done says whether deferred packets may now fit. */
 static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32_t src, const struct sl_hdr *h,
-				  const uint8_t *payload, bool *chunk_done)
+				  const uint8_t *payload, int64_t *held, bool *chunk_done)
 {
 	struct sl_action act;
+	struct sl_recv_at at;
 	enum sl_sched_result res;
+	/* one the schedule does not know is let through, to be refused there */
+	bool gated = k->src_free && sl_sched_recv_at(&k->sched, src, h->step, h->offset, &at);
 
 	*chunk_done = false;
-	if (k->snapping || (k->gdev && !dp_async_room(k, h->len, true)) || !dest_free(k, src, h))
-		return SL_SCHED_DEFER; /* the input is being copied, the reducer is full, or a send
-					* still reads where it lands: like an early packet, offered
-					* again later */
-	res = sl_sched_on_packet(&k->sched, src, h->step, h->offset, h->len, &act);
+	if (k->snapping || (k->gdev && !dp_async_room(k, h->len, true)))
+		return SL_SCHED_DEFER; /* the input is being copied or the reducer is full: like an
+					* early packet, offered again later */
+	if (gated && !k->src_free[at.index]) {
+		if (held) {
+			*held = at.index;
+			gate_held(k, &at);
+		}
+		return SL_SCHED_DEFER; /* a send still reads where it lands */
+	}
+	res = gated ? sl_sched_on_packet_at(&k->sched, &at, h->offset, h->len, &act)
+		    : sl_sched_on_packet(&k->sched, src, h->step, h->offset, h->len, &act);
 	if (res == SL_SCHED_OK) {
 		if (!k->gdev)
 			apply_action(k, &act, payload, h->len);
@@ -1008,7 +1023,7 @@ static uint64_t retry_deferred_upto(struct dp_engine *e, struct dp_coll *k, uint
 		while (*p) {
 			struct dp_stashed *s = *p;
 			bool done;
-			if (offer(e, k, (uint32_t)rank_of_node(k->comm, s->hdr.src_node), &s->hdr, s->payload,
+			if (offer(e, k, (uint32_t)rank_of_node(k->comm, s->hdr.src_node), &s->hdr, s->payload, NULL,
 				  &done) == SL_SCHED_DEFER) {
 				p = &s->next;
 				continue;
@@ -1066,8 +1081,13 @@ static bool defer_overflows(struct dp_engine *e, struct dp_coll *k, int src)
 	return true;
 }
 
-static void defer(struct dp_engine *e, struct dp_coll *k, int src, const struct sl_hdr *h, const uint8_t *payload)
+/* held: the reception chunk whose input gate holds it (offer), -1 none:
+ * kept on that chunk's list, offered again once the gate opens
+ * (source_freed), not at every acknowledgement of the call. */
+static void defer(struct dp_engine *e, struct dp_coll *k, int src, const struct sl_hdr *h, const uint8_t *payload,
+		  int64_t held)
 {
+	struct dp_stashed **list = held < 0 ? &k->deferred : &k->gate_wait[held];
 	struct dp_stashed *s;
 
 	if (defer_overflows(e, k, src))
@@ -1080,8 +1100,8 @@ static void defer(struct dp_engine *e, struct dp_coll *k, int src, const struct 
 			  sl_coll_name(k->cmd.opcode), k->seq);
 		return;
 	}
-	s->next = k->deferred;
-	k->deferred = s;
+	s->next = *list;
+	*list = s;
 	k->ndeferred++;
 }
 
@@ -1096,8 +1116,10 @@ static void apply(struct dp_engine *e, struct dp_coll *k, int src, const struct 
 		report_mismatch(e, k, h, src);
 		return;
 	}
-	if (offer(e, k, (uint32_t)src, h, payload, &chunk_done) == SL_SCHED_DEFER)
-		defer(e, k, src, h, payload);
+	int64_t held = -1;
+
+	if (offer(e, k, (uint32_t)src, h, payload, &held, &chunk_done) == SL_SCHED_DEFER)
+		defer(e, k, src, h, payload, held);
 	else if (chunk_done)
 		retry_deferred(e, k);
 	linger_mark(k); /* a lingering call's check has come */
@@ -1135,7 +1157,7 @@ static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_
 				first = act;
 		} else {
 			struct sl_hdr h = { .step = (uint16_t)s->step, .offset = s->xoff + o, .len = (uint32_t)len };
-			if (offer(e, k, k->comm->rank, &h, src, &chunk_done) != SL_SCHED_OK) {
+			if (offer(e, k, k->comm->rank, &h, src, NULL, &chunk_done) != SL_SCHED_OK) {
 				local_refused(e, k, s, o);
 				return true;
 			}
@@ -1486,7 +1508,7 @@ enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const ui
 }
 
 /* m, a send chunk of a call on its input, is acknowledged: the peer's
- * chunk that lands on the same bytes may now (dest_free). */
+ * chunk that lands on the same bytes may now (offer). */
 static void source_freed(struct dp_coll *k, const struct sl_tp_msg *m)
 {
 	int r = rank_of_node(k->comm, m->dst_node);
@@ -1495,6 +1517,12 @@ static void source_freed(struct dp_coll *k, const struct sl_tp_msg *m)
 	if (c < 0)
 		return;
 	k->src_free[c] = 1;
+	while (k->gate_wait[c]) { /* its packets, offered again a budget a pass (issue_sends) */
+		struct dp_stashed *s = k->gate_wait[c];
+		k->gate_wait[c] = s->next;
+		s->next = k->deferred;
+		k->deferred = s;
+	}
 	k->deferred_due |= k->deferred != NULL;
 }
 
@@ -1675,7 +1703,7 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
  * pass: 3.0 s of a 2-rank 1 GiB call's 3.2, while the peer, unanswered,
  * backed its RTO off and resent its window (perf/ALGORITHMS.md, big27).
  * Its packets then wait for the acknowledgement of the send that reads
- * where they land (dest_free): about a window of them, not the input.
+ * where they land (offer): about a window of them, not the input.
  */
 static bool runs_on_input(const struct dp_engine *e, const struct dp_coll *k, uint64_t snap)
 {
@@ -1688,12 +1716,14 @@ static bool runs_on_input(const struct dp_engine *e, const struct dp_coll *k, ui
 static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 {
 	const struct sl_sched *s = &k->sched;
-	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0, gate = 0;
+	uint64_t snap = s->snapshot_send ? s->bytes[SL_BUF_SEND] : 0, gate = 0, scratch = s->bytes[SL_BUF_SCRATCH];
 	const uint8_t *input = k->buf[SL_BUF_SEND];
 	static uint8_t none; /* the scratch of a call that needs none: zero-length transfers point here */
 
 	if (runs_on_input(e, k, snap)) {
-		gate = s->chunks_built;
+		/* gate_wait, src_free and gate_held, after scratch (aligned for gate_wait) */
+		scratch = (scratch + 7) & ~UINT64_C(7);
+		gate = s->chunks_built * (sizeof(*k->gate_wait) + 2);
 		snap = 0;
 	}
 	if (k->gdev && dp_async_alloc(k, s->bytes[SL_BUF_SCRATCH], snap, why) != 0)
@@ -1701,17 +1731,20 @@ static int alloc_owned(struct dp_engine *e, struct dp_coll *k, char *why)
 	/* Scratch on the host, if any: most small calls need none (a gather's
 	 * leaf), and taking a block of one byte each was 2-3% of a leaf's time
 	 * (then a malloc). */
-	if ((!k->gdev || k->gdev->device < 0) && !(s->bytes[SL_BUF_SCRATCH] + snap + gate)) {
+	if ((!k->gdev || k->gdev->device < 0) && !(scratch + snap + gate)) {
 		k->buf[SL_BUF_SCRATCH] = &none;
 	} else if (!k->gdev || k->gdev->device < 0) {
-		k->owned_len = s->bytes[SL_BUF_SCRATCH] + snap + gate;
+		k->owned_len = scratch + snap + gate;
 		if (!(k->owned = owned_get(e, k->owned_len)))
 			return -1;
 		k->buf[SL_BUF_SCRATCH] = k->owned;
 		if (snap)
 			k->buf[SL_BUF_SEND] = k->owned + s->bytes[SL_BUF_SCRATCH];
-		if (gate)
-			k->src_free = memset(k->owned + s->bytes[SL_BUF_SCRATCH], 0, gate);
+		if (gate) {
+			k->gate_wait = memset(k->owned + scratch, 0, gate);
+			k->src_free = (uint8_t *)(k->gate_wait + s->chunks_built);
+			k->gate_held = k->src_free + s->chunks_built;
+		}
 	}
 	if (snap) { /* copied by issue_sends, or gated, by the reducer */
 		k->snap_src = input;

@@ -317,6 +317,10 @@ struct dp_coll {
 	 * that reads its bytes is acknowledged, so that its packets may land;
 	 * NULL for every other call. */
 	uint8_t *src_free;
+	/* and how many of its packets arrived before that and wait (when all
+	 * have, the sends that pace on it go: sl_sched_chunk_arrived) */
+	uint8_t *gate_held;
+	struct dp_stashed **gate_wait; /* and those packets, offered again once it is */
 	int32_t status;           /* SLUICE_OK until it fails */
 	/* Reported done to the client, kept for the call checks still to come
 	 * and the ACKs of its sends, which now read linger_copy instead of the

@@ -15,7 +15,7 @@
  * with random counts (zeros among them) and gaps between blocks.  An
  * in-place all-to-all also runs on its input, as the engine runs a large
  * one: a packet lands only once every packet of the send that reads its
- * bytes was delivered (acknowledged), as dataplane/coll_run.c's dest_free.
+ * bytes was delivered (acknowledged), as dataplane/coll_run.c's offer.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -72,6 +72,7 @@ struct rank {
 	 * and whether they all arrived, so that it may land. */
 	uint32_t *unacked;
 	uint8_t *src_free;
+	uint8_t *gate_held; /* and how many of its packets wait there (sl_sched_chunk_arrived) */
 };
 
 struct cluster {
@@ -122,15 +123,22 @@ static void apply(uint32_t to, const struct sl_action *a, const uint8_t *data, u
 static void drain(uint32_t rk);
 
 /* Offer a packet to rank `to`'s schedule; on its input, one whose bytes a
- * send still reads is deferred, as the engine's dest_free does. */
-static enum sl_sched_result offer_sched(uint32_t to, const struct packet *pk, struct sl_action *a)
+ * send still reads is deferred, as the engine's offer does, and once a
+ * chunk's every packet waits so, the sends that pace on it go (first: the
+ * packet's first offer). */
+static enum sl_sched_result offer_sched(uint32_t to, const struct packet *pk, bool first, struct sl_action *a)
 {
 	struct rank *r = &cl.r[to];
-	int64_t k = r->src_free ? sl_sched_recv_chunk(&r->s, pk->from, pk->step, pk->xoff) : -1;
+	struct sl_recv_at at;
 
-	if (k >= 0 && !r->src_free[k])
+	if (!r->src_free || !sl_sched_recv_at(&r->s, pk->from, pk->step, pk->xoff, &at))
+		return sl_sched_on_packet(&r->s, pk->from, pk->step, pk->xoff, pk->len, a);
+	if (!r->src_free[at.index]) {
+		if (first && ++r->gate_held[at.index] == sl_sched_chunk_packets(&r->s, &at))
+			sl_sched_chunk_arrived(&r->s, &at);
 		return SL_SCHED_DEFER;
-	return sl_sched_on_packet(&r->s, pk->from, pk->step, pk->xoff, pk->len, a);
+	}
+	return sl_sched_on_packet_at(&r->s, &at, pk->xoff, pk->len, a);
 }
 
 /* Offer the held packets again until none fits. */
@@ -144,7 +152,7 @@ static void retry_held(uint32_t rk)
 		for (size_t i = 0; i < r->nheld; i++) {
 			struct held *h = &r->held[i];
 			struct sl_action a;
-			enum sl_sched_result res = offer_sched(rk, &h->pk, &a);
+			enum sl_sched_result res = offer_sched(rk, &h->pk, false, &a);
 			if (res == SL_SCHED_DEFER)
 				continue;
 			assert_int_equal(res, SL_SCHED_OK);
@@ -160,7 +168,7 @@ static void offer(const struct packet *pk, const uint8_t *data)
 {
 	struct rank *r = &cl.r[pk->to];
 	struct sl_action a;
-	enum sl_sched_result res = offer_sched(pk->to, pk, &a);
+	enum sl_sched_result res = offer_sched(pk->to, pk, true, &a);
 
 	if (res == SL_SCHED_DEFER) {
 		assert_true(r->nheld < sizeof(r->held) / sizeof(r->held[0]));
@@ -381,7 +389,8 @@ static void setup_rank(uint32_t rk, bool in_place, bool rough)
 	if (cl.on_input && sl_sched_input_gate_ok(&r->s)) {
 		r->unacked = calloc(r->s.chunks_built + 1, sizeof(*r->unacked));
 		r->src_free = calloc(r->s.chunks_built + 1, 1);
-		assert_true(r->unacked && r->src_free);
+		r->gate_held = calloc(r->s.chunks_built + 1, 1);
+		assert_true(r->unacked && r->src_free && r->gate_held);
 	}
 	r->snap = r->s.snapshot_send && !r->src_free ? malloc(r->s.bytes[SL_BUF_SEND] + 1) : NULL;
 	r->buf[SL_BUF_SEND] = r->send;
@@ -412,6 +421,7 @@ static void teardown(void)
 		free(cl.r[k].before);
 		free(cl.r[k].unacked);
 		free(cl.r[k].src_free);
+		free(cl.r[k].gate_held);
 		memset(&cl.r[k], 0, sizeof(cl.r[k]));
 		if (cl.keep)
 			cl.r[k].s = kept;
@@ -1108,6 +1118,60 @@ static void test_input_gate(void **state)
 	gate_refuses_waits_on_later_steps();
 }
 
+/* Pairwise in place on its input, 3 ranks, rank 1: step 0 with rank 2,
+ * step 1 with rank 0, whose send waits, chunk by chunk, on step 0's
+ * reception.  A chunk of that reception whose every packet arrived but
+ * waits at the input gate releases its dependent send at once
+ * (sl_sched_chunk_arrived), and landing later releases nothing again; a
+ * chunk that lands without waiting releases it as before. */
+static void test_chunk_arrived_releases_paced_sends(void **state)
+{
+	struct sl_sched s;
+	struct sl_sched_plan p = { .coll = SL_COLL_ALLTOALL, .algo = SL_ALGO_PAIRWISE, .nranks = 3, .rank = 1,
+				   .count = 24, .esize = 4, .payload = 16, .chunk_bytes = 32, .in_place = true };
+	struct sl_send snd;
+	struct sl_action a;
+	struct sl_recv_at at;
+	uint32_t step0 = 0;
+	(void)state;
+
+	plan_bytes(&p);
+	assert_int_equal(sl_sched_init(&s, &p), 0);
+	assert_true(sl_sched_input_gate_ok(&s));
+	while (sl_sched_next_send(&s, &snd)) {
+		assert_int_equal(snd.peer, 2);
+		assert_int_equal(snd.step, 0);
+		step0++;
+	}
+	assert_int_equal(step0, 3); /* 96 bytes in chunks of 32 */
+	assert_true(sl_sched_recv_at(&s, 2, 0, 0, &at));
+	assert_int_equal(sl_sched_chunk_packets(&s, &at), 2);
+	sl_sched_chunk_arrived(&s, &at);
+	if (!sl_sched_next_send(&s, &snd))
+		fail_msg("pairwise, 3 ranks in place, rank 1: step 0's reception chunk 0 arrived whole at the "
+			 "gate, and step 1's send chunk 0 is still not ready");
+	assert_int_equal(snd.peer, 0);
+	assert_int_equal(snd.step, 1);
+	assert_int_equal(snd.xoff, 0);
+	assert_false(sl_sched_next_send(&s, &snd));
+	/* now it lands: complete, and nothing sent twice */
+	for (uint64_t off = 0; off < 32; off += 16)
+		assert_int_equal(sl_sched_on_packet_at(&s, &at, off, 16, &a), SL_SCHED_OK);
+	assert_true(a.chunk_done);
+	if (sl_sched_next_send(&s, &snd))
+		fail_msg("pairwise, 3 ranks in place, rank 1: step 0's reception chunk 0 landed after it "
+			 "arrived at the gate, and released step %u's send chunk at %llu again", snd.step,
+			 (unsigned long long)snd.xoff);
+	/* chunk 1 lands without waiting: its send goes as it always did */
+	for (uint64_t off = 32; off < 64; off += 16)
+		assert_int_equal(sl_sched_on_packet(&s, 2, 0, off, 16, &a), SL_SCHED_OK);
+	assert_true(sl_sched_next_send(&s, &snd));
+	assert_int_equal(snd.step, 1);
+	assert_int_equal(snd.xoff, 32);
+	assert_int_equal(s.chunks_left, 2 * 3 - 2);
+	sl_sched_fini(&s);
+}
+
 /* One field of the plan at a time: reinit on a used schedule rebuilds it
  * (the result is the one built new), the same plan only resets it (the
  * same again).  A 3-rank direct broadcast's rank 1 (a lazy check) and a
@@ -1478,6 +1542,7 @@ int main(void)
 		cmocka_unit_test(test_input_gate),
 		cmocka_unit_test(test_all_to_all_in_place_on_some_ranks),
 		cmocka_unit_test(test_in_place_all_to_all_on_its_input),
+		cmocka_unit_test(test_chunk_arrived_releases_paced_sends),
 		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_reuse_needs_same_plan),
 		cmocka_unit_test(test_copied_schedule_is_the_built_one),
