@@ -672,19 +672,6 @@ void dp_notices_free_all(struct dp_engine *e)
 static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
 		       bool notify, bool relayed, const char *fmt, va_list ap) __attribute__((format(printf, 7, 0)));
 
-static void comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
-		      bool notify, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-
-static void comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
-		      bool notify, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	comm_vfail(e, comm, status, seq, notify, false, fmt, ap);
-	va_end(ap);
-}
-
 static void comm_fail_relayed(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
 			      bool notify, bool relayed, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
@@ -697,6 +684,9 @@ static void comm_fail_relayed(struct dp_engine *e, struct dp_comm *comm, int32_t
 	comm_vfail(e, comm, status, seq, notify, relayed, fmt, ap);
 	va_end(ap);
 }
+
+/* The failures this dataplane finds itself (not relayed). */
+#define comm_fail(e, comm, status, seq, notify, ...) comm_fail_relayed(e, comm, status, seq, notify, false, __VA_ARGS__)
 
 void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq, const char *fmt, ...)
 {
