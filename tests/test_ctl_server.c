@@ -5,6 +5,7 @@
  * registration whose client hangs up stops touching.  A client's slot is
  * taken again only once every engine let go of the client that left it.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -128,14 +130,18 @@ static void *poll_engines(void *arg)
 	return NULL;
 }
 
-static void start_server(void)
+static void name_server(void)
 {
-	char err[256];
-
 	memset(&srv, 0, sizeof(srv));
 	strcpy(srv.dir, "/tmp/sluice-ctl-server.XXXXXX");
 	assert_non_null(mkdtemp(srv.dir));
 	snprintf(srv.path, sizeof(srv.path), "%s/sock", srv.dir);
+}
+
+static void launch_server(void)
+{
+	char err[256];
+
 	for (unsigned ch = 0; ch < 2; ch++) {
 		struct dp_engine_cfg cfg = { .node = 0, .channel = ch, .max_frame = 2048, .timeout_ns = SLOT_TIMEOUT_NS };
 		assert_int_equal(dp_engine_init(&srv.e[ch], &cfg, err, sizeof(err)), 0);
@@ -146,6 +152,12 @@ static void start_server(void)
 	assert_int_equal(pthread_create(&srv.server, NULL, run_server, NULL), 0);
 	while (!atomic_load(&srv.ready))
 		usleep(1000);
+}
+
+static void start_server(void)
+{
+	name_server();
+	launch_server();
 }
 
 static void stop_server(void)
@@ -210,12 +222,69 @@ static void slot_free_once_every_engine_let_go(void **state)
 	stop_server();
 }
 
+/* ---- the socket's path and the listen behind it ---- */
+
+/* Linked with --wrap=listen: the server's listen, held back while the test
+ * watches the path, so that the window between bind and listen is wide. */
+int __real_listen(int fd, int backlog);
+static _Atomic bool slow_listen;
+
+int __wrap_listen(int fd, int backlog)
+{
+	if (atomic_load(&slow_listen))
+		usleep(200 * 1000);
+	return __real_listen(fd, backlog);
+}
+
+static _Atomic int watcher_errno = -1;
+
+/* What sluice-run and the tests do: wait for the path, connect at once. */
+static void *connect_when_path_appears(void *arg)
+{
+	const char *path = arg;
+	struct stat st;
+	uint64_t deadline = dp_now_ns(NULL) + 10ull * 1000000000;
+
+	while (stat(path, &st) != 0) {
+		if (dp_now_ns(NULL) > deadline) {
+			atomic_store(&watcher_errno, ETIMEDOUT);
+			return NULL;
+		}
+		usleep(100);
+	}
+	int fd = raw_connect(path);
+	atomic_store(&watcher_errno, fd >= 0 ? 0 : errno);
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static void path_appears_once_listening(void **state)
+{
+	pthread_t watcher;
+	(void)state;
+
+	name_server();
+	assert_int_equal(pthread_create(&watcher, NULL, connect_when_path_appears, srv.path), 0);
+	atomic_store(&slow_listen, true);
+	launch_server();
+	pthread_join(watcher, NULL);
+	atomic_store(&slow_listen, false);
+	stop_server();
+	int err = atomic_load(&watcher_errno);
+	if (err)
+		fail_msg("a client that connected as soon as the socket's path appeared failed: %s (the path must "
+			 "appear only once the socket listens: bind under a temporary name, listen, then rename)",
+			 strerror(err));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(registered_memory_faults_nothing_in),
 		cmocka_unit_test(touch_stops_when_abandoned),
 		cmocka_unit_test(slot_free_once_every_engine_let_go),
+		cmocka_unit_test(path_appears_once_listening),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
