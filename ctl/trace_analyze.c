@@ -44,7 +44,7 @@ struct psn_ent {         /* one DATA PSN of one flow */
 	bool orig_rx;        /* the first, plain copy arrived: any retransmission was spurious */
 	bool control;        /* a control message's or a cancelled message's: in no collective */
 	uint32_t coll;       /* where it belongs: a->colls[coll].links[link] */
-	uint8_t link;
+	uint32_t link;
 };
 
 struct span {
@@ -74,19 +74,27 @@ struct coll {
 	uint32_t comm, seq;
 	uint8_t kind;
 	struct span all;
-	struct part parts[SL_TRACE_MAX_RANKS];
-	uint32_t nparts;
-	struct link links[64];
-	uint32_t nlinks;
+	struct part *parts;
+	uint32_t nparts, parts_cap;
+	struct link *links;
+	uint32_t nlinks, links_cap;
 	uint64_t retx;
 };
 
-/* DATA frames outside any collective (control messages: abort, closing,
- * stall notes; cancelled messages) sent on a link and never arrived: a
- * fault injector counts them with the others, and so does the link. */
-struct control_loss {
+/* A link's totals over the whole capture. */
+struct blame {
 	uint16_t src, dst;
-	uint64_t vanished;
+	int src_rank, dst_rank;
+	bool carried_data; /* a link that carried no collective's DATA is not shown */
+	uint64_t lost, lost_ns, retx, spurious, vanished, control_vanished, slowest;
+};
+
+/* Where a 64-bit key's entry is in an array: open addressing, grown at
+ * half full, so that no number of ranks, links or collectives is a cap. */
+struct key_index {
+	uint64_t *keys;
+	uint32_t *at; /* UINT32_MAX: an empty slot */
+	size_t cap, n;
 };
 
 struct analysis {
@@ -99,9 +107,85 @@ struct analysis {
 	uint64_t gap_ns;
 	uint64_t acks, other;
 	bool captured[UINT16_MAX + 1]; /* nodes whose own frames the capture holds */
-	struct control_loss control[256];
-	unsigned ncontrol;
+	struct key_index link_at;      /* (collective, src, dst) -> colls[].links[] */
+	struct blame *totals;          /* per link over the capture */
+	uint32_t ntotals, totals_cap;
+	struct key_index total_at;     /* (src, dst) -> totals[] */
 };
+
+/* ---- growing ---- */
+
+static uint64_t mix(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	return k ^ (k >> 33);
+}
+
+static int key_index_grow(struct key_index *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 256;
+	uint64_t *keys = malloc(cap * sizeof(*keys));
+	uint32_t *at = malloc(cap * sizeof(*at));
+
+	if (!keys || !at) {
+		free(keys);
+		free(at);
+		return -1;
+	}
+	memset(at, 0xff, cap * sizeof(*at));
+	for (size_t i = 0; i < m->cap; i++) {
+		if (m->at[i] == UINT32_MAX)
+			continue;
+		size_t h = mix(m->keys[i]) & (cap - 1);
+		while (at[h] != UINT32_MAX)
+			h = (h + 1) & (cap - 1);
+		keys[h] = m->keys[i];
+		at[h] = m->at[i];
+	}
+	free(m->keys);
+	free(m->at);
+	m->keys = keys;
+	m->at = at;
+	m->cap = cap;
+	return 0;
+}
+
+/* The index stored for key; if there is none, next is stored and returned
+ * (the caller appends that entry).  UINT32_MAX when out of memory. */
+static uint32_t key_index_get(struct key_index *m, uint64_t key, uint32_t next)
+{
+	if (2 * (m->n + 1) > m->cap && key_index_grow(m) != 0)
+		return UINT32_MAX;
+	size_t h = mix(key) & (m->cap - 1);
+	for (; m->at[h] != UINT32_MAX; h = (h + 1) & (m->cap - 1))
+		if (m->keys[h] == key)
+			return m->at[h];
+	m->keys[h] = key;
+	m->at[h] = next;
+	m->n++;
+	return next;
+}
+
+static void key_index_free(struct key_index *m)
+{
+	free(m->keys);
+	free(m->at);
+}
+
+/* Room for one more element in *v (n used of *cap, each size bytes). */
+static bool room_for_one(void **v, uint32_t n, uint32_t *cap, size_t size)
+{
+	if (n < *cap)
+		return true;
+	uint32_t ncap = *cap ? *cap * 2 : 8;
+	void *g = realloc(*v, (size_t)ncap * size);
+	if (!g)
+		return false;
+	*v = g;
+	*cap = ncap;
+	return true;
+}
 
 /* ---- reading ---- */
 
@@ -227,7 +311,7 @@ static struct part *part_get(struct coll *c, uint16_t node, int rank)
 	for (uint32_t i = 0; i < c->nparts; i++)
 		if (c->parts[i].node == node)
 			return &c->parts[i];
-	if (c->nparts == SL_TRACE_MAX_RANKS)
+	if (!room_for_one((void **)&c->parts, c->nparts, &c->parts_cap, sizeof(*c->parts)))
 		return NULL;
 	struct part *p = &c->parts[c->nparts++];
 	*p = (struct part){ .node = node, .rank = rank };
@@ -247,15 +331,36 @@ static void step_add(struct part *p, uint16_t step, uint64_t ts)
 	span_add(&p->steps[step], ts);
 }
 
-static struct link *link_get(struct coll *c, uint16_t src, uint16_t dst)
+static uint64_t link_key(uint16_t src, uint16_t dst)
 {
-	for (uint32_t i = 0; i < c->nlinks; i++)
-		if (c->links[i].src == src && c->links[i].dst == dst)
-			return &c->links[i];
-	if (c->nlinks == sizeof(c->links) / sizeof(c->links[0]))
-		return &c->links[c->nlinks - 1]; /* more links than shown: the last one collects them */
-	c->links[c->nlinks] = (struct link){ .src = src, .dst = dst };
-	return &c->links[c->nlinks++];
+	return (uint64_t)src << 16 | dst;
+}
+
+static struct link *link_get(struct analysis *a, struct coll *c, uint16_t src, uint16_t dst)
+{
+	uint64_t key = (uint64_t)(c - a->colls) << 32 | link_key(src, dst);
+	uint32_t i;
+
+	/* room first: a key indexed is a link that exists */
+	if (!room_for_one((void **)&c->links, c->nlinks, &c->links_cap, sizeof(*c->links)))
+		return NULL;
+	i = key_index_get(&a->link_at, key, c->nlinks);
+	if (i == c->nlinks)
+		c->links[c->nlinks++] = (struct link){ .src = src, .dst = dst };
+	return i == UINT32_MAX ? NULL : &c->links[i];
+}
+
+/* A link's totals over the capture, made on first use. */
+static struct blame *total_get(struct analysis *a, uint16_t src, uint16_t dst)
+{
+	uint32_t i;
+
+	if (!room_for_one((void **)&a->totals, a->ntotals, &a->totals_cap, sizeof(*a->totals)))
+		return NULL;
+	i = key_index_get(&a->total_at, link_key(src, dst), a->ntotals);
+	if (i == a->ntotals)
+		a->totals[a->ntotals++] = (struct blame){ .src = src, .dst = dst, .src_rank = -1, .dst_rank = -1 };
+	return i == UINT32_MAX ? NULL : &a->totals[i];
 }
 
 static bool part_seen(const struct coll *c, uint16_t node)
@@ -275,33 +380,33 @@ static int rank_of(const struct coll *c, uint16_t node)
 	return -1;
 }
 
-static void account(struct analysis *a, const struct ev *e)
+static int account(struct analysis *a, const struct ev *e)
 {
 	const struct sl_trace_pkt *p = &e->p;
 	struct coll *c = coll_get(a, p->comm, p->seq, p->kind);
 	struct part *pt = c ? part_get(c, e->at, e->rank) : NULL;
+	struct link *l = pt ? link_get(a, c, p->src_node, p->dst_node) : NULL;
 	struct psn_ent *pe = psn_get(a, p->src_node, p->dst_node, p->psn);
 
-	if (!pt)
-		return;
+	if (!l)
+		return -1;
 	span_add(&c->all, e->ts);
 	span_add(&pt->all, e->ts);
 	step_add(pt, p->step, e->ts);
-	struct link *l = link_get(c, p->src_node, p->dst_node);
 	if (e->tx) {
 		pe->tx_copies++;
 		l->data += !(p->flags & SL_TRACE_F_RETX);
 		if (!pe->first_tx) {
 			pe->first_tx = e->ts;
 			pe->coll = (uint32_t)(c - a->colls);
-			pe->link = (uint8_t)(l - c->links);
+			pe->link = (uint32_t)(l - c->links);
 		}
 		if (p->flags & SL_TRACE_F_RETX) {
 			pe->retx++;
 			l->retx++;
 			c->retx++;
 		}
-		return;
+		return 0;
 	}
 	if (pt->last_rx && e->ts - pt->last_rx > a->gap_ns)
 		pt->waited += e->ts - pt->last_rx;
@@ -309,7 +414,7 @@ static void account(struct analysis *a, const struct ev *e)
 	pe->rx_copies++;
 	pe->orig_rx |= !(p->flags & SL_TRACE_F_RETX);
 	if (pe->first_rx || !pe->first_tx)
-		return; /* a duplicate, or its sender was not captured */
+		return 0; /* a duplicate, or its sender was not captured */
 	pe->first_rx = e->ts;
 	if (pe->retx) {
 		l->lost_ns += e->ts - pe->first_tx;
@@ -319,6 +424,7 @@ static void account(struct analysis *a, const struct ev *e)
 		l->lat_sum += e->ts - pe->first_tx;
 		l->lat_n++;
 	}
+	return 0;
 }
 
 /* A control or cancelled message's DATA frame: counted per PSN, like a collective's. */
@@ -333,17 +439,18 @@ static void account_control(struct analysis *a, const struct ev *e)
 		pe->rx_copies++;
 }
 
-static void control_vanished(struct analysis *a, const struct psn_ent *pe)
+/* DATA frames outside any collective (control messages: abort, closing,
+ * stall notes; cancelled messages) sent on a link and never arrived: a
+ * fault injector counts them with the others, and so does the link. */
+static int control_vanished(struct analysis *a, const struct psn_ent *pe)
 {
-	unsigned i;
+	struct blame *t = total_get(a, pe->src, pe->dst);
 
-	for (i = 0; i < a->ncontrol && !(a->control[i].src == pe->src && a->control[i].dst == pe->dst); i++)
-		;
-	if (i == sizeof(a->control) / sizeof(a->control[0]))
-		return;
-	if (i == a->ncontrol)
-		a->control[a->ncontrol++] = (struct control_loss){ .src = pe->src, .dst = pe->dst };
-	a->control[i].vanished += pe->tx_copies - pe->rx_copies;
+	if (!t)
+		return -1;
+	t->vanished += pe->tx_copies - pe->rx_copies;
+	t->control_vanished += pe->tx_copies - pe->rx_copies;
+	return 0;
 }
 
 static int analyze(struct analysis *a)
@@ -363,15 +470,16 @@ static int analyze(struct analysis *a)
 		}
 		if (e->p.flags & (SL_TRACE_F_CTRL | SL_TRACE_F_VOID))
 			account_control(a, e);
-		else
-			account(a, e);
+		else if (account(a, e) != 0)
+			goto oom;
 	}
 	/* a PSN sent whose plain copy never arrived where the receiver was captured: lost;
 	 * one that did arrive and was sent again anyway: spurious retransmissions */
 	for (size_t i = 0; i < a->psn_cap; i++) {
 		const struct psn_ent *pe = &a->psns[i];
-		if (pe->used && pe->control && a->captured[pe->dst] && pe->tx_copies > pe->rx_copies)
-			control_vanished(a, pe);
+		if (pe->used && pe->control && a->captured[pe->dst] && pe->tx_copies > pe->rx_copies &&
+		    control_vanished(a, pe) != 0)
+			goto oom;
 		if (!pe->used || !pe->first_tx)
 			continue;
 		struct coll *c = &a->colls[pe->coll];
@@ -383,6 +491,10 @@ static int analyze(struct analysis *a)
 			c->links[pe->link].lost++;
 	}
 	return 0;
+oom:
+	fprintf(stderr, "sluice-trace analyze: out of memory for %zu packets of %zu collectives\n", a->nevs,
+		a->ncolls);
+	return -1;
 }
 
 /* ---- verdicts and printing ---- */
@@ -455,60 +567,67 @@ static int by_duration(const void *x, const void *y)
 	return da > db ? -1 : da < db;
 }
 
-struct blame {
-	uint16_t src, dst;
-	int src_rank, dst_rank;
-	uint64_t lost, lost_ns, retx, spurious, vanished, control_vanished, slowest;
-};
-
-static void summarize(const struct analysis *a, unsigned show)
+static int by_link(const void *x, const void *y)
 {
-	struct blame b[256];
-	unsigned nb = 0, best = 0;
+	const struct blame *a = x, *b = y;
+
+	return a->src != b->src ? (a->src > b->src) - (a->src < b->src) : (a->dst > b->dst) - (a->dst < b->dst);
+}
+
+static int summarize(struct analysis *a, unsigned show)
+{
+	struct blame *b = NULL;
+	uint32_t nb = 0, best = 0;
 	uint64_t t0 = a->nevs ? a->evs[0].ts : 0;
 	const struct coll **order = malloc(a->ncolls * sizeof(*order));
 
+	if (!order && a->ncolls) {
+		fprintf(stderr, "sluice-trace analyze: out of memory for %zu collectives\n", a->ncolls);
+		return -1;
+	}
 	for (size_t i = 0; i < a->ncolls; i++) {
 		const struct coll *c = &a->colls[i];
 		const struct link *sl = slowest_link(c);
 		for (uint32_t k = 0; k < c->nlinks; k++) {
 			const struct link *l = &c->links[k];
-			unsigned j;
-			for (j = 0; j < nb && !(b[j].src == l->src && b[j].dst == l->dst); j++)
-				;
-			if (j == nb && nb == sizeof(b) / sizeof(b[0]))
-				continue;
-			if (j == nb)
-				b[nb++] = (struct blame){ .src = l->src, .dst = l->dst, .src_rank = rank_of(c, l->src),
-							  .dst_rank = rank_of(c, l->dst) };
-			b[j].lost += l->lost;
-			b[j].lost_ns += l->lost_ns;
-			b[j].retx += l->retx;
-			b[j].spurious += l->spurious;
-			b[j].vanished += l->vanished;
-			b[j].slowest += l == sl;
+			struct blame *t = total_get(a, l->src, l->dst);
+			if (!t) {
+				fprintf(stderr, "sluice-trace analyze: out of memory for %u links\n", a->ntotals);
+				free(order);
+				return -1;
+			}
+			if (!t->carried_data) {
+				t->carried_data = true;
+				t->src_rank = rank_of(c, l->src);
+				t->dst_rank = rank_of(c, l->dst);
+			}
+			t->lost += l->lost;
+			t->lost_ns += l->lost_ns;
+			t->retx += l->retx;
+			t->spurious += l->spurious;
+			t->vanished += l->vanished;
+			t->slowest += l == sl;
 		}
 	}
-	/* a link's frames that never arrived include its control messages' (a link
-	 * that carried no collective's DATA is not shown) */
-	for (unsigned i = 0; i < a->ncontrol; i++)
-		for (unsigned j = 0; j < nb; j++)
-			if (b[j].src == a->control[i].src && b[j].dst == a->control[i].dst) {
-				b[j].vanished += a->control[i].vanished;
-				b[j].control_vanished = a->control[i].vanished;
-			}
+	/* the links that carried a collective's DATA, by node; their frames that
+	 * never arrived include their control messages' (total_at is stale from
+	 * here: nothing looks a link up any more) */
+	for (uint32_t j = 0; j < a->ntotals; j++)
+		if (a->totals[j].carried_data)
+			a->totals[nb++] = a->totals[j];
+	b = a->totals;
+	qsort(b, nb, sizeof(*b), by_link);
 	/* the slowest collectives first */
-	for (size_t i = 0; order && i < a->ncolls; i++)
+	for (size_t i = 0; i < a->ncolls; i++)
 		order[i] = &a->colls[i];
-	if (order)
-		qsort(order, a->ncolls, sizeof(*order), by_duration);
+	qsort(order, a->ncolls, sizeof(*order), by_duration);
 	printf("%zu collectives, %zu DATA/ACK packets (%" PRIu64 " ACKs), %" PRIu64 " other frames; the %u slowest:\n",
 	       a->ncolls, a->nevs, a->acks, a->other, show < a->ncolls ? show : (unsigned)a->ncolls);
-	for (size_t i = 0; order && i < a->ncolls && i < show; i++)
+	for (size_t i = 0; i < a->ncolls && i < show; i++)
 		print_coll(order[i], t0);
 	free(order);
 	printf("links over the whole capture:\n");
-	for (unsigned j = 0; j < nb; j++) {
+	for (uint32_t j = 0; j < nb; j++) {
 		printf("  rank %d (node %u) -> rank %d (node %u): %" PRIu64 " lost (%" PRIu64 " DATA frames never arrived, %"
 		       PRIu64 " of them control messages), %" PRIu64 " retransmissions (%" PRIu64 " spurious) delaying "
 		       "packets %.3f ms in all, slowest link of %" PRIu64 " collectives\n", b[j].src_rank, b[j].src,
@@ -520,7 +639,7 @@ static void summarize(const struct analysis *a, unsigned show)
 	}
 	if (nb == 0) {
 		printf("no sluice DATA packets: nothing to blame\n");
-		return;
+		return 0;
 	}
 	printf("slowest link: rank %d (node %u) -> rank %d (node %u): %" PRIu64 " packets lost, %" PRIu64
 	       " retransmissions delayed packets %.3f ms in all\n", b[best].src_rank, b[best].src, b[best].dst_rank,
@@ -529,6 +648,7 @@ static void summarize(const struct analysis *a, unsigned show)
 	       b[best].lost ? "its link lost packets and its peers waited for the retransmissions"
 			    : b[best].lost_ns ? "its peers waited for its retransmissions"
 					      : "its link was the slowest most often");
+	return 0;
 }
 
 static void usage(FILE *f)
@@ -573,14 +693,18 @@ int tr_cmd_analyze(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (load(&a, argv[optind]) == 0 && analyze(&a) == 0) {
-		summarize(&a, (unsigned)show);
+	if (load(&a, argv[optind]) == 0 && analyze(&a) == 0 && summarize(&a, (unsigned)show) == 0)
 		rc = 0;
-	}
-	for (size_t i = 0; i < a.ncolls; i++)
+	for (size_t i = 0; i < a.ncolls; i++) {
 		for (uint32_t k = 0; k < a.colls[i].nparts; k++)
 			free(a.colls[i].parts[k].steps);
+		free(a.colls[i].parts);
+		free(a.colls[i].links);
+	}
 	free(a.colls);
+	free(a.totals);
+	key_index_free(&a.link_at);
+	key_index_free(&a.total_at);
 	free(a.psns);
 	free(a.evs);
 	return rc;

@@ -7,6 +7,10 @@
  * saw 40 vanish").  A capture is written by hand: node 0 sends node 1 three
  * DATA frames of a collective and a closing word; one DATA frame and the
  * closing word never arrive.
+ *
+ * No number of ranks or links is a cap: an all-to-all over 20 ranks (380
+ * links, where a collective once kept 64 and the whole capture 256) loses
+ * one frame on its last link, and that link is the one blamed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,29 +34,54 @@ static void frame(FILE *f, uint64_t *ts, uint16_t src, uint16_t dst, uint32_t ps
 	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = flags, .src_node = src,
 			    .dst_node = dst, .psn = psn, .comm = COMM, .seq = 0, .kind = 0, .len = 8 };
 	uint8_t buf[256], payload[8] = { 0 };
+	char comment[64];
 	uint32_t len;
 
 	sl_addr_for_node(src, &a);
 	sl_addr_for_node(dst, &b);
 	len = sl_wire_build(buf, sizeof(buf), &a, &b, 1, &h, payload, NULL);
 	assert_true(len > 0);
-	/* interface i: node i's port */
-	assert_int_equal(tr_pcapng_packet(f, tx ? src : dst, (*ts)++ * 1000, buf, len, len, tx,
-					  tx ? "dir=tx rank=0 peer_rank=1" : "dir=rx rank=1 peer_rank=0"), 0);
+	/* interface i: node i's port; rank i on node i */
+	snprintf(comment, sizeof(comment), "dir=%s rank=%u peer_rank=%u", tx ? "tx" : "rx", tx ? src : dst,
+		 tx ? dst : src);
+	assert_int_equal(tr_pcapng_packet(f, tx ? src : dst, (*ts)++ * 1000, buf, len, len, tx, comment), 0);
+}
+
+/* What `sluice-trace analyze` prints for the capture at path. */
+static void analyze_into(const char *path, char *text, size_t size)
+{
+	char out[] = "/tmp/test-trace-analyze-out.XXXXXX";
+	int ofd = mkstemp(out);
+
+	assert_true(ofd >= 0);
+	fflush(stdout);
+	int saved = dup(STDOUT_FILENO);
+	assert_true(dup2(ofd, STDOUT_FILENO) >= 0);
+	char *argv[] = { "analyze", (char *)path, NULL };
+	int rc = tr_cmd_analyze(2, argv);
+	fflush(stdout);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	assert_int_equal(rc, 0);
+	FILE *r = fdopen(ofd, "r");
+	rewind(r);
+	size_t n = fread(text, 1, size - 1, r);
+	text[n] = '\0';
+	fclose(r);
+	unlink(out);
 }
 
 static void control_frames_that_vanished_are_counted(void **state)
 {
-	char path[] = "/tmp/test-trace-analyze.XXXXXX", out[] = "/tmp/test-trace-analyze-out.XXXXXX";
+	char path[] = "/tmp/test-trace-analyze.XXXXXX";
 	struct tr_pcapng_if ifs[2] = { { "node0-port0", "node 0", 65535 }, { "node1-port0", "node 1", 65535 } };
 	uint64_t ts = 1;
-	int fd = mkstemp(path), ofd = mkstemp(out);
+	int fd = mkstemp(path);
 	FILE *f = fdopen(fd, "w");
 	char text[8192] = "";
 
 	(void)state;
 	assert_non_null(f);
-	assert_true(ofd >= 0);
 	assert_int_equal(tr_pcapng_header(f, ifs, 2), 0);
 	for (uint32_t psn = 1; psn <= 3; psn++) {
 		frame(f, &ts, 0, 1, psn, 0, true);
@@ -63,34 +92,63 @@ static void control_frames_that_vanished_are_counted(void **state)
 	}
 	frame(f, &ts, 0, 1, 4, SL_F_CTRL, true); /* the closing word, lost */
 	assert_int_equal(fclose(f), 0);
-
-	/* analyze prints on stdout: into the file */
-	fflush(stdout);
-	int saved = dup(STDOUT_FILENO);
-	assert_true(dup2(ofd, STDOUT_FILENO) >= 0);
-	char *argv[] = { "analyze", path, NULL };
-	int rc = tr_cmd_analyze(2, argv);
-	fflush(stdout);
-	dup2(saved, STDOUT_FILENO);
-	close(saved);
-	assert_int_equal(rc, 0);
-	FILE *r = fdopen(ofd, "r");
-	rewind(r);
-	size_t n = fread(text, 1, sizeof(text) - 1, r);
-	text[n] = '\0';
-	fclose(r);
+	analyze_into(path, text, sizeof(text));
 	unlink(path);
-	unlink(out);
 	const char *want = "rank 0 (node 0) -> rank 1 (node 1): 1 lost (2 DATA frames never arrived, 1 of them "
 			   "control messages)";
 	if (!strstr(text, want))
 		fail_msg("analyze said:\n%s\nwanted a line with: %s", text, want);
 }
 
+#define WIDE 20u /* ranks: WIDE * (WIDE - 1) links */
+
+static void every_link_of_a_wide_all_to_all_is_counted(void **state)
+{
+	char path[] = "/tmp/test-trace-analyze.XXXXXX";
+	struct tr_pcapng_if ifs[WIDE];
+	char names[WIDE][2][24];
+	uint64_t ts = 1;
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+	static char text[1 << 20];
+
+	(void)state;
+	assert_non_null(f);
+	for (unsigned i = 0; i < WIDE; i++) {
+		snprintf(names[i][0], sizeof(names[i][0]), "node%u-port0", i);
+		snprintf(names[i][1], sizeof(names[i][1]), "node %u", i);
+		ifs[i] = (struct tr_pcapng_if){ names[i][0], names[i][1], 65535 };
+	}
+	assert_int_equal(tr_pcapng_header(f, ifs, WIDE), 0);
+	for (uint16_t src = 0; src < WIDE; src++)
+		for (uint16_t dst = 0; dst < WIDE; dst++) {
+			if (src == dst)
+				continue;
+			frame(f, &ts, src, dst, 1, 0, true);
+			if (!(src == WIDE - 1 && dst == WIDE - 2)) /* the last link's frame is lost */
+				frame(f, &ts, src, dst, 1, 0, false);
+		}
+	assert_int_equal(fclose(f), 0);
+	analyze_into(path, text, sizeof(text));
+	unlink(path);
+
+	const char *blamed = "slowest link: rank 19 (node 19) -> rank 18 (node 18): 1 packets lost";
+	if (!strstr(text, blamed))
+		fail_msg("analyze said (from its end):\n%s\nwanted a line with: %s",
+			 strlen(text) > 2000 ? text + strlen(text) - 2000 : text, blamed);
+	unsigned lines = 0;
+	for (const char *p = strstr(text, "links over the whole capture:\n"); p && (p = strstr(p, "\n  rank ")); p++)
+		lines++;
+	if (lines != WIDE * (WIDE - 1))
+		fail_msg("analyze listed %u links over the whole capture, not the %u a %u-rank all-to-all used", lines,
+			 WIDE * (WIDE - 1), WIDE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(control_frames_that_vanished_are_counted),
+		cmocka_unit_test(every_link_of_a_wide_all_to_all_is_counted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
