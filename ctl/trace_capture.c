@@ -196,8 +196,8 @@ static int attach_all(struct capture *k)
 
 static int write_header(struct capture *k)
 {
-	struct tr_pcapng_if ifs[TR_MAX_SOURCES * SL_TRACE_MAX_PORTS];
-	static char names[TR_MAX_SOURCES * SL_TRACE_MAX_PORTS][2][96];
+	struct tr_pcapng_if ifs[TR_MAX_IFS];
+	static char names[TR_MAX_IFS][2][96];
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < k->o.nsockets; i++) {

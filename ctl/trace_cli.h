@@ -16,6 +16,7 @@
 #include <sluice/abi.h>
 
 #define TR_MAX_SOURCES 64 /* dataplanes one capture attaches to */
+#define TR_MAX_IFS (TR_MAX_SOURCES * SL_TRACE_MAX_PORTS) /* a capture's interfaces: one a port */
 #define TR_NOTE_LEN 256   /* a packet's annotation in words */
 
 /* A communicator as one dataplane announced it. */

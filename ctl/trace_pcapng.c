@@ -133,8 +133,8 @@ struct tr_pcapng_reader {
 	uint8_t *block;
 	bool swap;                /* the section was written in the other byte order */
 	uint32_t nifs;
-	uint64_t ts_div[256];     /* divide raw timestamps by this... */
-	uint64_t ts_mul[256];     /* ...and multiply by this for nanoseconds */
+	uint64_t ts_div[TR_MAX_IFS]; /* divide raw timestamps by this... */
+	uint64_t ts_mul[TR_MAX_IFS]; /* ...and multiply by this for nanoseconds */
 };
 
 static uint32_t rd32(const struct tr_pcapng_reader *r, const uint8_t *p)
@@ -224,8 +224,8 @@ static void add_interface(struct tr_pcapng_reader *r, const uint8_t *b, uint32_t
 	uint8_t tsresol = 6;
 
 	options(r, b + 16, b + total - 4, idb_opt, &tsresol);
-	if (r->nifs == 256)
-		return;
+	if (r->nifs == TR_MAX_IFS)
+		return; /* more than sluice writes: their packets are refused, saying so */
 	uint64_t unit = 1;
 	if (tsresol & 0x80) {
 		r->ts_mul[r->nifs] = 1000000000ull;

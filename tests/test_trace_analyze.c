@@ -10,7 +10,8 @@
  *
  * No number of ranks or links is a cap: an all-to-all over 20 ranks (380
  * links, where a collective once kept 64 and the whole capture 256) loses
- * one frame on its last link, and that link is the one blamed.
+ * one frame on its last link, and that link is the one blamed; a capture
+ * of as many interfaces as sluice-trace writes reads back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,11 +145,42 @@ static void every_link_of_a_wide_all_to_all_is_counted(void **state)
 			 WIDE * (WIDE - 1), WIDE);
 }
 
+/* 64 dataplanes of 8 ports each: a capture that once read back only its first 256 interfaces. */
+static void every_interface_sluice_writes_reads_back(void **state)
+{
+	char path[] = "/tmp/test-trace-analyze.XXXXXX";
+	static struct tr_pcapng_if ifs[TR_MAX_IFS];
+	static char names[TR_MAX_IFS][24];
+	static char text[1 << 16];
+	uint64_t ts = 1;
+	int fd = mkstemp(path);
+	FILE *f = fdopen(fd, "w");
+
+	(void)state;
+	assert_non_null(f);
+	for (unsigned i = 0; i < TR_MAX_IFS; i++) {
+		snprintf(names[i], sizeof(names[i]), "if%u", i);
+		ifs[i] = (struct tr_pcapng_if){ names[i], names[i], 65535 };
+	}
+	assert_int_equal(tr_pcapng_header(f, ifs, TR_MAX_IFS), 0);
+	frame(f, &ts, TR_MAX_IFS - 1, TR_MAX_IFS - 2, 1, 0, true); /* on the last interface */
+	frame(f, &ts, TR_MAX_IFS - 1, TR_MAX_IFS - 2, 1, 0, false);
+	assert_int_equal(fclose(f), 0);
+	analyze_into(path, text, sizeof(text));
+	unlink(path);
+	char want[96];
+	snprintf(want, sizeof(want), "rank %u (node %u) -> rank %u (node %u): 0 lost", TR_MAX_IFS - 1, TR_MAX_IFS - 1,
+		 TR_MAX_IFS - 2, TR_MAX_IFS - 2);
+	if (!strstr(text, want))
+		fail_msg("analyze said:\n%s\nwanted a line with: %s", text, want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(control_frames_that_vanished_are_counted),
 		cmocka_unit_test(every_link_of_a_wide_all_to_all_is_counted),
+		cmocka_unit_test(every_interface_sluice_writes_reads_back),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
