@@ -619,15 +619,18 @@ static bool locate(const struct sl_sched *s, const struct sl_xfer *x, uint32_t c
 	return len == min_u64(p->payload, x->len - off);
 }
 
-static void release_dependents(struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
+/* The send chunks it made ready. */
+static uint32_t release_dependents(struct sl_sched *s, const struct sl_xfer *x, uint32_t c)
 {
 	uint8_t *flags = &s->applied[x->chunk0 + c];
+	uint32_t n = 0;
 
 	if (*flags & CHUNK_RELEASED)
-		return;
+		return 0;
 	*flags |= CHUNK_RELEASED;
-	for (int32_t d = x->first_dep; d >= 0; d = s->x[d].next_dep)
+	for (int32_t d = x->first_dep; d >= 0; d = s->x[d].next_dep, n++)
 		push_chunk(s, &s->x[d], c);
+	return n;
 }
 
 /* Where byte off of reception x lies; false when outside it. */
@@ -655,9 +658,9 @@ uint32_t sl_sched_chunk_packets(const struct sl_sched *s, const struct sl_recv_a
 	return len == 0 ? 1 : (uint32_t)((len + s->p.payload - 1) / s->p.payload);
 }
 
-void sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at)
+uint32_t sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at)
 {
-	release_dependents(s, &s->x[at->recv], at->chunk);
+	return release_dependents(s, &s->x[at->recv], at->chunk);
 }
 
 enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off,

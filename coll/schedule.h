@@ -243,8 +243,9 @@ uint32_t sl_sched_chunk_packets(const struct sl_sched *s, const struct sl_recv_a
  * ready now.  They only pace (pairwise: one peer a step), and they read
  * other blocks than it writes; waiting for it to land put the gate's
  * acknowledgement round trip between every two steps.  Its completion
- * (sl_sched_chunk_applied, or its last packet) releases nothing again. */
-void sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at);
+ * (sl_sched_chunk_applied, or its last packet) releases nothing again.
+ * The send chunks it made ready (0 when none waits on it, or it had). */
+uint32_t sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at);
 
 /* Gated schedules: every packet of chunk `chunk` of reception `recv` (from
  * an action's chunk_full) has been applied.  Releases what waits on it. */

@@ -918,13 +918,13 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
  * those bytes was acknowledged (offer): once its whole chunk has, the sends
  * that pace on that chunk may go (sl_sched_chunk_arrived), an
  * acknowledgement's round trip before it lands. */
-static void gate_held(struct dp_coll *k, const struct sl_recv_at *at)
+static void gate_held(struct dp_engine *e, struct dp_coll *k, const struct sl_recv_at *at)
 {
 	uint8_t *held = &k->gate_held[at->index];
 	uint32_t packets = sl_sched_chunk_packets(&k->sched, at);
 
 	if (*held < packets && ++*held == packets)
-		sl_sched_chunk_arrived(&k->sched, at);
+		e->count.sends_released_at_gate += sl_sched_chunk_arrived(&k->sched, at);
 }
 
 /* Offer one packet of k from rank src to its schedule and apply it (or,
@@ -950,7 +950,7 @@ static enum sl_sched_result offer(struct dp_engine *e, struct dp_coll *k, uint32
 	if (gated && !k->src_free[at.index]) {
 		if (held) {
 			*held = at.index;
-			gate_held(k, &at);
+			gate_held(e, k, &at);
 		}
 		return SL_SCHED_DEFER; /* a send still reads where it lands */
 	}

@@ -350,6 +350,9 @@ struct dp_counters {
 	uint64_t stashed;            /* packets that arrived before their collective */
 	uint64_t held_in_place;      /* early or deferred packets kept in their frames, not copied */
 	uint64_t stashed_past_cap;   /* early packets taken past DP_STASH_MAX (a posted call waited on their sender) */
+	uint64_t sends_released_at_gate; /* send chunks of calls on their input made ready when the reception
+					    chunk they pace on arrived whole at the gate, before it landed
+					    (coll_run.c gate_held) */
 	uint64_t stash_overflows;    /* communicators failed at dp_engine.stash_limit */
 	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished

@@ -1146,7 +1146,8 @@ static void test_chunk_arrived_releases_paced_sends(void **state)
 	assert_int_equal(step0, 3); /* 96 bytes in chunks of 32 */
 	assert_true(sl_sched_recv_at(&s, 2, 0, 0, &at));
 	assert_int_equal(sl_sched_chunk_packets(&s, &at), 2);
-	sl_sched_chunk_arrived(&s, &at);
+	assert_int_equal(sl_sched_chunk_arrived(&s, &at), 1); /* what it says it made ready */
+	assert_int_equal(sl_sched_chunk_arrived(&s, &at), 0);
 	if (!sl_sched_next_send(&s, &snd))
 		fail_msg("pairwise, 3 ranks in place, rank 1: step 0's reception chunk 0 arrived whole at the "
 			 "gate, and step 1's send chunk 0 is still not ready");
