@@ -663,6 +663,19 @@ uint32_t sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at)
 	return release_dependents(s, &s->x[at->recv], at->chunk);
 }
 
+uint32_t sl_sched_gate_pull(struct sl_sched *s, const struct sl_recv_at *at)
+{
+	const struct sl_xfer *r = &s->x[at->recv];
+
+	for (uint32_t i = 0; i < s->nx; i++) {
+		const struct sl_xfer *x = &s->x[i];
+		/* the gate's send has the reception's length, so chunk c of one is chunk c of the other */
+		if (x->is_send && !x->lazy && x->peer == r->peer && x->step == r->step)
+			return x->after < 0 ? 0 : release_dependents(s, &s->x[x->after], at->chunk);
+	}
+	return 0;
+}
+
 enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off,
 					uint64_t len, struct sl_action *act)
 {

@@ -246,6 +246,16 @@ uint32_t sl_sched_chunk_packets(const struct sl_sched *s, const struct sl_recv_a
  * (sl_sched_chunk_applied, or its last packet) releases nothing again.
  * The send chunks it made ready (0 when none waits on it, or it had). */
 uint32_t sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at);
+/* A packet of at's chunk waits at the input gate for this rank's send of
+ * the same chunk to its peer (same step): when that send still waits on its
+ * pacing (the reception it goes after), it is made ready now.  The peer is
+ * at that step already, its data waits here until the send is acknowledged
+ * (copied, past the frames the port lets a receiver hold), and the pacing
+ * only spares receivers a second sender (pairwise).  Its pacing reception's
+ * other dependents go with it, and nothing goes twice.  The send chunks it
+ * made ready (0: none paced, or it was ready).  Looks the send up among
+ * every transfer: call it once a chunk (its first packet to wait). */
+uint32_t sl_sched_gate_pull(struct sl_sched *s, const struct sl_recv_at *at);
 
 /* Gated schedules: every packet of chunk `chunk` of reception `recv` (from
  * an action's chunk_full) has been applied.  Releases what waits on it. */

@@ -915,14 +915,20 @@ static void apply_action(struct dp_coll *k, const struct sl_action *a, const uin
 }
 
 /* A packet of k, on its input, arrived at `at` before the send that reads
- * those bytes was acknowledged (offer): once its whole chunk has, the sends
- * that pace on that chunk may go (sl_sched_chunk_arrived), an
- * acknowledgement's round trip before it lands. */
+ * those bytes was acknowledged (offer).  The first of its chunk makes that
+ * send ready if it still waited on its pacing (sl_sched_gate_pull): in
+ * pairwise a rank behind its peer held the peer's whole step for as long as
+ * it lagged, most of it copied out of the port's frames (perf/ALGORITHMS.md,
+ * a2a30).  Once its whole chunk has arrived, the sends that pace on that
+ * chunk may go (sl_sched_chunk_arrived), an acknowledgement's round trip
+ * before it lands. */
 static void gate_held(struct dp_engine *e, struct dp_coll *k, const struct sl_recv_at *at)
 {
 	uint8_t *held = &k->gate_held[at->index];
 	uint32_t packets = sl_sched_chunk_packets(&k->sched, at);
 
+	if (*held == 0)
+		e->count.sends_pulled_at_gate += sl_sched_gate_pull(&k->sched, at);
 	if (*held < packets && ++*held == packets)
 		e->count.sends_released_at_gate += sl_sched_chunk_arrived(&k->sched, at);
 }

@@ -353,6 +353,8 @@ struct dp_counters {
 	uint64_t sends_released_at_gate; /* send chunks of calls on their input made ready when the reception
 					    chunk they pace on arrived whole at the gate, before it landed
 					    (coll_run.c gate_held) */
+	uint64_t sends_pulled_at_gate;   /* and those made ready, still paced, when a peer's packet came to
+					    wait for them at the gate (sl_sched_gate_pull) */
 	uint64_t stash_overflows;    /* communicators failed at dp_engine.stash_limit */
 	long page_faults;            /* the engine thread's, while it ran (dp_main.c engine_main) */
 	uint64_t sched_built;        /* calls whose schedule was built, neither kept with a finished

@@ -691,7 +691,7 @@ static void print_counters(const struct dp_engine *e)
 
 	fprintf(stderr,
 		"sluiced %s: collectives posted %llu done %llu failed %llu rejected %llu, schedules built %llu, "
-		"own buffers allocated %llu, sends released at the input gate %llu; "
+		"own buffers allocated %llu, sends released at the input gate %llu (pulled %llu); "
 		"data tx %llu rx %llu, retransmits rto %llu sack %llu (tail-loss probes %llu, moved off dead paths %llu), "
 		"ACKs tx %llu (delayed %llu) rx %llu (of PSNs never sent %llu), "
 		"dup %llu, beyond the window %llu, malformed %llu, "
@@ -706,7 +706,7 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
 		(unsigned long long)e->count.sched_built, (unsigned long long)e->count.owned_allocs,
-		(unsigned long long)e->count.sends_released_at_gate,
+		(unsigned long long)e->count.sends_released_at_gate, (unsigned long long)e->count.sends_pulled_at_gate,
 		(unsigned long long)t->data_tx, (unsigned long long)t->data_rx,
 		/* "sack": every selective retransmission, probes included (tools sum rto + sack) */
 		(unsigned long long)t->retx_rto, (unsigned long long)(t->retx_sack + t->retx_tlp + t->retx_path),

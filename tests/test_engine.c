@@ -3226,12 +3226,21 @@ static void check_all_to_all(unsigned i, unsigned n, uint64_t count)
 				 (unsigned long long)(j / count));
 }
 
+/* What the input gates did for paced sends, all nodes together
+ * (dp_counters): released by a reception chunk that arrived whole, and
+ * pulled by a peer's packet that came to wait for one. */
+struct gate_sends {
+	uint64_t released, pulled;
+};
+
 /* An in-place all-to-all of n nodes by alg, int32 blocks of count, on the
  * input: every node but node 1 posts, and node 1 once its stash holds a
  * quarter of a block of their packets or more, which, applied at post,
  * would overwrite blocks node 1 has still to send. */
-static void all_to_all_on_input(unsigned n, uint32_t alg, uint64_t count, const struct sl_memport_faults *f)
+static struct gate_sends all_to_all_on_input(unsigned n, uint32_t alg, uint64_t count,
+					     const struct sl_memport_faults *f)
 {
+	struct gate_sends g = { 0, 0 };
 	struct sl_cpl cpl[MAXN];
 
 	setup_cluster(n, f, 5ull * 1000000000);
@@ -3255,21 +3264,14 @@ static void all_to_all_on_input(unsigned n, uint32_t alg, uint64_t count, const 
 			 nodes[1].e.comms[0].nstash);
 	post_in_place(1, 1, SL_OP_ALLTOALL, count, alg, 0);
 	wait_all(cpl, 5000000);
-	uint64_t released = 0;
 	for (unsigned i = 0; i < n; i++) {
 		assert_int_equal(cpl[i].status, SLUICE_OK);
 		check_all_to_all(i, n, count);
-		released += nodes[i].e.count.sends_released_at_gate;
+		g.released += nodes[i].e.count.sends_released_at_gate;
+		g.pulled += nodes[i].e.count.sends_pulled_at_gate;
 	}
-	/* pairwise at 3 nodes or more paces each step's sends on the previous
-	 * step's reception: node 1 finds whole chunks of it held at its gate
-	 * (in its stash), and they release its next sends before they land
-	 * (a2a29: waiting for them to land put the gate's acknowledgement
-	 * round trip between every two steps) */
-	if (alg == SL_ALGO_ID_PAIRWISE && n > 2 && released == 0)
-		fail_msg("%u nodes: no send chunk was released by a reception chunk that arrived whole at the "
-			 "input gate: each step's sends waited for the previous step's reception to land", n);
 	teardown_cluster();
+	return g;
 }
 
 /* An in-place all-to-all whose input's copy would take more than a pass
@@ -3282,21 +3284,34 @@ static void test_in_place_all_to_all_runs_on_its_input(void **state)
 	struct sl_memport_faults none = { 0 };
 	(void)state;
 
-	all_to_all_on_input(2, SL_ALGO_ID_PAIRWISE, 1 << 20, &none); /* 4 MiB blocks */
+	(void)all_to_all_on_input(2, SL_ALGO_ID_PAIRWISE, 1 << 20, &none); /* 4 MiB blocks */
 }
 
 /* The same for pairwise at 3 and 4 nodes, whose steps in place pair one
  * peer both ways (coll/algo_pairwise.c; pair28): at 3 a node sits a step
  * out and sends its next ahead of its peer.  3 nodes through drops,
  * duplicates and reordering, each resent packet read again from the input
- * (a cluster's setup is most of the time: two). */
+ * (a cluster's setup is most of the time: two).  Each step's sends pace on
+ * the previous step's reception, and the gate lets them go early both
+ * ways: at 3 nodes, node 1's next peers' packets wait in its stash for its
+ * next sends, which go when the first comes (a2a30: a rank behind held its
+ * peer's whole step for as long as it lagged); at 4, where the others go
+ * in step, a reception chunk that arrived whole releases the next step's
+ * sends before it lands (a2a29: waiting for it to land put the gate's
+ * acknowledgement round trip between every two steps). */
 static void test_in_place_pairwise_runs_on_its_input(void **state)
 {
 	struct sl_memport_faults none = { 0 }, faults = { .drop = 0.01, .dup = 0.01, .reorder = 0.05, .seed = 28 };
 	(void)state;
 
-	all_to_all_on_input(3, SL_ALGO_ID_PAIRWISE, 1 << 16, &faults); /* 256 KiB blocks */
-	all_to_all_on_input(4, SL_ALGO_ID_PAIRWISE, 1 << 16, &none);
+	struct gate_sends g3 = all_to_all_on_input(3, SL_ALGO_ID_PAIRWISE, 1 << 16, &faults); /* 256 KiB blocks */
+	struct gate_sends g4 = all_to_all_on_input(4, SL_ALGO_ID_PAIRWISE, 1 << 16, &none);
+	if (g3.pulled == 0)
+		fail_msg("3 nodes: no send chunk was made ready by a peer's packet waiting for it at the input "
+			 "gate: node 1 held its next peers' data until its own pacing let its sends go");
+	if (g4.released == 0)
+		fail_msg("4 nodes: no send chunk was released by a reception chunk that arrived whole at the "
+			 "input gate: each step's sends waited for the previous step's reception to land");
 }
 
 /* In-place calls of different sizes in turn (a DDP job's gradient

@@ -123,9 +123,9 @@ static void apply(uint32_t to, const struct sl_action *a, const uint8_t *data, u
 static void drain(uint32_t rk);
 
 /* Offer a packet to rank `to`'s schedule; on its input, one whose bytes a
- * send still reads is deferred, as the engine's offer does, and once a
- * chunk's every packet waits so, the sends that pace on it go (first: the
- * packet's first offer). */
+ * send still reads is deferred, as the engine's offer does: the first of a
+ * chunk to wait so makes that send ready, and once a chunk's every packet
+ * waits, the sends that pace on it go (first: the packet's first offer). */
 static enum sl_sched_result offer_sched(uint32_t to, const struct packet *pk, bool first, struct sl_action *a)
 {
 	struct rank *r = &cl.r[to];
@@ -134,6 +134,8 @@ static enum sl_sched_result offer_sched(uint32_t to, const struct packet *pk, bo
 	if (!r->src_free || !sl_sched_recv_at(&r->s, pk->from, pk->step, pk->xoff, &at))
 		return sl_sched_on_packet(&r->s, pk->from, pk->step, pk->xoff, pk->len, a);
 	if (!r->src_free[at.index]) {
+		if (first && r->gate_held[at.index] == 0)
+			sl_sched_gate_pull(&r->s, &at);
 		if (first && ++r->gate_held[at.index] == sl_sched_chunk_packets(&r->s, &at))
 			sl_sched_chunk_arrived(&r->s, &at);
 		return SL_SCHED_DEFER;
@@ -1173,6 +1175,48 @@ static void test_chunk_arrived_releases_paced_sends(void **state)
 	sl_sched_fini(&s);
 }
 
+/* Pairwise in place on its input, 3 ranks, rank 1 (step 0 with rank 2,
+ * step 1 with rank 0): rank 0's step-1 packet comes while rank 1's step-1
+ * send still waits on step 0's reception.  It waits at the gate for that
+ * very send, so the send goes at once (sl_sched_gate_pull), once: neither
+ * a second pull nor step 0's chunk arriving or landing makes it ready
+ * again.  A step-0 reception's send waits on nothing: nothing to pull. */
+static void test_gate_pulls_the_send_it_waits_for(void **state)
+{
+	struct sl_sched s;
+	struct sl_sched_plan p = { .coll = SL_COLL_ALLTOALL, .algo = SL_ALGO_PAIRWISE, .nranks = 3, .rank = 1,
+				   .count = 24, .esize = 4, .payload = 16, .chunk_bytes = 32, .in_place = true };
+	struct sl_send snd;
+	struct sl_action a;
+	struct sl_recv_at at, at0;
+	(void)state;
+
+	plan_bytes(&p);
+	assert_int_equal(sl_sched_init(&s, &p), 0);
+	assert_true(sl_sched_input_gate_ok(&s));
+	while (sl_sched_next_send(&s, &snd))
+		assert_int_equal(snd.step, 0);
+	assert_true(sl_sched_recv_at(&s, 2, 0, 0, &at0));
+	assert_int_equal(sl_sched_gate_pull(&s, &at0), 0);
+	assert_true(sl_sched_recv_at(&s, 0, 1, 32, &at));
+	if (sl_sched_gate_pull(&s, &at) != 1 || !sl_sched_next_send(&s, &snd))
+		fail_msg("pairwise, 3 ranks in place, rank 1: rank 0's step-1 packet at 32 waits at the gate for "
+			 "rank 1's step-1 send chunk at 32, and that send is still not ready");
+	assert_int_equal(snd.peer, 0);
+	assert_int_equal(snd.step, 1);
+	assert_int_equal(snd.xoff, 32);
+	assert_int_equal(sl_sched_gate_pull(&s, &at), 0);
+	/* step 0's chunk 1, which it paced on, arrives and lands: nothing sent twice */
+	assert_true(sl_sched_recv_at(&s, 2, 0, 32, &at0));
+	assert_int_equal(sl_sched_chunk_arrived(&s, &at0), 0);
+	for (uint64_t off = 32; off < 64; off += 16)
+		assert_int_equal(sl_sched_on_packet_at(&s, &at0, off, 16, &a), SL_SCHED_OK);
+	if (sl_sched_next_send(&s, &snd))
+		fail_msg("pairwise, 3 ranks in place, rank 1: step %u's send chunk at %llu made ready again",
+			 snd.step, (unsigned long long)snd.xoff);
+	sl_sched_fini(&s);
+}
+
 /* One field of the plan at a time: reinit on a used schedule rebuilds it
  * (the result is the one built new), the same plan only resets it (the
  * same again).  A 3-rank direct broadcast's rank 1 (a lazy check) and a
@@ -1544,6 +1588,7 @@ int main(void)
 		cmocka_unit_test(test_all_to_all_in_place_on_some_ranks),
 		cmocka_unit_test(test_in_place_all_to_all_on_its_input),
 		cmocka_unit_test(test_chunk_arrived_releases_paced_sends),
+		cmocka_unit_test(test_gate_pulls_the_send_it_waits_for),
 		cmocka_unit_test(test_reinit_resets),
 		cmocka_unit_test(test_reuse_needs_same_plan),
 		cmocka_unit_test(test_copied_schedule_is_the_built_one),
