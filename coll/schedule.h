@@ -244,7 +244,7 @@ uint32_t sl_sched_chunk_packets(const struct sl_sched *s, const struct sl_recv_a
  * other blocks than it writes; waiting for it to land put the gate's
  * acknowledgement round trip between every two steps.  Its completion
  * (sl_sched_chunk_applied, or its last packet) releases nothing again.
- * The send chunks it made ready (0 when none waits on it, or it had). */
+ * The send chunks it made ready (0 when none waits on it, or they went already). */
 uint32_t sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at);
 /* A packet of at's chunk waits at the input gate for this rank's send of
  * the same chunk to its peer (same step): when that send still waits on its
