@@ -50,6 +50,7 @@ static sluice_result_t comm_create(struct sluice_comm *c, const struct sl_boot *
 	msg.c.key = c->key;
 	msg.c.rank = (uint32_t)c->rank;
 	msg.c.nranks = (uint32_t)c->nranks;
+	msg.c.timeout_ms = (uint32_t)c->ctx->cfg.timeout_s * 1000; /* the dataplane times out calls with this wait's */
 	for (int r = 0; r < c->nranks; r++)
 		msg.c.node[r] = b->node[r];
 	res = sl_ctl_call(c->ctx, &msg, -1, &reply);

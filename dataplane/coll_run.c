@@ -2162,7 +2162,7 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	char waiting[64], cause[320] = "", why[SL_ERRMSG_LEN];
 
 	/* local transfers in this pass may have made progress after `now` was read */
-	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < e->timeout_ns)
+	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < dp_comm_timeout(e, comm))
 		return;
 	peer = dp_coll_waited_rank(k, waiting, sizeof(waiting));
 	if (dp_cycle_named(e, k, peer, why, sizeof(why), &also)) {
@@ -2178,7 +2178,7 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
 		  "%s #%u on rank %u made no progress for %.1f s (waiting %s%s): a rank may not "
 		  "have made this call, or may be stuck", sl_coll_name(k->cmd.opcode), k->seq, comm->rank,
-		  (double)e->timeout_ns / 1e9, waiting, cause);
+		  (double)dp_comm_timeout(e, comm) / 1e9, waiting, cause);
 }
 
 /* Finish comm's lingering calls that are marked ready; on a timer pass
@@ -2194,7 +2194,7 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 static uint32_t linger_progress(struct dp_engine *e, struct dp_comm *comm, uint64_t now, bool timers)
 {
 	uint32_t work = 0;
-	bool check = timers && now >= comm->linger_since_ns && now - comm->linger_since_ns >= e->timeout_ns;
+	bool check = timers && now >= comm->linger_since_ns && now - comm->linger_since_ns >= dp_comm_timeout(e, comm);
 	uint64_t since = UINT64_MAX;
 
 	for (struct dp_coll *k = comm->linger, *next; k && (check || comm->linger_ready); k = next) {
@@ -2316,7 +2316,7 @@ static bool close_ready(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
 		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
 		late_release(e, comm); /* the peers' closing words may be held */
 	}
-	if (comm->failed != SLUICE_OK || now - comm->close_since_ns >= e->timeout_ns)
+	if (comm->failed != SLUICE_OK || now - comm->close_since_ns >= dp_comm_timeout(e, comm))
 		return true;
 	for (uint32_t r = 0; r < comm->nranks; r++)
 		if (r != comm->rank && !comm->peer_closed[r] && sl_tp_node_alive(e->tp, comm->node[r]))

@@ -389,6 +389,7 @@ static void do_comm_create(struct server *s, int ci, const struct sl_ctl_msg *m,
 	comm.key32 = (uint32_t)m->c.key;
 	comm.rank = m->c.rank;
 	comm.nranks = m->c.nranks;
+	comm.timeout_ns = (uint64_t)m->c.timeout_ms * 1000000;
 	for (uint32_t k = 0; k < comm.nranks; k++)
 		comm.node[k] = (uint16_t)m->c.node[k];
 	atomic_store(&comm_channels_failed[i].claimed, 0);

@@ -189,6 +189,9 @@ struct dp_comm {
 	uint64_t key;
 	uint32_t key32;           /* the low 32 bits, carried in every packet */
 	uint32_t rank, nranks;
+	/* The client's SLUICE_TIMEOUT (COMM_CREATE), so that its calls fail with
+	 * the reason before its own wait gives up; 0: the engine's (dp_comm_timeout). */
+	uint64_t timeout_ns;
 	uint16_t node[SL_MAX_RANKS];
 	struct dp_client *client;
 	uint32_t next_seq;        /* sequence number of the next collective posted */
@@ -558,6 +561,12 @@ void dp_idle_print(const struct dp_engine *e);
 static inline void dp_idle_busy(struct dp_idle *d)
 {
 	d->since = 0;
+}
+
+/* No progress this long fails a call of comm (or ends its destroy's wait). */
+static inline uint64_t dp_comm_timeout(const struct dp_engine *e, const struct dp_comm *comm)
+{
+	return comm->timeout_ns ? comm->timeout_ns : e->timeout_ns;
 }
 
 /* coll_run.c */

@@ -179,7 +179,7 @@ static const struct dp_coll *call_into_cycle(const struct dp_comm *via)
  * the last timeout), still holding and not closed on this rank; else -1. */
 static int waiter_of(const struct dp_engine *e, const struct dp_comm *c, const struct dp_wait_chain *ch, uint64_t now)
 {
-	if (!ch->n || ch->at_ns + e->timeout_ns <= now || !chain_holds(c, ch) || chain_closed(e, c, ch))
+	if (!ch->n || ch->at_ns + dp_comm_timeout(e, c) <= now || !chain_holds(c, ch) || chain_closed(e, c, ch))
 		return -1;
 	return ch->edge[ch->n - 1].rank;
 }
@@ -308,9 +308,9 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
  * 7/8 of one apart.  Notes cost one a stall, and a chain one path
  * (passing_call): a legal rank that computes longer than the eighth while
  * its peers wait draws a note from each, nothing more. */
-static uint64_t stall_ns(const struct dp_engine *e)
+static uint64_t stall_ns(const struct dp_engine *e, const struct dp_comm *comm)
 {
-	return e->timeout_ns / 8;
+	return dp_comm_timeout(e, comm) / 8;
 }
 
 /* A stalled call (stall_ns without progress) tells the rank it
@@ -325,7 +325,7 @@ void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	struct dp_wait_edge mine;
 
 	if (k->status != SLUICE_OK || k->noted_ns == k->last_progress_ns || now < k->last_progress_ns ||
-	    now - k->last_progress_ns < stall_ns(e))
+	    now - k->last_progress_ns < stall_ns(e, k->comm))
 		return;
 	k->noted_ns = k->last_progress_ns; /* looked at once a stall, a peer to tell or not */
 	if (!own_edge(k, &mine))
@@ -336,7 +336,7 @@ void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
 		const struct dp_comm *c = &e->comms[i];
 		for (unsigned j = 0; same_client(k->comm, c) && j < DP_CHAINS_KEPT; j++)
-			if (c->chains_in[j].n && c->chains_in[j].at_ns + e->timeout_ns > now &&
+			if (c->chains_in[j].n && c->chains_in[j].at_ns + dp_comm_timeout(e, c) > now &&
 			    chain_holds(c, &c->chains_in[j]) && !chain_closed(e, c, &c->chains_in[j]))
 				chain_pass(e, k, &c->chains_in[j]);
 	}
@@ -392,7 +392,7 @@ static bool pair_cycle(const struct dp_engine *e, const struct dp_coll *k, int p
 			{ .comm = comm->key32, .seq = w->seq, .rank = (uint16_t)peer,
 			  .waits_for = (uint16_t)comm->rank, .op = w->op },
 		};
-		dp_cycle_sentence(why, why_size, cycle, 2, (double)e->timeout_ns / 1e9);
+		dp_cycle_sentence(why, why_size, cycle, 2, (double)dp_comm_timeout(e, comm) / 1e9);
 		return true;
 	}
 	dp_call_name(mine, sizeof(mine), (uint8_t)k->cmd.opcode, k->seq, peer);
@@ -406,7 +406,7 @@ static bool pair_cycle(const struct dp_engine *e, const struct dp_coll *k, int p
 			 "%s, or make these calls in one order on both ranks (sends and recvs may come before "
 			 "or after a collective, but a rank must not wait for one before posting the other)",
 			 peer, theirs, comm->rank, counter, mine, for_peer,
-			 (double)e->timeout_ns / 1e9, counter, comm->rank, mine);
+			 (double)dp_comm_timeout(e, comm) / 1e9, counter, comm->rank, mine);
 	return true;
 }
 
@@ -422,7 +422,7 @@ static bool waits_on_a_cycle(const struct dp_engine *e, const struct dp_coll *k,
 	    !own_edge(k, &mine))
 		return false;
 	dp_tail_sentence(why, why_size, &mine, comm->cycle_in.edge, comm->cycle_in.n, comm->cycle_path,
-			 (double)e->timeout_ns / 1e9);
+			 (double)dp_comm_timeout(e, comm) / 1e9);
 	return true;
 }
 
@@ -439,7 +439,7 @@ bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char
 		return true;
 	if (!(n = chain_cycle(e, k, cycle, also)))
 		return false;
-	dp_cycle_sentence(why, why_size, cycle, n, (double)e->timeout_ns / 1e9);
+	dp_cycle_sentence(why, why_size, cycle, n, (double)dp_comm_timeout(e, k->comm) / 1e9);
 	return true;
 }
 

@@ -15,6 +15,12 @@
  * then answers; libsluice waited for that answer the same timeout, from
  * before the dataplane's wait began, and gave up first: "did not answer
  * COMM_DESTROY within SLUICE_TIMEOUT" from a dataplane that was fine.
+ *
+ * --client-timeout S, 2 ranks: the ranks set SLUICE_TIMEOUT=S, below the
+ * dataplanes' own (sluice-run --timeout); rank 1 never posts.  Rank 0's
+ * dataplane times its call out after S, the timeout its communicator was
+ * created with; it used its own, and libsluice's wait gave up first at S
+ * and its 2 s grace, with "got no completion" and no reason.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,22 +52,67 @@ static int run_destroy(sluice_ctx_t *ctx, sluice_comm_t *comm, double timeout_s)
 	return 0;
 }
 
+static int run_client_timeout(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s, double dataplane_s)
+{
+	sluice_req_t *req;
+	float *buf;
+
+	CHECK(sluice_mem_alloc(ctx, 2 * COUNT * sizeof(float), (void **)&buf));
+	if (rank == 1) {
+		/* the rank that never posts: stay until rank 0 has failed */
+		usleep((useconds_t)(2 * client_s * 1e6));
+		sluice_comm_destroy(comm); /* fails: rank 0's abort notice */
+		sluice_mem_free(ctx, buf);
+		sluice_finalize(ctx);
+		printf("rank 1: never posted\n");
+		return 0;
+	}
+	double t0 = now_s();
+	CHECK(sluice_allgather(comm, buf, buf, COUNT, SLUICE_FLOAT32, &req));
+	sluice_result_t res = sluice_wait(req);
+	double took = now_s() - t0;
+	const char *why = sluice_last_error();
+	char said[64];
+
+	printf("rank 0: wait ended after %.2f s (SLUICE_TIMEOUT=%.0f s, the dataplane's %.0f s): %s: %s\n", took,
+	       client_s, dataplane_s, sluice_get_error_string(res), why);
+	snprintf(said, sizeof(said), "made no progress for %.1f s", client_s);
+	if (res != SLUICE_ERR_TIMEOUT || !strstr(why, said)) {
+		fprintf(stderr, "rank 0: FAIL: want the dataplane's reason after the client's timeout (\"%s\"): %s\n",
+			said, why);
+		return 1;
+	}
+	sluice_comm_destroy(comm); /* the communicator failed: its destroy says so */
+	CHECK(sluice_mem_free(ctx, buf));
+	CHECK(sluice_finalize(ctx));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *limit = getenv("SLUICE_TIMEOUT");
 	bool destroy = argc == 2 && !strcmp(argv[1], "--destroy");
-	double timeout_s = limit ? atof(limit) : 0;
+	double timeout_s = limit ? atof(limit) : 0, client_s = 0;
 	sluice_ctx_t *ctx;
 	sluice_comm_t *comm;
 	sluice_req_t *req;
 	float *buf;
 	int nranks;
 
-	if (argc > 1 + destroy) {
-		fprintf(stderr, "usage: it_late_reason [--destroy]\n");
+	if (argc == 3 && !strcmp(argv[1], "--client-timeout")) {
+		client_s = atof(argv[2]);
+		if (client_s < 1 || client_s >= timeout_s) {
+			fprintf(stderr, "it_late_reason: --client-timeout takes whole seconds below the dataplanes' "
+				"SLUICE_TIMEOUT (sluice-run --timeout)\n");
+			return 2;
+		}
+		setenv("SLUICE_TIMEOUT", argv[2], 1); /* this rank's libsluice's, not its dataplane's */
+	} else if (argc > 1 + destroy) {
+		fprintf(stderr, "usage: it_late_reason [--destroy | --client-timeout S]\n");
 		return 2;
 	}
-	if (timeout_s <= (destroy ? 0 : 4) || timeout_s > 30) {
+	int want = destroy || client_s ? 2 : 3;
+	if (timeout_s <= (want == 2 ? 0 : 4) || timeout_s > 30) {
 		fprintf(stderr, "it_late_reason: set SLUICE_TIMEOUT (seconds, above 4, at most 30; sluice-run --timeout)\n");
 		return 2;
 	}
@@ -69,10 +120,12 @@ int main(int argc, char **argv)
 	CHECK(sluice_comm_init_env(ctx, &comm));
 	CHECK(sluice_comm_rank(comm, &rank));
 	CHECK(sluice_comm_size(comm, &nranks));
-	if (nranks != 3 - destroy) {
-		fprintf(stderr, "it_late_reason: runs on %d ranks, not %d\n", 3 - destroy, nranks);
+	if (nranks != want) {
+		fprintf(stderr, "it_late_reason: runs on %d ranks, not %d\n", want, nranks);
 		return 2;
 	}
+	if (client_s)
+		return run_client_timeout(ctx, comm, client_s, timeout_s);
 	if (destroy)
 		return run_destroy(ctx, comm, timeout_s);
 	CHECK(sluice_mem_alloc(ctx, 3 * COUNT * sizeof(float), (void **)&buf));

@@ -35,7 +35,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 10
+#define SL_ABI_VERSION 11
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -301,6 +301,10 @@ struct sl_ctl_msg {
 			uint32_t rank;
 			uint32_t nranks;
 			uint32_t node[SL_MAX_RANKS];  /* dataplane node id of each rank */
+			/* the client's SLUICE_TIMEOUT: its calls on this communicator fail after
+			 * this long without progress, and its destroy waits this long for peers
+			 * (0: the dataplane's own --timeout) */
+			uint32_t timeout_ms;
 		} c;
 		struct {
 			uint32_t snap;                /* DATA payload bytes to keep (0: headers only) */
