@@ -42,6 +42,9 @@
  * the windows for a round: what it waits for may be queued behind the
  * early packets that held them (stash_starves). */
 #define STARVED_NS 2000000ull
+/* A timed-out slice that names no cycle waits this long at most (an eighth
+ * of the timeout below 8 s) for another channel to name one (bare_held). */
+#define BARE_HOLD_MAX_NS 1000000000ull
 #define KIND_ALGO_SHIFT 5 /* wire kind = opcode | algorithm << 5 */
 #define COUNT_ROOT_SHIFT 56 /* wire count = count | root << 56 (the header has no root field) */
 
@@ -2154,6 +2157,24 @@ static void early_cross_hint(const struct dp_coll *k, int peer, char *cause, siz
 			 comm->rank, counter, peer, counter, comm->rank, mine);
 }
 
+/* A call split over channels times out on each, at about the same time,
+ * but its slice on a channel where the peer has no call sees no cycle: the
+ * first channel, which every call runs on, does (it_mismatch --channels
+ * --p2p).  Whichever failed first failed the communicator on every channel
+ * (check_channels), so a slice's bare timeout beat the cycle's name about
+ * every other run.  It waits a little for another channel's name first;
+ * check_channels takes that up at the next timer pass. */
+static bool bare_held(const struct dp_engine *e, struct dp_coll *k, uint64_t now)
+{
+	uint64_t hold = dp_comm_timeout(e, k->comm) / 8;
+
+	if (!k->comm->channels_failed)
+		return false;
+	if (k->bare_since_ns <= k->last_progress_ns) /* this stall's first */
+		k->bare_since_ns = now;
+	return now - k->bare_since_ns < (hold < BARE_HOLD_MAX_NS ? hold : BARE_HOLD_MAX_NS);
+}
+
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
@@ -2171,6 +2192,8 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 			comm_fail(e, also, SLUICE_ERR_MISMATCH, also->next_seq, true, "%s", why);
 		return;
 	}
+	if (bare_held(e, k, now))
+		return;
 	if (peer >= 0)
 		early_cross_hint(k, peer, cause, sizeof(cause));
 	if (!*cause)

@@ -27,7 +27,9 @@
  * timeout; the same calls in legal orders (the send posted while the
  * collective runs, a stall longer than half the timeout between them) must
  * report nothing.  A sixth cycle has rank 1 get there 0.6 of the timeout
- * late.  --cycles (3 ranks): cycles only the chains of waits show;
+ * late.  --channels --p2p (2 ranks, 2 channels): cycles through calls
+ * split over the channels on one rank only.  --cycles (3 ranks): cycles
+ * only the chains of waits show;
  * --tail (4 ranks): a rank two steps from a cycle, first to get there.
  */
 #include <stdbool.h>
@@ -421,6 +423,30 @@ static void run_p2p(void)
 	run_legal("barrier with a 1 MiB send", BARRIER, LARGE, 0);
 }
 
+/* --channels --p2p (2 ranks, 2 channels): cycles whose calls one rank splits
+ * over the channels (1 MiB) while the other's run on the first alone (1
+ * KiB): the second channel sees no cycle, and its bare timeout must not
+ * come before the first one's name.  Rank 0 splits in the first window,
+ * rank 1 in the second (in one, their slices on the second channel would
+ * wait on each other across the cases' communicators: a cycle too). */
+static void run_p2p_channels(void)
+{
+	const struct p2p_case rank0_splits[] = {
+		{ "a 1 MiB recv against a 1 KiB recv", ALLREDUCE, { { { RECV, LARGE, 1 } }, { { RECV, SMALL, 0 } } },
+		  { "2 ranks" CHAIN_SAID, "recv #0 from rank 1", "recv #0 from rank 0" }, CHAIN_END, false, { 0 } },
+		{ "a 1 MiB allreduce against a 1 KiB recv", ALLREDUCE,
+		  { { { COLL, LARGE, 0 } }, { { RECV, SMALL, 0 } } },
+		  { CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false, { 0 } },
+	};
+	const struct p2p_case rank1_splits = {
+		"a 1 KiB allreduce against a 1 MiB recv", ALLREDUCE, { { { COLL, SMALL, 0 } }, { { RECV, LARGE, 0 } } },
+		{ CYCLE_SAID, "allreduce #", "recv #0 from rank 0" }, CYCLE_END, false, { 0 },
+	};
+
+	run_cycles(rank0_splits, 2);
+	run_cycles(&rank1_splits, 1);
+}
+
 /* Legal, on 3 ranks: rank 0 waits in a recv from rank 1, which waits in a
  * recv from rank 2 before it sends to rank 0; rank 2 posts its recv from
  * rank 0, computes past half the timeout, sends to rank 1 and waits in its
@@ -585,9 +611,12 @@ int main(int argc, char **argv)
 	bool tail = argc == 2 && !strcmp(argv[1], "--tail");
 
 	sliced = argc == 3 && !strcmp(argv[1], "--channels");
+	bool split_p2p = sliced && !strcmp(argv[2], "--p2p");
+	p2p |= split_p2p;
 	if (argc != 2 + sliced) {
 		fprintf(stderr, "usage: it_mismatch [--channels] COLL[,COLL...] (allreduce, allgather, reduce_scatter, "
-			"broadcast, reduce, alltoall, gather, scatter), it_mismatch --p2p, --cycles or --tail\n");
+			"broadcast, reduce, alltoall, gather, scatter), it_mismatch [--channels] --p2p, --cycles or "
+			"--tail\n");
 		return 2;
 	}
 	timeout_s = limit ? atof(limit) : 60;
@@ -605,7 +634,9 @@ int main(int argc, char **argv)
 	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufa));
 	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufb));
 	memset(bufa, 0, MOST_BYTES);
-	if (p2p)
+	if (split_p2p)
+		run_p2p_channels();
+	else if (p2p)
 		run_p2p();
 	if (cycles)
 		run_cycles3();
