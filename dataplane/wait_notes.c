@@ -314,25 +314,37 @@ static uint64_t stall_ns(const struct dp_engine *e, const struct dp_comm *comm)
 }
 
 /* A stalled call (stall_ns without progress) tells the rank it
- * waits for which call it waits in, once a stall, and (if it is the
- * passing_call) passes on to it the chains of waits for this rank that
+ * waits for which call it waits in, once a stall, and while it is the
+ * passing_call passes on to it the chains of waits for this rank that
  * came within the last timeout and still hold (chain_came): a rank that
- * sees its own wait come back knows the cycle (chain_cycle).  The notes decide nothing: a cycle is named only
+ * sees its own wait come back knows the cycle (chain_cycle).  Once a
+ * stall, when it becomes the passing call: at its stall, or later, when an
+ * older stalled call ends or moves.  Only at its stall, before, the chains
+ * that went along an older call (a prefetching recv whose data came later)
+ * went no further, and a cycle through this one was not seen
+ * (it_mismatch --cycles, "a cycle through rank 0's second recv").  Until it
+ * passes, a stalled call looks for the passing call each timer pass: a walk
+ * of the client's calls.  The notes decide nothing: a cycle is named only
  * at a timeout, so a legal order (a rank that computes for a while before
  * it posts) can only be caught where it would have timed out anyway. */
 void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_wait_edge mine;
 
-	if (k->status != SLUICE_OK || k->noted_ns == k->last_progress_ns || now < k->last_progress_ns ||
+	if (k->status != SLUICE_OK || k->passed_ns == k->last_progress_ns || now < k->last_progress_ns ||
 	    now - k->last_progress_ns < stall_ns(e, k->comm))
 		return;
-	k->noted_ns = k->last_progress_ns; /* looked at once a stall, a peer to tell or not */
-	if (!own_edge(k, &mine))
+	if (!own_edge(k, &mine)) { /* waits for no one rank: nothing to tell, never the passing call */
+		k->noted_ns = k->passed_ns = k->last_progress_ns;
 		return;
-	stall_note(e, k, mine.waits_for, "");
+	}
+	if (k->noted_ns != k->last_progress_ns) {
+		k->noted_ns = k->last_progress_ns;
+		stall_note(e, k, mine.waits_for, "");
+	}
 	if (passing_call(e, k->comm) != k)
 		return;
+	k->passed_ns = k->last_progress_ns;
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
 		const struct dp_comm *c = &e->comms[i];
 		for (unsigned j = 0; same_client(k->comm, c) && j < DP_CHAINS_KEPT; j++)

@@ -491,10 +491,59 @@ static void run_legal_ring(void)
 	CHECK(sluice_comm_destroy(comm));
 }
 
+/* A pipeline's hang through a rank's second stalled call, 3 ranks.  Rank 0
+ * posts a recv from rank 1 ahead (a prefetch), computes 0.3 of the timeout
+ * and waits in a second recv from rank 1; rank 1 computes half a timeout,
+ * sends rank 0 the first, and waits in a recv from rank 2 before it sends
+ * the second; rank 2 waits in a recv from rank 0 from the start.  Until
+ * rank 1's send, the prefetch was rank 0's oldest stalled call, and the
+ * chains rank 0 held went along it to rank 1, which waited for no one yet;
+ * rank 2 times out first, and every rank must get the cycle's name. */
+static void run_second_call(void)
+{
+	const struct p2p_case c = {
+		"a cycle through rank 0's second recv", ALLREDUCE, { { { NONE } } },
+		{ "3 ranks" CHAIN_SAID, "recv #1 from rank 1", "recv #0 from rank 2", "recv #0 from rank 0" },
+		CHAIN_END, false, { 0 },
+	};
+	uint32_t *out = bufa, *in = bufb;
+	sluice_comm_t *comm;
+	sluice_req_t *ahead = NULL, *req;
+	sluice_result_t res;
+	char got[1200];
+
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	double t0 = now_s();
+	if (rank == 0) {
+		CHECK(sluice_recv(comm, in, SMALL, SLUICE_UINT32, 1, &ahead));
+		usleep((useconds_t)(0.3 * timeout_s * 1e6));
+		CHECK(sluice_recv(comm, in + SMALL, SMALL, SLUICE_UINT32, 1, &req));
+	} else if (rank == 1) {
+		usleep((useconds_t)(0.5 * timeout_s * 1e6));
+		CHECK(sluice_send(comm, out, SMALL, SLUICE_UINT32, 0, &ahead));
+		CHECK(sluice_recv(comm, in, SMALL, SLUICE_UINT32, 2, &req));
+	} else {
+		CHECK(sluice_recv(comm, in, SMALL, SLUICE_UINT32, 0, &req));
+	}
+	if ((res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
+		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank, c.what,
+			outcome(res, got, sizeof(got)));
+		failures++;
+	} else {
+		check_cycle(&c);
+	}
+	if (ahead && (res = sluice_wait(ahead)) != SLUICE_OK) { /* the prefetch and its send were legal */
+		fprintf(stderr, "rank %d: %s: the first %s: %s\n", rank, c.what, rank ? "send" : "recv",
+			outcome(res, got, sizeof(got)));
+		failures++;
+	}
+	after_failure(comm, c.what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
+}
+
 /* --cycles, 3 ranks: cycles that only the whole chain of waits shows (no
  * rank waits for one that waits for it), one at a time (each rank is in
- * both: run together, their waits would make other cycles of each), then
- * the legal ring. */
+ * both: run together, their waits would make other cycles of each), one
+ * through a rank's second stalled call, then the legal ring. */
 static void run_cycles3(void)
 {
 	const struct p2p_case ring = {
@@ -513,6 +562,8 @@ static void run_cycles3(void)
 	run_cycles(&ring, 1);
 	if (!failures)
 		run_cycles(&across, 1);
+	if (!failures)
+		run_second_call();
 	run_legal_ring();
 }
 
