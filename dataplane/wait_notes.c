@@ -115,7 +115,8 @@ static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struc
  * they on to theirs, up to DP_WAIT_CHAIN_MAX hops (14^8 notes on 16
  * ranks).  Along one call, each note's chain takes one path of at most
  * that many hops; a cycle through another stalled call of the same rank
- * goes unseen (the pair rule still sees one of two). */
+ * is seen once this one ends, fails or moves (dp_note_stall), not while it
+ * stalls (the pair rule still sees one of two). */
 static const struct dp_coll *passing_call(const struct dp_engine *e, const struct dp_comm *comm)
 {
 	const struct dp_coll *oldest = NULL;
