@@ -291,6 +291,7 @@ struct dp_coll {
 	uint64_t last_progress_ns;
 	uint64_t noted_ns;        /* last_progress_ns when its stall was told to its peer (dp_note_stall) */
 	uint64_t passed_ns;       /* ... when the chains held were passed along it, as the passing call */
+	uint64_t looked_ns;       /* when it last looked whether it is the passing call (dp_note_stall) */
 	uint64_t bare_since_ns;   /* its timeout, naming no cycle, waits for another channel's name since */
 	/* Gated collectives (device buffers, or --gate-host): packets are
 	 * posted to a reducer, and the schedule hears of each chunk once its

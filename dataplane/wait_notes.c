@@ -324,8 +324,10 @@ static uint64_t stall_ns(const struct dp_engine *e, const struct dp_comm *comm)
  * that went along an older call (a prefetching recv whose data came later)
  * went no further, and a cycle through this one was not seen
  * (it_mismatch --cycles, "a cycle through rank 0's second recv").  Until it
- * passes, a stalled call looks for the passing call each timer pass: a walk
- * of the client's calls.  The notes decide nothing: a cycle is named only
+ * passes, a stalled call looks whether it is the passing call (a walk of
+ * the client's calls) every 64th of a timeout, not every timer pass: with
+ * many calls stalled (legal recvs while peers compute) that walk each
+ * millisecond was each call's.  The notes decide nothing: a cycle is named only
  * at a timeout, so a legal order (a rank that computes for a while before
  * it posts) can only be caught where it would have timed out anyway. */
 void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
@@ -339,10 +341,14 @@ void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		k->noted_ns = k->passed_ns = k->last_progress_ns;
 		return;
 	}
-	if (k->noted_ns != k->last_progress_ns) {
+	bool first = k->noted_ns != k->last_progress_ns; /* this stall's first look */
+	if (first) {
 		k->noted_ns = k->last_progress_ns;
 		stall_note(e, k, mine.waits_for, "");
+	} else if (now - k->looked_ns < stall_ns(e, k->comm) / 8) {
+		return;
 	}
+	k->looked_ns = now;
 	if (passing_call(e, k->comm) != k)
 		return;
 	k->passed_ns = k->last_progress_ns;
