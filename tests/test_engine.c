@@ -2049,6 +2049,35 @@ static void test_cycles_of_recvs_are_named(void **state)
 	teardown_cluster();
 }
 
+/* A pipeline's hang through a rank's second stalled call (it_mismatch
+ * --cycles runs it on real dataplanes): node 0 posts a recv from node 1
+ * ahead and a second one 0.3 of the timeout later; node 2 waits in a recv
+ * from node 0 from the start; node 1 sends node 0 the first half a timeout
+ * in, then waits in a recv from node 2.  The chains node 0 held went along
+ * its first recv, its oldest stalled call, until that one's data came;
+ * they must go along the second then, or node 2 times out first, bare. */
+static void test_a_chain_goes_along_the_next_stalled_call(void **state)
+{
+	const char *cycle = "3 ranks wait on each other in a cycle (no progress for 0.3 s): ";
+	(void)state;
+
+	setup_stepped(3);
+	post_p2p(1, 0, true, 0);
+	post_p2p(0, 2, true, 0);
+	poll_engine_ms(CYCLE_TIMEOUT_NS * 3 / 10 / 1000000);
+	post_p2p(1, 0, true, 64);
+	poll_engine_ms(CYCLE_TIMEOUT_NS * 2 / 10 / 1000000);
+	post_p2p(1, 0, false, 0);
+	post_p2p(2, 1, true, 0);
+	expect_status_saying(0, SLUICE_OK, ""); /* the recv ahead */
+	expect_status_saying(1, SLUICE_OK, ""); /* its send */
+	expect_status_saying(2, SLUICE_ERR_MISMATCH, "rank 2 waits in recv #0 from rank 0, which has not posted send "
+						     "#0 to rank 2 while it waits in recv #1 from rank 1");
+	for (unsigned i = 0; i < 2; i++)
+		expect_status_saying(i, SLUICE_ERR_MISMATCH, cycle);
+	teardown_cluster();
+}
+
 /* A chain is passed on along one stalled call of a rank (coll_run.c
  * passing_call), not along each: node 0 waits in recvs from nodes 1, 2 and
  * 3, all stalled, when node 1's note comes (node 1 waits in a recv from
@@ -4041,6 +4070,7 @@ int main(void)
 		cmocka_unit_test(test_cycles_of_recvs_are_named),
 		cmocka_unit_test(test_a_chain_of_late_sends_delivers),
 		cmocka_unit_test(test_a_chain_is_passed_along_one_call),
+		cmocka_unit_test(test_a_chain_goes_along_the_next_stalled_call),
 		cmocka_unit_test(test_a_cycle_entered_far_apart_is_named),
 		cmocka_unit_test(test_a_tail_of_three_names_the_cycle),
 		cmocka_unit_test(test_a_tail_across_communicators_names_the_cycle),
