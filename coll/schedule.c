@@ -299,6 +299,21 @@ static int index_xfers(struct sl_sched *s)
 	return carve_tables(s, masks + 1, sends + 1);
 }
 
+/* Whether x is a send that is ready at once (waits on nothing, not lazy). */
+static bool ready_at_start(const struct sl_xfer *x)
+{
+	return x->is_send && x->after < 0 && !x->lazy;
+}
+
+/* Index the receptions, link each send to the one it waits for, and queue
+ * the sends ready at once: to peers first, then to the rank itself.  A
+ * local transfer (an own block) is a copy the engine makes in the pass
+ * (DP_LOCAL_PER_PASS a pass): ahead of the network sends it held them back
+ * by the whole copy (6-25 ms at 64 MiB blocks, perf/ALGORITHMS.md local30),
+ * behind them it runs while they are on the wire.  Nothing waits on it
+ * to leave: a reduction's own contribution that others wait for waits on
+ * a reception itself, or is the first in the order, which its receptions
+ * defer for (any order of this queue is sound). */
 static void link_and_queue(struct sl_sched *s)
 {
 	uint32_t nr = 0;
@@ -312,11 +327,13 @@ static void link_and_queue(struct sl_sched *s)
 			s->x[x->after].first_dep = (int32_t)i;
 		} else if (x->lazy) {
 			s->lazy++;
-		} else {
-			for (uint32_t c = 0; c < x->nchunks; c++)
-				push_chunk(s, x, c);
 		}
 	}
+	for (int local = 0; local < 2; local++)
+		for (uint32_t i = 0; i < s->nx; i++)
+			if (ready_at_start(&s->x[i]) && (s->x[i].peer == s->p.rank) == local)
+				for (uint32_t c = 0; c < s->x[i].nchunks; c++)
+					push_chunk(s, &s->x[i], c);
 }
 
 /*

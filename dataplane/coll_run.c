@@ -370,7 +370,7 @@ static void linger_mark(struct dp_coll *k)
 static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now);
 static void close_timers(struct dp_engine *e, uint64_t now);
 static void done_note(const struct dp_coll *k);
-static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k);
+static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k, bool locals);
 
 /* A completion or refusal is carrying comm's failure to its client. */
 static void note_failure_told(struct dp_comm *comm)
@@ -1965,12 +1965,15 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	 * which the rank-order reduction applies before later ranks' blocks
 	 * (on rank 0, before all).  Replayed first, their early packets were
 	 * refused and copied a second time to wait for it: every packet of a
-	 * 2-rank reduce whose leaf ran ahead of the root. */
-	issue_sends(e, k);
+	 * 2-rank reduce whose leaf ran ahead of the root.  Nothing waits for
+	 * the local copies of the others (an own block): they wait for the
+	 * pass's walk, after its transport poll has put the first sends on the
+	 * wire, instead of holding them back by a budget's copy (a few ms). */
+	issue_sends(e, k, sl_coll_reduces(k->cmd.opcode));
 	/* and what the replayed blocks made ready (a tree's forward): the
 	 * pass's transport poll, next, puts them on the wire (engine.c) */
 	if (replay_stash(e, k))
-		issue_sends(e, k);
+		issue_sends(e, k, sl_coll_reduces(k->cmd.opcode));
 	late_release(e, comm); /* what it refused may be this call's */
 	stash_unpark(e, comm); /* and what its senders parked */
 	park_held_senders(e, comm);
@@ -2007,10 +2010,11 @@ static bool acks_may_wait(const struct dp_coll *k)
 }
 
 /* Copies more of k's in-place input (host) or, once it is copied, hands k's
- * ready sends to the transport and applies its local ones, up to
- * e->local_per_pass bytes of both (dp.h DP_LOCAL_PER_PASS); returns the local
- * chunks applied, plus one for a piece of the copy (work). */
-static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
+ * ready sends to the transport and, with locals, applies its local ones, up
+ * to e->local_per_pass bytes of both (dp.h DP_LOCAL_PER_PASS); without, the
+ * first local one stops it.  Returns the local chunks applied, plus one for
+ * a piece of the copy (work). */
+static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k, bool locals)
 {
 	struct dp_comm *comm = k->comm;
 	uint64_t local = 0;
@@ -2037,7 +2041,7 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k)
 			break;
 		k->holding = true; /* until it is taken: the reducer or the stager may be full */
 		if (s->peer == comm->rank) {
-			if (local >= e->local_per_pass || !apply_local(e, k, s))
+			if (!locals || local >= e->local_per_pass || !apply_local(e, k, s))
 				break;
 			local += s->len;
 			applied++;
@@ -2277,7 +2281,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			if (timers && k->sched.lazy && !sl_sched_recv_done(&k->sched) &&
 			    now >= k->posted_ns + LAZY_CHECK_NS)
 				sl_sched_release_lazy(&k->sched);
-			work += issue_sends(e, k);
+			work += issue_sends(e, k, true);
 			if (timers) {
 				stash_starves(e, k, now);
 				dp_note_stall(e, k, now);
