@@ -1926,6 +1926,24 @@ static void check_channels(struct dp_engine *e, struct dp_comm *comm)
 			  "%s%s", cf->why, cf->relayed ? "" : OTHER_CHANNEL);
 }
 
+/* A call of DP_EAGER_MAX bytes or less, its buffers together. */
+static bool small_call(const struct dp_coll *k)
+{
+	return k->sched.bytes[SL_BUF_SEND] + k->sched.bytes[SL_BUF_RECV] <= DP_EAGER_MAX;
+}
+
+/* Whether k's local transfers may be applied as it is posted, before the
+ * pass's transport poll.  A reduction's own contribution: the replayed
+ * packets wait for it (dp_coll_post).  A small call's copies: shorter than
+ * a poll, and left to the pass's walk they made 60-byte 3-rank
+ * all-gathers and all-to-alls 3-8% slower (perf/ALGORITHMS.md local30).  Any other call's
+ * copy (an own block) waits for the walk, after the poll has put the first
+ * sends on the wire, instead of holding them back by a budget's copy. */
+static bool locals_at_post(const struct dp_coll *k)
+{
+	return sl_coll_reduces(k->cmd.opcode) || small_call(k);
+}
+
 void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *given)
 {
 	struct dp_comm *comm = NULL;
@@ -1965,15 +1983,13 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	 * which the rank-order reduction applies before later ranks' blocks
 	 * (on rank 0, before all).  Replayed first, their early packets were
 	 * refused and copied a second time to wait for it: every packet of a
-	 * 2-rank reduce whose leaf ran ahead of the root.  Nothing waits for
-	 * the local copies of the others (an own block): they wait for the
-	 * pass's walk, after its transport poll has put the first sends on the
-	 * wire, instead of holding them back by a budget's copy (a few ms). */
-	issue_sends(e, k, sl_coll_reduces(k->cmd.opcode));
+	 * 2-rank reduce whose leaf ran ahead of the root.  Other local
+	 * copies may wait (locals_at_post). */
+	issue_sends(e, k, locals_at_post(k));
 	/* and what the replayed blocks made ready (a tree's forward): the
 	 * pass's transport poll, next, puts them on the wire (engine.c) */
 	if (replay_stash(e, k))
-		issue_sends(e, k, sl_coll_reduces(k->cmd.opcode));
+		issue_sends(e, k, locals_at_post(k));
 	late_release(e, comm); /* what it refused may be this call's */
 	stash_unpark(e, comm); /* and what its senders parked */
 	park_held_senders(e, comm);
@@ -2006,7 +2022,7 @@ static void send_ready(struct dp_engine *e, struct dp_coll *k)
  * ACK, which then goes at once. */
 static bool acks_may_wait(const struct dp_coll *k)
 {
-	return !k->gdev && k->sched.bytes[SL_BUF_SEND] + k->sched.bytes[SL_BUF_RECV] <= DP_EAGER_MAX;
+	return !k->gdev && small_call(k);
 }
 
 /* Copies more of k's in-place input (host) or, once it is copied, hands k's
