@@ -22,7 +22,8 @@
  *
  * A transfer with peer == rank is local: the engine applies its chunks
  * itself when they become ready (the own block of an all-gather, the local
- * operand of a direct reduction).
+ * operand of a direct reduction).  Of the sends ready at start, those to
+ * peers are queued first: a copy ahead of them held them back by all of it.
  *
  * In rooted collectives a rank also holds one empty packet (step
  * SL_SCHED_CHECK_STEP) for each peer it receives data from and sends none
