@@ -1935,10 +1935,10 @@ static bool small_call(const struct dp_coll *k)
 /* Whether k's local transfers may be applied as it is posted, before the
  * pass's transport poll.  A reduction's own contribution: the replayed
  * packets wait for it (dp_coll_post).  A small call's copies: shorter than
- * a poll, and left to the pass's walk they made 60-byte 3-rank
- * all-gathers and all-to-alls 3-8% slower (perf/ALGORITHMS.md local30).  Any other call's
- * copy (an own block) waits for the walk, after the poll has put the first
- * sends on the wire, instead of holding them back by a budget's copy. */
+ * a poll, and left to the pass's walk they made 60-byte 3-rank all-gathers
+ * and all-to-alls 3-8% slower (perf/ALGORITHMS.md local30).  Any other
+ * call's copy (an own block) waits for the walk, after the poll has put the
+ * first sends on the wire, instead of holding them back by a budget's copy. */
 static bool locals_at_post(const struct dp_coll *k)
 {
 	return sl_coll_reduces(k->cmd.opcode) || small_call(k);
