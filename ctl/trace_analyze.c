@@ -173,18 +173,17 @@ static void key_index_free(struct key_index *m)
 	free(m->at);
 }
 
-/* Room for one more element in *v (n used of *cap, each size bytes). */
-static bool room_for_one(void **v, uint32_t n, uint32_t *cap, size_t size)
+/* v with room for one more element (n used of *cap, each size bytes): v
+ * itself or where realloc moved it; NULL when out of memory (v stays). */
+static void *room_for_one(void *v, uint32_t n, uint32_t *cap, size_t size)
 {
 	if (n < *cap)
-		return true;
+		return v;
 	uint32_t ncap = *cap ? *cap * 2 : 8;
-	void *g = realloc(*v, (size_t)ncap * size);
-	if (!g)
-		return false;
-	*v = g;
-	*cap = ncap;
-	return true;
+	void *g = realloc(v, (size_t)ncap * size);
+	if (g)
+		*cap = ncap;
+	return g;
 }
 
 /* ---- reading ---- */
@@ -311,8 +310,10 @@ static struct part *part_get(struct coll *c, uint16_t node, int rank)
 	for (uint32_t i = 0; i < c->nparts; i++)
 		if (c->parts[i].node == node)
 			return &c->parts[i];
-	if (!room_for_one((void **)&c->parts, c->nparts, &c->parts_cap, sizeof(*c->parts)))
+	struct part *parts = room_for_one(c->parts, c->nparts, &c->parts_cap, sizeof(*parts));
+	if (!parts)
 		return NULL;
+	c->parts = parts;
 	struct part *p = &c->parts[c->nparts++];
 	*p = (struct part){ .node = node, .rank = rank };
 	return p;
@@ -342,8 +343,10 @@ static struct link *link_get(struct analysis *a, struct coll *c, uint16_t src, u
 	uint32_t i;
 
 	/* room first: a key indexed is a link that exists */
-	if (!room_for_one((void **)&c->links, c->nlinks, &c->links_cap, sizeof(*c->links)))
+	struct link *links = room_for_one(c->links, c->nlinks, &c->links_cap, sizeof(*links));
+	if (!links)
 		return NULL;
+	c->links = links;
 	i = key_index_get(&a->link_at, key, c->nlinks);
 	if (i == c->nlinks)
 		c->links[c->nlinks++] = (struct link){ .src = src, .dst = dst };
@@ -355,8 +358,10 @@ static struct blame *total_get(struct analysis *a, uint16_t src, uint16_t dst)
 {
 	uint32_t i;
 
-	if (!room_for_one((void **)&a->totals, a->ntotals, &a->totals_cap, sizeof(*a->totals)))
+	struct blame *totals = room_for_one(a->totals, a->ntotals, &a->totals_cap, sizeof(*totals));
+	if (!totals)
 		return NULL;
+	a->totals = totals;
 	i = key_index_get(&a->total_at, link_key(src, dst), a->ntotals);
 	if (i == a->ntotals)
 		a->totals[a->ntotals++] = (struct blame){ .src = src, .dst = dst, .src_rank = -1, .dst_rank = -1 };

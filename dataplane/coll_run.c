@@ -1985,11 +1985,12 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	 * refused and copied a second time to wait for it: every packet of a
 	 * 2-rank reduce whose leaf ran ahead of the root.  Other local
 	 * copies may wait (locals_at_post). */
-	issue_sends(e, k, locals_at_post(k));
+	bool locals = locals_at_post(k);
+	issue_sends(e, k, locals);
 	/* and what the replayed blocks made ready (a tree's forward): the
 	 * pass's transport poll, next, puts them on the wire (engine.c) */
 	if (replay_stash(e, k))
-		issue_sends(e, k, locals_at_post(k));
+		issue_sends(e, k, locals);
 	late_release(e, comm); /* what it refused may be this call's */
 	stash_unpark(e, comm); /* and what its senders parked */
 	park_held_senders(e, comm);
