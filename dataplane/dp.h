@@ -38,7 +38,7 @@
 #define DP_STASH_HOLD (DP_STASH_MAX - 2 * SL_MAX_WINDOW)
 #define DP_STASH_RESUME (DP_STASH_MAX / 2)
 /* Payload bytes of early packets an engine takes past its communicators'
- * DP_STASH_MAX (while a posted call waits on their sender: coll_run.c
+ * DP_STASH_MAX (while a posted call waits on their sender: coll_stash.c
  * stash_full), all communicators together, malloc'd once the pool's arena
  * is used: dp_engine.stash_limit.  Past it the communicator fails
  * (SLUICE_ERR_NO_MEMORY) rather than grow without bound: a sender that
@@ -47,7 +47,7 @@
  * long as the call waited.  A legal order reached it too (a peer's call on
  * another communicator, posted there first, sending more than the limit
  * ahead of the one this rank waits on: perf/ALGORITHMS.md, soak21); now
- * that call is parked (coll_run.c stash_park), but a flow parks up to
+ * that call is parked (coll_stash.c stash_park), but a flow parks up to
  * SL_PARKS_MAX communicators at once, so the default stays a quarter of
  * the machine's memory, at least this floor, and sluiced --stash-limit /
  * SLUICE_STASH_LIMIT set it. */
@@ -218,14 +218,14 @@ struct dp_comm {
 	/* Each sender is held on its own early packets (DP_STASH_HOLD shared
 	 * out among the senders): a rank far ahead must not fill the stash
 	 * and so hold the one whose packet the posted call waits for.  32 bits:
-	 * past DP_STASH_MAX while a posted call waits (coll_run.c stash_full). */
+	 * past DP_STASH_MAX while a posted call waits (coll_stash.c stash_full). */
 	uint32_t nstash_from[SL_MAX_RANKS];
 	uint32_t stash_bytes_from[SL_MAX_RANKS]; /* their payload bytes */
 	bool held_from[SL_MAX_RANKS];
-	uint32_t hold_share, resume_share; /* a sender's shares, set with the stash (coll_run.c stash_open) */
+	uint32_t hold_share, resume_share; /* a sender's shares, set with the stash (dp_comm_open_tables) */
 	uint32_t hold_bytes, resume_bytes; /* ... of DP_STASH_HOLD_BYTES and DP_STASH_RESUME_BYTES */
 	uint32_t stash_held;      /* senders whose windows it holds */
-	bool parking;             /* it asked a sender to park its calls (coll_run.c stash_park) */
+	bool parking;             /* it asked a sender to park its calls (coll_stash.c stash_park) */
 	/* The calls of rooted collectives that ended here, by sequence number
 	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so
 	 * that a packet that comes after its call ended is still compared with
@@ -470,9 +470,9 @@ struct dp_engine {
 	uint32_t gated;           /* of which wait on a reducer (a GPU kernel), which wakes nobody */
 	uint32_t lingering;       /* of which reported done to their clients */
 	uint32_t closing;         /* communicators whose destroy waits for peers' closing words */
-	uint32_t stash_holding;   /* communicators whose stash holds a sender (coll_run.c stash_starves) */
+	uint32_t stash_holding;   /* communicators whose stash holds a sender (coll_stash.c stash_starves) */
 	uint64_t stash_past_cap_bytes; /* payload of stashed packets taken past DP_STASH_MAX, at most
-					  stash_limit (coll_run.c stash_overflows) */
+					  stash_limit (coll_stash.c stash_overflows) */
 	uint64_t stash_limit;     /* DP_STASH_LIMIT_FLOOR's comment */
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
 	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
@@ -485,7 +485,7 @@ struct dp_engine {
 	uint32_t gpu_blocks;       /* blocks of each GPU reducer's kernel; 0 = gpu_dma's default */
 	uint64_t next_timer_ns;
 	struct dp_idle idle;
-	bool late_held[SL_MAX_NODES]; /* senders held on early packets past eager (coll_run.c late_refused) */
+	bool late_held[SL_MAX_NODES]; /* senders held on early packets past eager (coll_stash.c late_refused) */
 };
 
 /* engine.c */
@@ -597,7 +597,7 @@ void dp_flow_dead(void *engine, uint16_t node);
 /* A communicator's tables of early packets and of ended rooted calls, one mapping. */
 #define DP_COMM_TABLES_BYTES \
 	(DP_STASH_BUCKETS * sizeof(struct dp_stash_bucket) + DP_DONE_CALLS * sizeof(struct dp_done_call))
-/* Make comm's tables as it is added (coll_run.c says why then); false when out of memory. */
+/* Make comm's tables as it is added (coll_stash.c says why then); false when out of memory. */
 bool dp_comm_open_tables(struct dp_comm *comm);
 void dp_comm_release(struct dp_engine *e, struct dp_comm *comm);
 /* The client destroys comm (request r): refused (1, r->why) while calls run,

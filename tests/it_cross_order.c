@@ -8,7 +8,7 @@
  * stash limit far below B (SLUICE_STASH_LIMIT, sluice-run --payload 1024 so
  * that the stash's cap is 4 MiB): a rank that took all of B while it waited
  * failed with "past the stash limit"; now its peer parks B until it is
- * posted (coll_run.c stash_park).  With BIG > 1, rank 0 posts BIG such
+ * posted (coll_stash.c stash_park).  With BIG > 1, rank 0 posts BIG such
  * calls, each on a communicator of its own, before A: a flow parked one
  * communicator at a time, and the second one's data filled the stash up to
  * the limit; now it parks up to four.  Every result is checked exactly.

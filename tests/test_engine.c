@@ -1319,7 +1319,7 @@ static void test_one_call_overruns_the_stash(void **state)
 	post_bcast(&nodes[0], 0);
 	for (; p < 100000 && nodes[1].e.comms[0].nstash < DP_STASH_HOLD; p++)
 		poll_all();
-	/* parked, not held: the posted receive waits on node 0 (coll_run.c stash_park) */
+	/* parked, not held: the posted receive waits on node 0 (coll_stash.c stash_park) */
 	assert_true(nodes[1].e.comms[0].parking);
 	assert_false(nodes[1].e.comms[0].stash_held);
 	for (p = 0; p < 1000; p++)
@@ -1533,7 +1533,7 @@ static void test_a_starving_call_is_not_stopped_by_a_full_stash(void **state)
 {
 	(void)state;
 	cluster_payload = 512;
-	/* once A waits, B is parked (coll_run.c stash_park): the stash stays under its cap */
+	/* once A waits, B is parked (coll_stash.c stash_park): the stash stays under its cap */
 	uint32_t stashed = a_done_behind_bs_early_packets((DP_STASH_MAX + 4 * SL_MAX_WINDOW) * 512 / 4 * 2);
 	if (stashed > DP_STASH_MAX)
 		fail_msg("%u early packets of B stashed when A was done, past the cap %u", stashed, DP_STASH_MAX);
@@ -1831,7 +1831,7 @@ static struct dp_counters a_behind_b_of_another_communicator(uint64_t b, uint64_
 	assert_false(nodes[1].e.comms[1].parking); /* no call waited on node 0 yet */
 	post_sum_on(&nodes[1], 0, 0, a, 0, 0);
 	dp_engine_poll(&nodes[1].e);
-	/* A's post parks B and lifts its hold at once (coll_run.c park_held_senders), rather than
+	/* A's post parks B and lifts its hold at once (coll_stash.c park_held_senders), rather than
 	 * after A starved a STARVED_NS round, which reopened the window and the packets that came parked B */
 	if (!nodes[1].e.comms[0].colls || !nodes[1].e.comms[1].parking || nodes[1].e.comms[1].stash_held)
 		fail_msg("after A's post B is %sparked and %sheld", nodes[1].e.comms[1].parking ? "" : "not ",
