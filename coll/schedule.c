@@ -281,7 +281,7 @@ static int index_xfers(struct sl_sched *s)
 			return -1;
 		}
 		x->nchunks = chunks_of(&s->p, x->len);
-		x->first_dep = x->next_dep = -1;
+		x->first_dep = x->next_dep = x->gate_send = -1;
 		if (x->is_send) {
 			sends += x->nchunks;
 		} else {
@@ -473,6 +473,8 @@ void sl_sched_rewind(struct sl_sched *s)
 	s->reused = true;
 }
 
+static void link_gate_sends(struct sl_sched *s); /* with sl_sched_gate_pull, which reads what it finds */
+
 int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 {
 	int rc;
@@ -507,7 +509,9 @@ int sl_sched_reinit(struct sl_sched *s, const struct sl_sched_plan *p)
 		rc = index_xfers(s);
 	if (rc == 0) {
 		link_and_queue(s);
-		if (!sort_recvs(s)) {
+		if (sort_recvs(s)) {
+			link_gate_sends(s);
+		} else {
 			errno = EINVAL;
 			rc = -1;
 		}
@@ -680,17 +684,27 @@ uint32_t sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at)
 	return release_dependents(s, &s->x[at->recv], at->chunk);
 }
 
+/* Each reception's gate send, found once a build (a walk of every
+ * transfer per chunk that waited at the gate before): the first send of
+ * its peer and step, the walk from the last leaving the first in place. */
+static void link_gate_sends(struct sl_sched *s)
+{
+	for (uint32_t i = s->nx; i-- > 0;) {
+		const struct sl_xfer *x = &s->x[i];
+		struct sl_xfer *r;
+		if (x->is_send && !x->lazy && (r = find_recv(s, x->peer, x->step)))
+			r->gate_send = (int32_t)i;
+	}
+}
+
 uint32_t sl_sched_gate_pull(struct sl_sched *s, const struct sl_recv_at *at)
 {
-	const struct sl_xfer *r = &s->x[at->recv];
+	int32_t g = s->x[at->recv].gate_send;
 
-	for (uint32_t i = 0; i < s->nx; i++) {
-		const struct sl_xfer *x = &s->x[i];
-		/* the gate's send has the reception's length, so chunk c of one is chunk c of the other */
-		if (x->is_send && !x->lazy && x->peer == r->peer && x->step == r->step)
-			return x->after < 0 ? 0 : release_dependents(s, &s->x[x->after], at->chunk);
-	}
-	return 0;
+	/* the gate's send has the reception's length, so chunk c of one is chunk c of the other */
+	if (g < 0 || s->x[g].after < 0)
+		return 0;
+	return release_dependents(s, &s->x[s->x[g].after], at->chunk);
 }
 
 enum sl_sched_result sl_sched_on_packet(struct sl_sched *s, uint32_t from, uint32_t step, uint64_t off,

@@ -122,6 +122,8 @@ struct sl_xfer {
 	uint32_t nchunks;
 	int32_t first_dep;    /* recv: first send waiting on it, -1 none */
 	int32_t next_dep;     /* send: next send waiting on the same reception */
+	int32_t gate_send;    /* recv: the send to its peer at its step (no lazy check), -1 none:
+			       * the one sl_sched_gate_pull makes ready */
 };
 
 /* One chunk ready to send. */
@@ -254,8 +256,8 @@ uint32_t sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at)
  * (copied, past the frames the port lets a receiver hold), and the pacing
  * only spares receivers a second sender (pairwise).  Its pacing reception's
  * other dependents go with it, and nothing goes twice.  The send chunks it
- * made ready (0: none paced, or it was ready).  Looks the send up among
- * every transfer: call it once a chunk (its first packet to wait). */
+ * made ready (0: none paced, or it was ready).  The build found that send
+ * (sl_xfer.gate_send); a chunk's first packet to wait calls it. */
 uint32_t sl_sched_gate_pull(struct sl_sched *s, const struct sl_recv_at *at);
 
 /* Gated schedules: every packet of chunk `chunk` of reception `recv` (from

@@ -889,7 +889,7 @@ static void assert_same_sched(const struct sl_sched *a, const struct sl_sched *b
 		assert_true(x->peer == y->peer && x->step == y->step && x->is_send == y->is_send &&
 			    x->buf == y->buf && x->apply == y->apply && x->off == y->off && x->len == y->len &&
 			    x->after == y->after && x->chunk0 == y->chunk0 && x->nchunks == y->nchunks &&
-			    x->first_dep == y->first_dep && x->next_dep == y->next_dep);
+			    x->first_dep == y->first_dep && x->next_dep == y->next_dep && x->gate_send == y->gate_send);
 	}
 	assert_memory_equal(a->bytes, b->bytes, sizeof(a->bytes));
 	assert_int_equal(a->snapshot_send, b->snapshot_send);
