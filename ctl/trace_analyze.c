@@ -615,12 +615,17 @@ static int summarize(struct analysis *a, unsigned show)
 		}
 	}
 	/* the links that carried a collective's DATA, by node; their frames that
-	 * never arrived include their control messages' (total_at is stale from
-	 * here: nothing looks a link up any more) */
+	 * never arrived include their control messages'.  A copy: sorted or
+	 * compacted in place, totals would no longer be where total_at says */
+	b = malloc((a->ntotals + 1ull) * sizeof(*b)); /* + 1: no malloc(0), which may be NULL */
+	if (!b) {
+		fprintf(stderr, "sluice-trace analyze: out of memory for %u links\n", a->ntotals);
+		free(order);
+		return -1;
+	}
 	for (uint32_t j = 0; j < a->ntotals; j++)
 		if (a->totals[j].carried_data)
-			a->totals[nb++] = a->totals[j];
-	b = a->totals;
+			b[nb++] = a->totals[j];
 	qsort(b, nb, sizeof(*b), by_link);
 	/* the slowest collectives first */
 	for (size_t i = 0; i < a->ncolls; i++)
@@ -644,6 +649,7 @@ static int summarize(struct analysis *a, unsigned show)
 	}
 	if (nb == 0) {
 		printf("no sluice DATA packets: nothing to blame\n");
+		free(b);
 		return 0;
 	}
 	printf("slowest link: rank %d (node %u) -> rank %d (node %u): %" PRIu64 " packets lost, %" PRIu64
@@ -653,6 +659,7 @@ static int summarize(struct analysis *a, unsigned show)
 	       b[best].lost ? "its link lost packets and its peers waited for the retransmissions"
 			    : b[best].lost_ns ? "its peers waited for its retransmissions"
 					      : "its link was the slowest most often");
+	free(b);
 	return 0;
 }
 
