@@ -684,8 +684,8 @@ uint32_t sl_sched_chunk_arrived(struct sl_sched *s, const struct sl_recv_at *at)
 	return release_dependents(s, &s->x[at->recv], at->chunk);
 }
 
-/* Each reception's gate send, found once a build (a walk of every
- * transfer per chunk that waited at the gate before): the first send of
+/* Each reception's gate send, found once per build (before, a walk of every
+ * transfer per chunk that waited at the gate): the first non-lazy send of
  * its peer and step, the walk from the last leaving the first in place. */
 static void link_gate_sends(struct sl_sched *s)
 {

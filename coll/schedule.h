@@ -122,7 +122,7 @@ struct sl_xfer {
 	uint32_t nchunks;
 	int32_t first_dep;    /* recv: first send waiting on it, -1 none */
 	int32_t next_dep;     /* send: next send waiting on the same reception */
-	int32_t gate_send;    /* recv: the send to its peer at its step (no lazy check), -1 none:
+	int32_t gate_send;    /* recv: the first non-lazy send to its peer at its step, -1 none:
 			       * the one sl_sched_gate_pull makes ready */
 };
 
