@@ -249,8 +249,10 @@ static int load(struct analysis *a, const char *path)
 		fprintf(stderr, "sluice-trace analyze: %s\n", err);
 		return -1;
 	}
-	/* several dataplanes' records interleave: time order first */
-	qsort(a->evs, a->nevs, sizeof(*a->evs), by_ts);
+	/* several dataplanes' records interleave: time order first (none, and
+	 * evs may be NULL, which qsort must not be given) */
+	if (a->nevs > 1)
+		qsort(a->evs, a->nevs, sizeof(*a->evs), by_ts);
 	return 0;
 }
 
@@ -630,7 +632,8 @@ static int summarize(struct analysis *a, unsigned show)
 	/* the slowest collectives first */
 	for (size_t i = 0; i < a->ncolls; i++)
 		order[i] = &a->colls[i];
-	qsort(order, a->ncolls, sizeof(*order), by_duration);
+	if (a->ncolls > 1) /* order may be NULL for none */
+		qsort(order, a->ncolls, sizeof(*order), by_duration);
 	printf("%zu collectives, %zu DATA/ACK packets (%" PRIu64 " ACKs), %" PRIu64 " other frames; the %u slowest:\n",
 	       a->ncolls, a->nevs, a->acks, a->other, show < a->ncolls ? show : (unsigned)a->ncolls);
 	for (size_t i = 0; i < a->ncolls && i < show; i++)
