@@ -1151,9 +1151,18 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 	linger_mark(k);
 }
 
+/* Why rank r (on node) fails its peers: nothing sent to it was
+ * acknowledged for silent_ns. */
+static void silent_peer_sentence(char *why, size_t size, int r, uint16_t node, uint64_t silent_ns)
+{
+	sl_errmsg_format(why, size, "rank %d (dataplane node %u) stopped answering: nothing was acknowledged for "
+			 "%.1f s; it may have crashed, or its dataplane stopped", r, node, (double)silent_ns / 1e9);
+}
+
 void dp_flow_dead(void *engine, uint16_t node)
 {
 	struct dp_engine *e = engine;
+	char why[SL_ERRMSG_LEN];
 
 	for (struct dp_notices *n = e->notices, *next; n; n = next) {
 		next = n->next;
@@ -1171,10 +1180,8 @@ void dp_flow_dead(void *engine, uint16_t node)
 		int r = comm->live ? rank_of_node(comm, node) : -1;
 		if (r < 0 || comm->peer_closed[r]) /* it is done with this communicator: sends_moot */
 			continue;
-		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, comm->next_seq, true,
-			  "rank %d (dataplane node %u) stopped answering: nothing was acknowledged for "
-			  "%.1f s; it may have crashed, or its dataplane stopped", r, node,
-			  (double)e->timeout_ns / 1e9);
+		silent_peer_sentence(why, sizeof(why), r, node, e->timeout_ns);
+		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, comm->next_seq, true, "%s", why);
 	}
 }
 
@@ -1784,6 +1791,35 @@ static bool bare_held(const struct dp_engine *e, struct dp_coll *k, uint64_t now
 	return now - k->bare_since_ns < (hold < BARE_HOLD_MAX_NS ? hold : BARE_HOLD_MAX_NS);
 }
 
+/* k timed out on comm, whose timeout may be shorter than the transport's
+ * (a client's SLUICE_TIMEOUT below its dataplane's --timeout): a peer that
+ * has left what was sent to it unacknowledged for a quarter of it (a live
+ * one acknowledges in milliseconds; a stalled call pings the rank it waits
+ * for every eighth, wait_notes.c, so one that died up to 5/8 of the
+ * timeout into the stall is that silent by now) is named in why, as the
+ * transport names it once the flow dies (dp_flow_dead).  The longest
+ * silent of comm's peers, not only the one k waits for: a ring's rank
+ * waits for a live neighbour of the dead one.  False when none is. */
+static bool silent_peer(const struct dp_engine *e, const struct dp_coll *k, char *why, size_t size)
+{
+	const struct dp_comm *comm = k->comm;
+	uint64_t longest = 0, silent;
+	int who = -1;
+
+	for (uint32_t r = 0; r < comm->nranks; r++) {
+		if (r != comm->rank && (silent = sl_tp_node_silent_ns(e->tp, comm->node[r])) > longest) {
+			longest = silent;
+			who = (int)r;
+		}
+	}
+	if (who < 0 || longest < dp_comm_timeout(e, comm) / 4)
+		return false;
+	int n = snprintf(why, size, "%s #%u on rank %u made no progress for %.1f s: ", sl_coll_name(k->cmd.opcode),
+			 k->seq, comm->rank, (double)dp_comm_timeout(e, comm) / 1e9);
+	silent_peer_sentence(why + n, size - (size_t)n, who, comm->node[who], longest);
+	return true;
+}
+
 static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
@@ -1794,6 +1830,10 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	/* local transfers in this pass may have made progress after `now` was read */
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < dp_comm_timeout(e, comm))
 		return;
+	if (silent_peer(e, k, why, sizeof(why))) {
+		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true, "%s", why);
+		return;
+	}
 	peer = dp_coll_waited_rank(k, waiting, sizeof(waiting));
 	if (dp_cycle_named(e, k, peer, why, sizeof(why), &also)) {
 		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);

@@ -292,6 +292,7 @@ struct dp_coll {
 	uint64_t noted_ns;        /* last_progress_ns when its stall was told to its peer (dp_note_stall) */
 	uint64_t passed_ns;       /* ... when the chains held were passed along it, as the passing call */
 	uint64_t looked_ns;       /* when it last looked whether it is the passing call (dp_note_stall) */
+	uint64_t pinged_ns;       /* when it last asked the rank it waits for whether it is there (ditto) */
 	uint64_t bare_since_ns;   /* its timeout, naming no cycle, waits for another channel's name since */
 	/* Gated collectives (device buffers, or --gate-host): packets are
 	 * posted to a reducer, and the schedule hears of each chunk once its
@@ -582,9 +583,9 @@ static inline bool dp_is_p2p(uint32_t opcode)
 int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size);
 /* Control messages (SL_F_CTRL), told apart by their step: abort and closing
  * carry the communicator's failure status (count) and reason; a stall note,
- * a cycle note and a path note (wait_notes.c) carry status 0, so a peer
- * from before them ignores them. */
-enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH };
+ * a cycle note, a path note and a ping (wait_notes.c) carry status 0, so a
+ * peer from before them ignores them. */
+enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH, NOTICE_PING };
 /* hdr (its step, seq, kind and count) with text to rank `to`, or to every
  * live peer (-1). */
 void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text);

@@ -330,12 +330,40 @@ static uint64_t stall_ns(const struct dp_engine *e, const struct dp_comm *comm)
  * millisecond was each call's.  The notes decide nothing: a cycle is named only
  * at a timeout, so a legal order (a rank that computes for a while before
  * it posts) can only be caught where it would have timed out anyway. */
+/* A stalled call asks the rank it waits for whether it is there (a ping,
+ * which that rank's transport acknowledges and its engine ignores) every
+ * stall_ns after its stall note, while nothing sent there waits for an
+ * acknowledgement: a peer that died after acknowledging all it got (a
+ * process killed in the middle of a call it was to send in) is silent from
+ * the next ping on, and the timeout names it (coll_run.c, silent_peer), up
+ * to the communicator's timeout before the transport, which counts silence
+ * by its own and never on an idle flow, would.  One ping at a time a peer:
+ * the next goes once the last is acknowledged. */
+static void ping_waited(struct dp_engine *e, struct dp_coll *k, uint64_t now)
+{
+	char waiting[64];
+	int peer;
+
+	if (k->pinged_ns <= k->last_progress_ns) { /* this stall's first look: its stall note asks */
+		k->pinged_ns = now;
+		return;
+	}
+	if (now - k->pinged_ns < stall_ns(e, k->comm))
+		return;
+	k->pinged_ns = now;
+	peer = dp_coll_waited_rank(k, waiting, sizeof(waiting));
+	if (peer >= 0 && k->comm->node[peer] != e->node && !sl_tp_node_silent_ns(e->tp, k->comm->node[peer]))
+		dp_notices_send(e, k->comm, peer, (struct sl_hdr){ .seq = k->seq, .step = NOTICE_PING }, "");
+}
+
 void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_wait_edge mine;
 
-	if (k->status != SLUICE_OK || k->passed_ns == k->last_progress_ns || now < k->last_progress_ns ||
-	    now - k->last_progress_ns < stall_ns(e, k->comm))
+	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < stall_ns(e, k->comm))
+		return;
+	ping_waited(e, k, now);
+	if (k->passed_ns == k->last_progress_ns)
 		return;
 	if (!own_edge(k, &mine)) { /* waits for no one rank: nothing to tell, never the passing call */
 		k->noted_ns = k->passed_ns = k->last_progress_ns;

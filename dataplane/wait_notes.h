@@ -20,7 +20,8 @@ void dp_wait_note_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 
 /* On a timer pass, for each running call k: once k has stalled (an eighth
  * of the timeout without progress), its stall note goes to the rank it
- * waits for, with the chains that wait for this rank. */
+ * waits for, with the chains that wait for this rank; then a ping every
+ * eighth, while that rank has nothing unacknowledged. */
 void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now);
 
 /* k has waited a timeout, for peer (-1: no one rank): true, with the

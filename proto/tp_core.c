@@ -163,6 +163,15 @@ bool sl_tp_node_alive(const struct sl_tp *tp, uint16_t node)
 	return f && !f->dead;
 }
 
+uint64_t sl_tp_node_silent_ns(const struct sl_tp *tp, uint16_t node)
+{
+	const struct tp_flow *f = flow_of(tp, node);
+
+	if (!f || !tp_flow_waits(f) || tp->now_ns < f->progress_ns)
+		return 0;
+	return tp->now_ns - f->progress_ns;
+}
+
 int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
 {
 	struct tp_flow *f = flow_of(tp, m->dst_node);

@@ -193,6 +193,14 @@ static inline uint32_t tp_now_us(const struct sl_tp *tp)
 	return (uint32_t)(tp->now_ns / 1000);
 }
 
+/* Whether f waits on its peer: packets out, or messages that wait for a
+ * held window or a park.  Only then does its silence (no ACK progress
+ * since progress_ns) count towards its death. */
+static inline bool tp_flow_waits(const struct tp_flow *f)
+{
+	return f->snd_una != f->snd_nxt || ((f->held || f->park_slots) && f->q_head);
+}
+
 static inline struct tp_slot *tp_slot(const struct sl_tp *tp, const struct tp_flow *f, uint32_t psn)
 {
 	return &f->slots[psn & tp->slot_mask];

@@ -183,7 +183,7 @@ uint32_t tp_run_timers(struct sl_tp *tp)
 			continue;
 		moved += tp_path_scan(tp, f); /* probes go on even when idle */
 		moved += tp_hold_probe(tp, f);
-		if (f->snd_una == f->snd_nxt && !((f->held || f->park_slots) && f->q_head))
+		if (!tp_flow_waits(f))
 			continue; /* idle: nothing out, and nothing waits for a held window or a park */
 		if (tp->now_ns - f->progress_ns >= tp->cfg.dead_ns)
 			flow_die(tp, f);

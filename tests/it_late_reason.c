@@ -21,6 +21,12 @@
  * dataplane times its call out after S, the timeout its communicator was
  * created with; it used its own, and libsluice's wait gave up first at S
  * and its 2 s grace, with "got no completion" and no reason.
+ *
+ * --dead-peer S, 2 ranks, embedded: as --client-timeout, but rank 1 is
+ * in the call too and its process ends 0.4 S into it, after acknowledging
+ * rank 0's block.  Rank 0's call must fail at S naming rank 1 as gone
+ * ("stopped answering"): its flow was idle, and the transport declares a
+ * peer dead only on unacknowledged data, at the dataplane's timeout.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -88,6 +94,48 @@ static int run_client_timeout(sluice_ctx_t *ctx, sluice_comm_t *comm, double cli
 	return 0;
 }
 
+static int run_dead_peer(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s, double dataplane_s)
+{
+	sluice_req_t *req;
+	float *buf;
+
+	CHECK(sluice_mem_alloc(ctx, 2 * COUNT * sizeof(float), (void **)&buf));
+	CHECK(sluice_barrier(comm, &req));
+	CHECK(sluice_wait(req));
+	if (rank == 1) {
+		/* gone in the middle of the call rank 0 waits in, after acknowledging
+		 * its block: nothing runs, as for a kill (its embedded dataplane's
+		 * threads end with it), but sluice-run sees rank 0's status */
+		usleep((useconds_t)(0.4 * client_s * 1e6));
+		_exit(0);
+	}
+	double t0 = now_s();
+	CHECK(sluice_allgather(comm, buf, buf, COUNT, SLUICE_FLOAT32, &req));
+	sluice_result_t res = sluice_wait(req);
+	double took = now_s() - t0;
+	const char *why = sluice_last_error();
+
+	printf("rank 0: wait ended after %.2f s (SLUICE_TIMEOUT=%.0f s, the dataplane's %.0f s): %s: %s\n", took,
+	       client_s, dataplane_s, sluice_get_error_string(res), why);
+	if (res != SLUICE_ERR_TIMEOUT || !strstr(why, "rank 1 (dataplane node 1) stopped answering") ||
+	    took > client_s + 1) {
+		fprintf(stderr, "rank 0: FAIL: want rank 1 named as gone at the client's timeout (%.0f s): %s\n",
+			client_s, why);
+		return 1;
+	}
+	t0 = now_s();
+	res = sluice_comm_destroy(comm); /* failed already: at once, not after a timeout for rank 1's word */
+	took = now_s() - t0;
+	if (res == SLUICE_ERR_TIMEOUT || took > 1) {
+		fprintf(stderr, "rank 0: FAIL: the destroy took %.2f s: %s: %s\n", took, sluice_get_error_string(res),
+			sluice_last_error());
+		return 1;
+	}
+	CHECK(sluice_mem_free(ctx, buf));
+	CHECK(sluice_finalize(ctx));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *limit = getenv("SLUICE_TIMEOUT");
@@ -99,7 +147,8 @@ int main(int argc, char **argv)
 	float *buf;
 	int nranks;
 
-	if (argc == 3 && !strcmp(argv[1], "--client-timeout")) {
+	bool dead = argc == 3 && !strcmp(argv[1], "--dead-peer");
+	if (argc == 3 && (dead || !strcmp(argv[1], "--client-timeout"))) {
 		client_s = atof(argv[2]);
 		if (client_s < 1 || client_s >= timeout_s) {
 			fprintf(stderr, "it_late_reason: --client-timeout takes whole seconds below the dataplanes' "
@@ -108,7 +157,7 @@ int main(int argc, char **argv)
 		}
 		setenv("SLUICE_TIMEOUT", argv[2], 1); /* this rank's libsluice's, not its dataplane's */
 	} else if (argc > 1 + destroy) {
-		fprintf(stderr, "usage: it_late_reason [--destroy | --client-timeout S]\n");
+		fprintf(stderr, "usage: it_late_reason [--destroy | --client-timeout S | --dead-peer S]\n");
 		return 2;
 	}
 	int want = destroy || client_s ? 2 : 3;
@@ -124,6 +173,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "it_late_reason: runs on %d ranks, not %d\n", want, nranks);
 		return 2;
 	}
+	if (dead)
+		return run_dead_peer(ctx, comm, client_s, timeout_s);
 	if (client_s)
 		return run_client_timeout(ctx, comm, client_s, timeout_s);
 	if (destroy)
