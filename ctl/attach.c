@@ -69,11 +69,11 @@ int64_t sl_ctl_wait_s(int timeout_s, const struct sl_ctl_msg *msg)
 {
 	uint64_t gib = msg->type == SL_CTL_REG ? (msg->a.size >> 30) + ((msg->a.size & ((1u << 30) - 1)) != 0) : 0;
 
-	/* the dataplane holds a destroy up to its timeout for the peers' closing
-	 * words (the same SLUICE_TIMEOUT under sluice-run): wait for its answer */
-	if (msg->type == SL_CTL_COMM_DESTROY)
-		return timeout_s + SL_WAIT_MARGIN_S;
-	return timeout_s + (gib < SL_TIMEOUT_MAX / SL_REG_S_PER_GIB ? (int64_t)gib * SL_REG_S_PER_GIB : SL_TIMEOUT_MAX);
+	/* the dataplane holds a destroy up to this SLUICE_TIMEOUT for the peers'
+	 * closing words, and gives up on an engine that takes no pass for as
+	 * long (HELLO told it): its answer gets the margin to arrive */
+	return timeout_s + SL_WAIT_MARGIN_S +
+	       (gib < SL_TIMEOUT_MAX / SL_REG_S_PER_GIB ? (int64_t)gib * SL_REG_S_PER_GIB : SL_TIMEOUT_MAX);
 }
 
 /* The answer to msg, waited for sl_ctl_wait_s at most. */
@@ -95,17 +95,14 @@ static sluice_result_t ctl_recv(struct sluice_ctx *ctx, const struct sl_ctl_msg 
 		if (type == SL_CTL_REG)
 			return sl_fail(SLUICE_ERR_TIMEOUT,
 				       "the dataplane at %s did not answer %s of %llu bytes within %lld s "
-				       "(SLUICE_TIMEOUT=%d s and %d s a GiB): check that it is alive, or raise "
+				       "(SLUICE_TIMEOUT=%d s, %d s a GiB and %d s): check that it is alive, or raise "
 				       "SLUICE_TIMEOUT",
 				       ctx->cfg.socket, ctl_name(type), (unsigned long long)msg->a.size,
-				       (long long)wait_s, ctx->cfg.timeout_s, SL_REG_S_PER_GIB);
-		char more[32] = ""; /* a destroy's margin */
-		if (wait_s > ctx->cfg.timeout_s)
-			snprintf(more, sizeof(more), " (+%lld s)", (long long)(wait_s - ctx->cfg.timeout_s));
+				       (long long)wait_s, ctx->cfg.timeout_s, SL_REG_S_PER_GIB, SL_WAIT_MARGIN_S);
 		return sl_fail(SLUICE_ERR_TIMEOUT,
-			       "the dataplane at %s did not answer %s within SLUICE_TIMEOUT=%d s%s: check that "
+			       "the dataplane at %s did not answer %s within SLUICE_TIMEOUT=%d s (+%d s): check that "
 			       "it is alive, or raise SLUICE_TIMEOUT",
-			       ctx->cfg.socket, ctl_name(type), ctx->cfg.timeout_s, more);
+			       ctx->cfg.socket, ctl_name(type), ctx->cfg.timeout_s, SL_WAIT_MARGIN_S);
 	}
 	if (ready < 0)
 		return sl_fail(SLUICE_ERR_SYSTEM, "waiting for the dataplane's answer to %s from %s failed: %s",
@@ -208,7 +205,7 @@ static sluice_result_t page_create(struct sluice_ctx *ctx, int fd)
 
 static sluice_result_t hello(struct sluice_ctx *ctx)
 {
-	struct sl_ctl_msg msg = {.type = SL_CTL_HELLO};
+	struct sl_ctl_msg msg = {.type = SL_CTL_HELLO, .a.timeout_ms = (uint32_t)ctx->cfg.timeout_s * 1000};
 	struct sl_ctl_reply reply;
 	sluice_result_t res;
 	int fd = memfd_create("sluice-client-page", MFD_CLOEXEC);

@@ -177,12 +177,12 @@ sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int 
  * GiB (or part of one) than SLUICE_TIMEOUT. */
 #define SL_REG_S_PER_GIB 10
 /* Past SLUICE_TIMEOUT, for what the dataplane itself bounds by the same
- * timeout (a call, a destroy waiting for its peers): its answer, with the
- * reason, comes first. */
+ * timeout (a call, a destroy waiting for its peers, a request to an engine
+ * that takes no pass): its answer, with the reason, comes first. */
 #define SL_WAIT_MARGIN_S 2
-/* Seconds the answer to msg may take: timeout_s (SLUICE_TIMEOUT); for
- * REG SL_REG_S_PER_GIB more per GiB of its area, a day more at most; for
- * COMM_DESTROY SL_WAIT_MARGIN_S more. */
+/* Seconds the answer to msg may take: timeout_s (SLUICE_TIMEOUT) and
+ * SL_WAIT_MARGIN_S; for REG SL_REG_S_PER_GIB more per GiB of its area, a
+ * day more at most. */
 int64_t sl_ctl_wait_s(int timeout_s, const struct sl_ctl_msg *msg);
 
 /* Where [ptr, ptr + bytes) lies in registered memory; what names it in the message. */

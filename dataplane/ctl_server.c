@@ -48,6 +48,7 @@ struct conn {
 	struct server *s;
 	int fd;
 	bool hello;                       /* HELLO done: the engine knows this client */
+	uint32_t patience_ms;             /* its SLUICE_TIMEOUT, from HELLO (dp_ctl_req's) */
 	bool tracer;                      /* a sluice-trace attached through this connection */
 	bool region_used[SL_MAX_REGIONS];
 };
@@ -132,6 +133,7 @@ static void *map_fd(int fd, uint64_t want, uint64_t touch, struct sl_ctl_reply *
 
 static int32_t server_call(struct server *s, unsigned ch, struct dp_ctl_req *req)
 {
+	req->patience_ms = s->conns[req->client].patience_ms;
 	return dp_engine_call(s->e[ch], req, NULL);
 }
 
@@ -186,7 +188,7 @@ static bool peer_is_us(int fd)
 	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid == getpid();
 }
 
-static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
+static void do_hello(struct server *s, int ci, int fd, const struct sl_ctl_msg *m, struct sl_ctl_reply *r)
 {
 	struct dp_client c = { .id = (uint32_t)ci, .drives = peer_is_us(fd) };
 
@@ -194,6 +196,7 @@ static void do_hello(struct server *s, int ci, int fd, struct sl_ctl_reply *r)
 		reply_err(r, SLUICE_ERR_INVALID_USAGE, "HELLO sent twice on one connection");
 		return;
 	}
+	s->conns[ci].patience_ms = m->a.timeout_ms;
 	c.page_len = sl_page_bytes();
 	/* the rings of channels this dataplane runs, not all SL_MAX_CHANNELS:
 	 * the others are never read, and their completion slots (640 B each
@@ -468,7 +471,7 @@ static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd,
 		return;
 	}
 	switch (m->type) {
-	case SL_CTL_HELLO: do_hello(s, ci, fd, r); break;
+	case SL_CTL_HELLO: do_hello(s, ci, fd, m, r); break;
 	case SL_CTL_REG: do_reg(s, ci, fd, m, r); break;
 	case SL_CTL_DEREG: do_dereg(s, ci, m, r); break;
 	case SL_CTL_COMM_CREATE: do_comm_create(s, ci, m, r); break;

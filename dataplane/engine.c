@@ -233,11 +233,20 @@ pid_t dp_engine_holder(const struct dp_engine *e, bool *app)
 	return other ? in_pass : own;
 }
 
-/* Whether e has taken no pass for its timeout: *passes and *since are the
+/* How long a request waits for an engine that takes no pass: the
+ * client's SLUICE_TIMEOUT where it gave one at HELLO, so that the answer
+ * (no_answer's) reaches it before its own wait for it ends; else the
+ * engine's timeout. */
+static uint64_t patience_ns(const struct dp_engine *e, const struct dp_ctl_req *req)
+{
+	return req->patience_ms ? (uint64_t)req->patience_ms * 1000000 : e->timeout_ns;
+}
+
+/* Whether e has taken no pass for limit_ns: *passes and *since are the
  * count last seen and when it was seen to move.  A slow engine that comes
  * round (a long control request, a destroy waiting for its peers) is
  * waited for; its peers give up on one that does not after as long. */
-static bool engine_stuck(const struct dp_engine *e, uint64_t *passes, uint64_t *since)
+static bool engine_stuck(const struct dp_engine *e, uint64_t limit_ns, uint64_t *passes, uint64_t *since)
 {
 	uint64_t now = dp_now_ns(NULL), seen = atomic_load_explicit(&e->passes, memory_order_relaxed);
 
@@ -246,7 +255,18 @@ static bool engine_stuck(const struct dp_engine *e, uint64_t *passes, uint64_t *
 		*since = now;
 		return false;
 	}
-	return now - *since >= e->timeout_ns;
+	return now - *since >= limit_ns;
+}
+
+static const char *ctl_op_name(uint32_t op)
+{
+	static const char *const names[] = {
+		[DP_CTL_ADD_CLIENT] = "to add a client", [DP_CTL_DEL_CLIENT] = "to let go of a client",
+		[DP_CTL_ADD_REGION] = "to add a memory region", [DP_CTL_DEL_REGION] = "to remove a memory region",
+		[DP_CTL_ADD_COMM] = "to add a communicator", [DP_CTL_DEL_COMM] = "to destroy a communicator",
+	};
+
+	return op < sizeof(names) / sizeof(names[0]) && names[op] ? names[op] : "of an unknown kind";
 }
 
 static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint64_t since)
@@ -257,8 +277,9 @@ static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint
 
 	dp_stall_where(holder, app ? "the application's thread" : "its thread", at, sizeof(at));
 	sl_errmsg_format(req->why, SL_ERRMSG_LEN, "channel %u's engine (dataplane node %u) has not come round for "
-			 "%.1f s, its timeout: %s; the request was not applied: %s", e->channel, e->node,
-			 (dp_now_ns(NULL) - since) / 1e9, at, app ? "that thread drives the engine (embedded mode) "
+			 "%.1f s (%s): %s; the request %s was not applied: %s", e->channel, e->node,
+			 (dp_now_ns(NULL) - since) / 1e9, req->patience_ms ? "the client's SLUICE_TIMEOUT" : "its timeout",
+			 at, ctl_op_name(req->op), app ? "that thread drives the engine (embedded mode) "
 			 "and has not come out of its pass: find what holds it there (a debugger, a signal handler, "
 			 "a lock), or end the application" : "restart sluiced (its log says where the engine stopped)");
 	return DP_CTL_NO_ANSWER;
@@ -300,7 +321,7 @@ int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, struct dp_ct
 	call->q.done = &call->done;
 	call->q.why = call->why;
 	while ((res = dp_ctl_late_answer(call, false, req->why)) == DP_CTL_NO_ANSWER) {
-		if (engine_stuck(e, &passes, &since)) {
+		if (engine_stuck(e, patience_ns(e, req), &passes, &since)) {
 			if (late) {
 				*late = call;
 				return no_answer(e, req, since);

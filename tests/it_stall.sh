@@ -8,13 +8,19 @@
 # for its engine to take rank 0's HELLO: the watch must go on from there
 # (a failed run of session 24 had a server waiting so, blind).  Needs root
 # and python3.
-# usage: it_stall.sh SLUICE_RUN SLUICE_PERF
+# --client-timeout: the ranks' SLUICE_TIMEOUT is 1 s, below the daemons' 20:
+# rank 0's HELLO must fail at 1 s with the server's answer, naming the
+# engine, where its thread is and the request (before, libsluice's own "did
+# not answer HELLO within SLUICE_TIMEOUT=1 s" came 19 s before the server's).
+# usage: it_stall.sh SLUICE_RUN SLUICE_PERF [--client-timeout]
 set -u
-run=$1 perf=$2
+run=$1 perf=$2 client=${3:-}
+ranks=("$perf" -b 8 -e 8 -n 5 -w 1)
+[ "$client" = --client-timeout ] && ranks=(env SLUICE_TIMEOUT=1 "${ranks[@]}")
 log=$(mktemp /tmp/sl-stall.XXXXXX) go=$(mktemp -u /tmp/sl-stall-go.XXXXXX)
 trap 'rm -f "$log" "$go"' EXIT
 "$run" -n 2 --daemons -v --timeout 20 -- bash -c 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' \
-	"$go" "$perf" -b 8 -e 8 -n 5 -w 1 >"$log" 2>&1 &
+	"$go" "${ranks[@]}" >"$log" 2>&1 &
 runner=$!
 
 node0="" tid=""
@@ -41,7 +47,15 @@ PY
 wait $runner
 rc=$?
 grep -E "come round|came round" "$log"
-[ $rc -eq 0 ] || { cat "$log"; echo "FAIL: sluice-run exited $rc"; exit 1; }
+if [ "$client" = --client-timeout ]; then
+	grep -q "did not answer" "$log" && { cat "$log"; echo "FAIL: libsluice's own timeout, not the server's answer"; exit 1; }
+	grep -Eq "channel 0's engine \(dataplane node 0\) has not come round for 1\.[0-9] s \(the client's SLUICE_TIMEOUT\): its thread $tid .*the request to add a client was not applied" "$log" ||
+		{ cat "$log"; echo "FAIL: rank 0's HELLO did not end at its SLUICE_TIMEOUT naming node 0's engine thread $tid"; exit 1; }
+	echo "it_stall: ok" # the ranks, and so the daemons, end before the stall does: the watch is the plain mode's
+	exit 0
+elif [ $rc -ne 0 ]; then
+	cat "$log"; echo "FAIL: sluice-run exited $rc"; exit 1
+fi
 grep -q "sluiced node 0: the engine has not come round for [0-9.]* s: its thread $tid " "$log" ||
 	{ cat "$log"; echo "FAIL: node 0 did not name its stopped engine thread $tid"; exit 1; }
 # the stop is 3 s; the watch looks every 100 ms (a 3 s stop read 2.9 s once) and load stretches it

@@ -646,6 +646,15 @@ static uint64_t psns_sent(const struct node *node)
 	return t->data_tx - t->retx_rto - t->retx_sack - t->retx_tlp - t->retx_path - t->held_resent;
 }
 
+/* PSNs node has taken on its flow to node peer (its snd_nxt). */
+static uint32_t psns_to(const struct node *node, uint16_t peer)
+{
+	struct sl_tp_flow_info fi;
+
+	assert_int_equal(sl_tp_flow_info(node->e.tp, peer, &fi), 0);
+	return fi.snd_nxt;
+}
+
 static void rooted_calls_send_no_checks(unsigned n)
 {
 	static const uint32_t ops[] = { SL_OP_BROADCAST, SL_OP_SCATTER, SL_OP_REDUCE, SL_OP_GATHER };
@@ -2217,14 +2226,15 @@ static void test_a_tail_across_communicators_names_the_cycle(void **state)
  * and holds two chains ending in node 2's wait (node 2's own note, and one
  * from a rank behind node 2); node 0 says twice, as a cycle note, that it
  * is in a cycle.  Node 1 sends one path note, not one a chain or one a
- * cycle note (each rank behind would pass every copy on). */
+ * cycle note (each rank behind would pass every copy on).  Counted on
+ * node 1's flow to node 2: its recv's pings go to node 0. */
 static void test_a_path_is_told_once_a_waiter(void **state)
 {
 	static const char cycle[] = "w1 beef:0:1:9:0 beef:1:0:9:0", behind[] = "w1 beef:5:0:9:0";
 	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 2,
 			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */,
 			    .kind = SL_OP_RECV, .len = sizeof(behind) };
-	uint64_t before;
+	uint32_t before;
 	(void)state;
 
 	setup_stepped(3);
@@ -2233,7 +2243,7 @@ static void test_a_path_is_told_once_a_waiter(void **state)
 	poll_engine_ms(60); /* past a stall: node 1 holds node 2's own chain */
 	dp_deliver(&nodes[1].e, &h, (const uint8_t *)behind);
 	poll_engine_ms(10);
-	before = psns_sent(&nodes[1]);
+	before = psns_to(&nodes[1], 2);
 	h = (struct sl_hdr){ .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
 			     .dst_node = 1, .comm = 0xabcd, .step = 3 /* NOTICE_CYCLE */, .kind = SL_OP_RECV,
 			     .len = sizeof(cycle) };
@@ -2241,9 +2251,8 @@ static void test_a_path_is_told_once_a_waiter(void **state)
 		dp_deliver(&nodes[1].e, &h, (const uint8_t *)cycle);
 		poll_engine_ms(10);
 	}
-	if (psns_sent(&nodes[1]) - before != 1)
-		fail_msg("node 1 sent %llu path notes to node 2, want 1",
-			 (unsigned long long)(psns_sent(&nodes[1]) - before));
+	if (psns_to(&nodes[1], 2) - before != 1)
+		fail_msg("node 1 sent %u path notes to node 2, want 1", psns_to(&nodes[1], 2) - before);
 	if (nodes[2].e.comms[0].cycle_in.n != 3 || nodes[2].e.comms[0].cycle_path != 1)
 		fail_msg("node 2 holds %u waits, %u of them before the cycle, want 3 and 1",
 			 nodes[2].e.comms[0].cycle_in.n, nodes[2].e.comms[0].cycle_path);
@@ -3937,13 +3946,15 @@ struct server_call {
 	struct dp_engine *e;
 	struct dp_region reg;
 	char why[SL_ERRMSG_LEN];
+	uint32_t patience_ms; /* the client's SLUICE_TIMEOUT (0: the engine's) */
 	_Atomic int32_t res; /* 1 + dp_engine_call's result, once it returned */
 };
 
 static void *server_call_thread(void *arg)
 {
 	struct server_call *c = arg;
-	struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = 0, .index = 5, .obj = &c->reg, .why = c->why };
+	struct dp_ctl_req req = { .op = DP_CTL_ADD_REGION, .client = 0, .index = 5, .patience_ms = c->patience_ms,
+				  .obj = &c->reg, .why = c->why };
 
 	atomic_store(&c->res, dp_engine_call(c->e, &req, NULL) + 1);
 	return NULL;
@@ -3974,7 +3985,7 @@ static void start_server_call(struct server_call *c)
  * build) once the engine comes round. */
 static void test_engine_call_gives_up_on_a_stuck_engine(void **state)
 {
-	struct server_call c;
+	struct server_call c = { 0 };
 	uint64_t deadline;
 	(void)state;
 
@@ -3995,11 +4006,40 @@ static void test_engine_call_gives_up_on_a_stuck_engine(void **state)
 	teardown_cluster();
 }
 
+/* A request of a client whose SLUICE_TIMEOUT (HELLO's) is shorter than the
+ * engine's timeout is given up on at the client's, and says so: at the
+ * engine's, libsluice's own wait for the answer (SLUICE_TIMEOUT and 2 s)
+ * ended first, with a bare "did not answer". */
+static void test_engine_call_gives_up_at_the_clients_timeout(void **state)
+{
+	struct server_call c = { .patience_ms = 100 };
+	uint64_t deadline;
+	(void)state;
+
+	setup_cluster(1, &(struct sl_memport_faults){ .seed = 1 }, 60 * 1000000000ull);
+	call_for_a_region(&c);
+	deadline = now_ms() + 5000;
+	while (atomic_load(&c.res) == 0 && now_ms() < deadline)
+		usleep(1000);
+	if (atomic_load(&c.res) == 0)
+		fail_msg("a request whose client's timeout is 100 ms still waits for an engine that takes no pass "
+			 "after 5 s (the engine's timeout: 60 s)");
+	pthread_join(c.thread, NULL);
+	assert_int_equal(atomic_load(&c.res) - 1, DP_CTL_NO_ANSWER);
+	if (!strstr(c.why, "channel 0's engine (dataplane node 0) has not come round") ||
+	    !strstr(c.why, "(the client's SLUICE_TIMEOUT)") ||
+	    !strstr(c.why, "the request to add a memory region was not applied"))
+		fail_msg("the call's reason says \"%s\": want the engine, the client's timeout and the request", c.why);
+	dp_engine_poll(c.e);
+	assert_true(c.e->clients[0].regions[5].live);
+	teardown_cluster();
+}
+
 /* An engine that comes round but answers late (a destroy waits for its
  * peers' closing words) is waited for, past its timeout. */
 static void test_engine_call_waits_for_a_live_engine(void **state)
 {
-	struct server_call c;
+	struct server_call c = { 0 };
 	uint64_t deadline = 0;
 	(void)state;
 
@@ -4063,7 +4103,7 @@ static void *app_pass_thread(void *engine)
 static void test_engine_call_gives_up_on_an_application_held_in_a_pass(void **state)
 {
 	struct runner r[1];
-	struct server_call c;
+	struct server_call c = { 0 };
 	pthread_t app;
 	char want[64];
 	uint64_t deadline = 0;
@@ -4186,6 +4226,7 @@ int main(void)
 		cmocka_unit_test(test_parked_after_waking_its_application),
 		cmocka_unit_test(test_another_channels_failure_noted_once),
 		cmocka_unit_test(test_engine_call_gives_up_on_a_stuck_engine),
+		cmocka_unit_test(test_engine_call_gives_up_at_the_clients_timeout),
 		cmocka_unit_test(test_engine_call_waits_for_a_live_engine),
 		cmocka_unit_test(test_engine_call_gives_up_on_an_application_held_in_a_pass),
 	};

@@ -35,7 +35,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 11
+#define SL_ABI_VERSION 12
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -295,6 +295,11 @@ struct sl_ctl_msg {
 			int32_t gpu;          /* REG of device memory: its CUDA device ordinal */
 			uint64_t addr;        /* REG of device memory: the client's pointer */
 			uint8_t handle[SL_DEV_HANDLE_BYTES]; /* ... and its IPC handle (gpu_dma's sl_gdma_ipc) */
+			/* HELLO: the client's SLUICE_TIMEOUT; the dataplane gives up on an
+			 * engine that takes no pass this long while it holds one of the
+			 * client's requests, and answers with what holds it up (0: after
+			 * its own --timeout) */
+			uint32_t timeout_ms;
 		} a;
 		struct {
 			uint64_t key;                 /* same on every rank of the communicator */
