@@ -121,10 +121,14 @@ static char *req_msg(struct sluice_req *r)
 	return r->ctx->req_msgs[r - r->ctx->reqs];
 }
 
-/* Keep the first failure among the parts of r. */
+/* Keep the first failure among the parts of r, unless a later one names
+ * a cycle or mismatch (SLUICE_ERR_MISMATCH) where the first timed out: a
+ * slice on one channel may time out seeing no cause that another channel
+ * names (the dataplane's coll_run.c, comm_vfail). */
 static void req_note(struct sluice_req *r, int32_t status, const char *msg)
 {
-	if (r->status != SLUICE_OK || status == SLUICE_OK)
+	if (status == SLUICE_OK ||
+	    (r->status != SLUICE_OK && !(r->status == SLUICE_ERR_TIMEOUT && status == SLUICE_ERR_MISMATCH)))
 		return;
 	r->status = status;
 	sl_errmsg_copy(req_msg(r), SL_ERRMSG_LEN, msg);

@@ -39,9 +39,6 @@
 /* A call whose data has not come this long after its post sends its lazy
  * call checks (schedule.c): only a mismatch waits for them. */
 #define LAZY_CHECK_NS 1000000ull
-/* A timed-out slice that names no cycle waits this long at most (an eighth
- * of the timeout below 8 s) for another channel to name one (bare_held). */
-#define BARE_HOLD_MAX_NS 1000000000ull
 #define COUNT_ROOT_SHIFT 56 /* wire count = count | root << 56 (the header has no root field) */
 
 /* coll/ mirrors the ABI's numbers; these catch a drift. */
@@ -275,11 +272,12 @@ static void note_failure_told(struct dp_comm *comm)
 		atomic_store_explicit(&comm->channels_failed->told, true, memory_order_release);
 }
 
-/* Whether the client has heard of a failure of comm, on any channel. */
+/* Whether the client has heard of comm's failure, on any channel (only of
+ * this channel's once it renamed it). */
 static bool failure_heard(const struct dp_comm *comm)
 {
-	return comm->failure_told ||
-	       (comm->channels_failed && atomic_load_explicit(&comm->channels_failed->told, memory_order_acquire));
+	return comm->failure_told || (!comm->renamed && comm->channels_failed &&
+				      atomic_load_explicit(&comm->channels_failed->told, memory_order_acquire));
 }
 
 /* Finish k: tell its client (retried by progress when the ring is full),
@@ -595,15 +593,31 @@ void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uin
 	va_end(ap);
 }
 
+/* A cycle or mismatch (SLUICE_ERR_MISMATCH) named after comm failed with a
+ * timeout supersedes it, although the client may have heard the timeout
+ * already: the calls not finished yet carry the name, the peers hear it
+ * (their own timeouts give way to it too), the destroy reports it unless a
+ * call did, and libsluice prefers it among a call's slices (coll.c,
+ * req_note).  A timeout names no cause where another channel, or a peer,
+ * sees the cycle (a call split over channels whose peer ran it on the first
+ * alone: it_mismatch --channels --p2p); whichever came first stood, and a
+ * bare one came first in about every other run. */
 static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
 		       bool notify, bool relayed, const char *fmt, va_list ap)
 {
-	if (comm->failed != SLUICE_OK)
+	int32_t was = comm->failed;
+
+	if (was != SLUICE_OK && !(was == SLUICE_ERR_TIMEOUT && status == SLUICE_ERR_MISMATCH))
 		return;
 	comm->failed = status;
 	sl_errmsg_vformat(comm->why, sizeof(comm->why), fmt, ap);
-	dp_stash_let_go(e, comm); /* its packets are taken and dropped from now on */
-	if (comm->channels_failed) {
+	if (was != SLUICE_OK) {
+		comm->renamed = true;
+		comm->failure_told = false;
+	} else {
+		dp_stash_let_go(e, comm); /* its packets are taken and dropped from now on */
+	}
+	if (comm->channels_failed && was == SLUICE_OK) {
 		struct dp_channels_failed *cf = comm->channels_failed;
 		int32_t none = 0;
 		if (atomic_compare_exchange_strong(&cf->claimed, &none, 1)) {
@@ -616,7 +630,7 @@ static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status
 		comm->key, comm->rank, comm->why);
 	for (int l = 0; l < 2; l++) {
 		for (struct dp_coll *k = l ? comm->linger : comm->colls; k; k = k->next) {
-			if (k->status == SLUICE_OK) {
+			if (k->status == SLUICE_OK || k->status == was) {
 				k->status = status;
 				memcpy(k->why, comm->why, sizeof(k->why));
 			}
@@ -1523,6 +1537,28 @@ static uint32_t next_seq(struct dp_comm *comm, const struct sl_cmd *cmd)
 	return comm->next_seq++;
 }
 
+/* Another channel's timeout fails comm: the first of this channel's calls
+ * that waits in a cycle its notes show names it instead (true), before its
+ * own timeout, since comm fails either way.  The slice that timed out there
+ * may have seen no cycle (its peer ran the call on this channel alone);
+ * before, it waited up to an eighth of the timeout for this channel's name,
+ * and lost to an engine the load held longer.  A cycle that closes on
+ * another communicator is named here, and there at that one's timeout. */
+static bool name_own_cycle(struct dp_engine *e, struct dp_comm *comm)
+{
+	char waiting[64], why[SL_ERRMSG_LEN];
+	struct dp_comm *also;
+
+	for (struct dp_coll *k = comm->colls; k; k = k->next) {
+		int peer = dp_coll_waited_rank(k, waiting, sizeof(waiting));
+		if (k->status == SLUICE_OK && dp_cycle_named(e, k, peer, why, sizeof(why), &also)) {
+			comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Another channel failed this communicator: so does this one (and tells
  * its peers), noting where the failure came from.  A failure marked
  * relayed says so already: a peer's channel heard it from the peer's
@@ -1534,6 +1570,8 @@ static void check_channels(struct dp_engine *e, struct dp_comm *comm)
 	int32_t status;
 
 	if (comm->failed != SLUICE_OK || !cf || (status = atomic_load_explicit(&cf->status, memory_order_acquire)) == 0)
+		return;
+	if (status == SLUICE_ERR_TIMEOUT && name_own_cycle(e, comm))
 		return;
 	/* its reason first: a message cut to SL_ERRMSG_LEN keeps the cause */
 	comm_fail_relayed(e, comm, status,
@@ -1773,24 +1811,6 @@ static void early_cross_hint(const struct dp_coll *k, int peer, char *cause, siz
 			 comm->rank, counter, peer, counter, comm->rank, mine);
 }
 
-/* A call split over channels times out on each, at about the same time,
- * but its slice on a channel where the peer has no call sees no cycle: the
- * first channel, which every call runs on, does (it_mismatch --channels
- * --p2p).  Whichever failed first failed the communicator on every channel
- * (check_channels), so a slice's bare timeout beat the cycle's name about
- * every other run.  It waits a little for another channel's name first;
- * check_channels takes that up at the next timer pass. */
-static bool bare_held(const struct dp_engine *e, struct dp_coll *k, uint64_t now)
-{
-	uint64_t hold = dp_comm_timeout(e, k->comm) / 8;
-
-	if (!k->comm->channels_failed)
-		return false;
-	if (k->bare_since_ns <= k->last_progress_ns) /* this stall's first */
-		k->bare_since_ns = now;
-	return now - k->bare_since_ns < (hold < BARE_HOLD_MAX_NS ? hold : BARE_HOLD_MAX_NS);
-}
-
 /* k timed out on comm, whose timeout may be shorter than the transport's
  * (a client's SLUICE_TIMEOUT below its dataplane's --timeout): a peer that
  * has left what was sent to it unacknowledged for a quarter of it (a live
@@ -1841,8 +1861,6 @@ static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 			comm_fail(e, also, SLUICE_ERR_MISMATCH, also->next_seq, true, "%s", why);
 		return;
 	}
-	if (bare_held(e, k, now))
-		return;
 	if (peer >= 0)
 		early_cross_hint(k, peer, cause, sizeof(cause));
 	if (!*cause)

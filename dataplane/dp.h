@@ -238,6 +238,7 @@ struct dp_comm {
 	int32_t failed;           /* sluice_result_t once the communicator is broken */
 	char why[SL_ERRMSG_LEN];
 	bool failure_told;        /* a completion or refusal has carried `failed` to the client */
+	bool renamed;             /* `failed` superseded a timeout the client may have heard (comm_vfail) */
 	/* Shared by this communicator's copies on every channel: the first to
 	 * fail stores its status and reason, and the others fail too at their
 	 * next timer pass, so that a call's other slices do not wait for the
@@ -293,7 +294,6 @@ struct dp_coll {
 	uint64_t passed_ns;       /* ... when the chains held were passed along it, as the passing call */
 	uint64_t looked_ns;       /* when it last looked whether it is the passing call (dp_note_stall) */
 	uint64_t pinged_ns;       /* when it last asked the rank it waits for whether it is there (ditto) */
-	uint64_t bare_since_ns;   /* its timeout, naming no cycle, waits for another channel's name since */
 	/* Gated collectives (device buffers, or --gate-host): packets are
 	 * posted to a reducer, and the schedule hears of each chunk once its
 	 * last ticket is done (dataplane/coll_async.c). */

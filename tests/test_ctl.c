@@ -327,6 +327,7 @@ enum fake_mode {
 	FAKE_COMPLETE, /* copy send to recv (a one-rank all-reduce) and complete */
 	FAKE_FAIL,     /* complete with SLUICE_ERR_REMOTE */
 	FAKE_HOLD,     /* take commands, complete nothing until release */
+	FAKE_COMPLETE_AS, /* a release: complete with fake.release_status, the channel in the message */
 };
 
 struct fake_client {
@@ -347,6 +348,7 @@ static struct fake {
 	unsigned channels;          /* what HELLO answers (0: 1) */
 	_Atomic int fail_channel;   /* 1 + the channel whose commands fail, 0: none */
 	_Atomic int release_only;   /* 1 + the one channel to release, 0: all */
+	_Atomic int release_status; /* what released commands complete with (0: OK) */
 	_Atomic int slow_ms;        /* answer REG and COMM_CREATE this late */
 	struct fake_client client[FAKE_MAX_CLIENTS];
 	int nclients;
@@ -479,6 +481,9 @@ static void fake_complete(struct fake_client *c, const struct sl_cmd *cmd, int m
 	if (mode == FAKE_FAIL || fake.fail_channel == (int)ch + 1) {
 		cpl.status = SLUICE_ERR_REMOTE;
 		fake_long_msg(cpl.msg, cmd->comm);
+	} else if (mode == FAKE_COMPLETE_AS) {
+		cpl.status = fake.release_status;
+		snprintf(cpl.msg, sizeof(cpl.msg), "channel %u's slice: %s", ch, sluice_get_error_string(cpl.status));
 	} else if (bytes > 0 && cmd->send_region != SL_REGION_NONE) {
 		memmove(fake_range(c, cmd->recv_region, cmd->recv_off, bytes),
 			fake_range(c, cmd->send_region, cmd->send_off, bytes), bytes);
@@ -549,8 +554,8 @@ static void *fake_thread(void *unused)
 				if (fake.release_only && fake.release_only != (int)fake.held[i].ch + 1)
 					fake.held[kept++] = fake.held[i];
 				else
-					fake_complete(&fake.client[fake.held[i].client], &fake.held[i].cmd, FAKE_COMPLETE,
-						      fake.held[i].ch);
+					fake_complete(&fake.client[fake.held[i].client], &fake.held[i].cmd,
+						      fake.release_status ? FAKE_COMPLETE_AS : FAKE_COMPLETE, fake.held[i].ch);
 			}
 			fake.nheld = kept;
 			fake.release = false;
@@ -1043,6 +1048,22 @@ static void split_over_channels(void **state)
 	assert_int_equal(fake.held[0].cmd.block_stride, 0);
 	release_held(0);
 	assert_int_equal(sluice_wait(req), SLUICE_OK);
+
+	/* one slice times out, naming no cause, before the other names a cycle
+	 * (the dataplane's channels): the call reports the name, whichever came
+	 * first (it kept the first, the bare timeout, in about every other run) */
+	for (int bare_first = 1; bare_first >= 0; bare_first--) {
+		fake.mode = FAKE_HOLD;
+		assert_int_equal(sluice_allreduce(comm, buf, buf + n, n, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+		wait_held(2);
+		fake.release_status = bare_first ? SLUICE_ERR_TIMEOUT : SLUICE_ERR_MISMATCH;
+		release_held(1 + bare_first);
+		assert_int_equal(sluice_test(req), SLUICE_IN_PROGRESS); /* the first part is in */
+		fake.release_status = bare_first ? SLUICE_ERR_MISMATCH : SLUICE_ERR_TIMEOUT;
+		release_held(0);
+		fake.release_status = 0;
+		assert_error(sluice_wait(req), SLUICE_ERR_MISMATCH, "channel 0's slice: ranks called different");
+	}
 
 	/* one slice fails: the call fails with its reason, once both are in */
 	fake.mode = FAKE_COMPLETE;

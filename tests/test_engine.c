@@ -3009,6 +3009,47 @@ static void post_destroy(unsigned i, struct dp_ctl_req *r, _Atomic int32_t *done
 	assert_true(dp_engine_ctl_post(&nodes[i].e, r));
 }
 
+/* Node 0's recv from node 1 fails with a timeout that names no cause; then
+ * node 1's abort notice names a cycle, as a peer's channel that saw it does
+ * (it_mismatch --channels --p2p).  The name supersedes the timeout
+ * (coll_run.c comm_vfail): the call, not finished yet, carries it; once the
+ * timeout has been told, the destroy reports the name.  Before, the first
+ * failure stood. */
+static void test_a_name_supersedes_a_bare_timeout(void **state)
+{
+	static const char named[] = "2 ranks wait on each other in a cycle";
+	const struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 1,
+				  .dst_node = 0, .comm = 0xabcd, .count = SLUICE_ERR_MISMATCH, .len = sizeof(named) };
+	struct dp_ctl_req r;
+	_Atomic int32_t done;
+	char why[SL_ERRMSG_LEN] = "";
+	(void)state;
+
+	for (int told = 0; told < 2; told++) {
+		setup_cluster(2, &(struct sl_memport_faults){ 0 }, 5ull * 1000000000);
+		post_p2p(1, 0, true, 0);
+		for (unsigned p = 0; p < 1000 && !nodes[0].e.comms[0].colls; p++)
+			dp_engine_poll(&nodes[0].e);
+		assert_non_null(nodes[0].e.comms[0].colls);
+		dp_comm_fail(&nodes[0].e, &nodes[0].e.comms[0], SLUICE_ERR_TIMEOUT, 0, "recv #0 made no progress");
+		if (told)
+			expect_status_saying(0, SLUICE_ERR_TIMEOUT, "recv #0 made no progress");
+		dp_deliver(&nodes[0].e, &h, (const uint8_t *)named);
+		if (!told) {
+			expect_status_saying(0, SLUICE_ERR_MISMATCH, "rank 1 reported: 2 ranks wait on each other");
+		} else {
+			post_destroy(0, &r, &done, why);
+			for (unsigned p = 0; p < 100000 && !atomic_load(&done); p++)
+				poll_all();
+			if (atomic_load(&done) - 1 != DP_CTL_STATUS + SLUICE_ERR_MISMATCH ||
+			    !strstr(why, "rank 1 reported: 2 ranks wait on each other"))
+				fail_msg("the destroy after a told timeout answered %d (\"%s\"), want status %d naming "
+					 "the cycle", atomic_load(&done) - 1, why, DP_CTL_STATUS + SLUICE_ERR_MISMATCH);
+		}
+		teardown_cluster();
+	}
+}
+
 /* A rank that closed has no communicator left: what this rank still sends
  * it can change nothing there, and its silence afterwards says nothing
  * about this communicator.  Node 0's ACKs to node 2 are lost, so the
@@ -4207,6 +4248,7 @@ int main(void)
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_time_out),
 		cmocka_unit_test(test_a_call_acknowledged_piecemeal_holds_back_no_timeout),
 		cmocka_unit_test(test_closed_peer_is_owed_nothing),
+		cmocka_unit_test(test_a_name_supersedes_a_bare_timeout),
 		cmocka_unit_test(test_small_call_leaves_the_big_calls_buffer),
 		cmocka_unit_test(test_own_block_applied_a_piece_a_pass),
 		cmocka_unit_test(test_first_sends_leave_before_the_own_block),
