@@ -384,7 +384,7 @@ struct dp_ctl_req {
 	uint32_t op;
 	uint32_t client;      /* client index */
 	uint32_t index;       /* region or comm index */
-	uint32_t patience_ms; /* give up on an engine that takes no pass this long (0: its timeout_ns) */
+	uint32_t patience_ms; /* give up on an engine that takes no pass this long, if below its timeout_ns */
 	void *obj;            /* what to add (prepared by the server) */
 	_Atomic int32_t *done; /* set to 1 + result by the engine */
 	char *why;            /* SL_ERRMSG_LEN bytes for a refusal */

@@ -233,13 +233,18 @@ pid_t dp_engine_holder(const struct dp_engine *e, bool *app)
 	return other ? in_pass : own;
 }
 
-/* How long a request waits for an engine that takes no pass: the
- * client's SLUICE_TIMEOUT where it gave one at HELLO, so that the answer
- * (no_answer's) reaches it before its own wait for it ends; else the
- * engine's timeout. */
+/* Whether req's client gave a SLUICE_TIMEOUT (at HELLO) below e's timeout. */
+static bool client_sooner(const struct dp_engine *e, const struct dp_ctl_req *req)
+{
+	return req->patience_ms && (uint64_t)req->patience_ms * 1000000 < e->timeout_ns;
+}
+
+/* How long a request waits for an engine that takes no pass: e's timeout,
+ * or its client's SLUICE_TIMEOUT where that is shorter, so that the answer
+ * (no_answer's) reaches the client before its own wait for it ends. */
 static uint64_t patience_ns(const struct dp_engine *e, const struct dp_ctl_req *req)
 {
-	return req->patience_ms ? (uint64_t)req->patience_ms * 1000000 : e->timeout_ns;
+	return client_sooner(e, req) ? (uint64_t)req->patience_ms * 1000000 : e->timeout_ns;
 }
 
 /* Whether e has taken no pass for limit_ns: *passes and *since are the
@@ -278,7 +283,7 @@ static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint
 	dp_stall_where(holder, app ? "the application's thread" : "its thread", at, sizeof(at));
 	sl_errmsg_format(req->why, SL_ERRMSG_LEN, "channel %u's engine (dataplane node %u) has not come round for "
 			 "%.1f s (%s): %s; the request %s was not applied: %s", e->channel, e->node,
-			 (dp_now_ns(NULL) - since) / 1e9, req->patience_ms ? "the client's SLUICE_TIMEOUT" : "its timeout",
+			 (dp_now_ns(NULL) - since) / 1e9, client_sooner(e, req) ? "the client's SLUICE_TIMEOUT" : "its timeout",
 			 at, ctl_op_name(req->op), app ? "that thread drives the engine (embedded mode) "
 			 "and has not come out of its pass: find what holds it there (a debugger, a signal handler, "
 			 "a lock), or end the application" : "restart sluiced (its log says where the engine stopped)");

@@ -295,10 +295,10 @@ struct sl_ctl_msg {
 			int32_t gpu;          /* REG of device memory: its CUDA device ordinal */
 			uint64_t addr;        /* REG of device memory: the client's pointer */
 			uint8_t handle[SL_DEV_HANDLE_BYTES]; /* ... and its IPC handle (gpu_dma's sl_gdma_ipc) */
-			/* HELLO: the client's SLUICE_TIMEOUT; the dataplane gives up on an
-			 * engine that takes no pass this long while it holds one of the
-			 * client's requests, and answers with what holds it up (0: after
-			 * its own --timeout) */
+			/* HELLO: the client's SLUICE_TIMEOUT; where it is below the
+			 * dataplane's --timeout, the dataplane gives up on an engine that
+			 * takes no pass this long while it holds one of the client's
+			 * requests, and answers with what holds it up (0: none given) */
 			uint32_t timeout_ms;
 		} a;
 		struct {
