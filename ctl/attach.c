@@ -31,6 +31,7 @@ static const char *ctl_name(uint32_t type)
 		[SL_CTL_HELLO] = "HELLO",   [SL_CTL_REG] = "REG",
 		[SL_CTL_DEREG] = "DEREG",   [SL_CTL_COMM_CREATE] = "COMM_CREATE",
 		[SL_CTL_COMM_DESTROY] = "COMM_DESTROY", [SL_CTL_INFO] = "INFO",
+		[SL_CTL_STALLED] = "STALLED",
 	};
 
 	return type < sizeof(names) / sizeof(names[0]) && names[type] ? names[type] : "?";
@@ -68,6 +69,11 @@ static sluice_result_t ctl_send(struct sluice_ctx *ctx, const struct sl_ctl_msg 
 int64_t sl_ctl_wait_s(int timeout_s, const struct sl_ctl_msg *msg)
 {
 	uint64_t gib = msg->type == SL_CTL_REG ? (msg->a.size >> 30) + ((msg->a.size & ((1u << 30) - 1)) != 0) : 0;
+
+	/* the dataplane looks at its engines a fraction of a second: a wait
+	 * that timed out already, asking why, is not doubled */
+	if (msg->type == SL_CTL_STALLED)
+		return SL_WAIT_MARGIN_S;
 
 	/* the dataplane holds a destroy up to this SLUICE_TIMEOUT for the peers'
 	 * closing words, and gives up on an engine that takes no pass for as

@@ -545,6 +545,28 @@ static int64_t dataplane_progress(const struct sluice_ctx *ctx)
 	return latest;
 }
 
+/* A wait that timed out without the dataplane's reason: the dataplane
+ * is asked whether one of its engines is stuck (SL_CTL_STALLED), and that
+ * is the reason if so; it was libsluice's "is stuck or a rank stopped"
+ * alone.  Asked with ctx->lock let go: sl_ctl_call takes call_lock. */
+static sluice_result_t fail_no_completion(struct sluice_ctx *ctx, uint64_t tag)
+{
+	struct sl_ctl_msg msg = {.type = SL_CTL_STALLED};
+	struct sl_ctl_reply reply = {.status = SLUICE_OK};
+
+	if (sl_ctl_call(ctx, &msg, -1, &reply) == SLUICE_ERR_TIMEOUT && reply.status == SLUICE_ERR_TIMEOUT)
+		return sl_fail(SLUICE_ERR_TIMEOUT,
+			       "sluice_wait: request %llu got no completion within SLUICE_TIMEOUT=%d s (+%d s) of its "
+			       "start or its dataplane's last progress: the dataplane at %s says: %s",
+			       (unsigned long long)tag, ctx->cfg.timeout_s, SL_WAIT_MARGIN_S, ctx->cfg.socket,
+			       reply.msg);
+	return sl_fail(SLUICE_ERR_TIMEOUT,
+		       "sluice_wait: request %llu got no completion within SLUICE_TIMEOUT=%d s (+%d s) of its start "
+		       "or its dataplane's last progress: the dataplane at %s is stuck or a rank stopped; check "
+		       "their logs",
+		       (unsigned long long)tag, ctx->cfg.timeout_s, SL_WAIT_MARGIN_S, ctx->cfg.socket);
+}
+
 sluice_result_t sluice_wait(sluice_req_t *req)
 {
 	struct sluice_ctx *ctx = req_ctx(req, "sluice_wait");
@@ -568,7 +590,7 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 	}
 	reap(ctx);
 	int64_t idle_since = 0;
-	bool driving = ctx->drive != NULL;
+	bool driving = ctx->drive != NULL, timed_out = false;
 	for (bool first = true; req->state == SL_REQ_POSTED; first = false) {
 		if (!first)
 			now = sl_now_ns();
@@ -577,12 +599,8 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 			break;
 		}
 		if (now > deadline && now > (deadline = dataplane_progress(ctx) + wait_ns)) {
-			res = sl_fail(SLUICE_ERR_TIMEOUT,
-				      "sluice_wait: request %llu got no completion within SLUICE_TIMEOUT=%d s "
-				      "(+%d s) of its start or its dataplane's last progress: the dataplane at %s "
-				      "is stuck or a rank stopped; check their logs",
-				      (unsigned long long)req->tag, ctx->cfg.timeout_s, SL_WAIT_MARGIN_S,
-				      ctx->cfg.socket);
+			res = SLUICE_ERR_TIMEOUT;
+			timed_out = true;
 			break;
 		}
 		pthread_mutex_unlock(&ctx->lock);
@@ -620,5 +638,5 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 	if (ctx->release)
 		ctx->release(ctx->inflight > 0);
 	pthread_mutex_unlock(&ctx->lock);
-	return res;
+	return timed_out ? fail_no_completion(ctx, req->tag) : res;
 }

@@ -182,7 +182,7 @@ sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int 
 #define SL_WAIT_MARGIN_S 2
 /* Seconds the answer to msg may take: timeout_s (SLUICE_TIMEOUT) and
  * SL_WAIT_MARGIN_S; for REG SL_REG_S_PER_GIB more per GiB of its area, a
- * day more at most. */
+ * day more at most; SL_WAIT_MARGIN_S alone for STALLED. */
 int64_t sl_ctl_wait_s(int timeout_s, const struct sl_ctl_msg *msg);
 
 /* Where [ptr, ptr + bytes) lies in registered memory; what names it in the message. */

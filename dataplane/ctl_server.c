@@ -37,6 +37,9 @@
 #include "stall_watch.h"
 #include "trace_tap.h"
 
+/* How long SL_CTL_STALLED watches each engine for a pass. */
+#define STALL_LOOK_NS 100000000ull
+
 struct server;
 
 struct conn {
@@ -453,6 +456,21 @@ static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m
 	}
 }
 
+/* The first engine that takes no pass while the server looks (a working
+ * one takes one every millisecond at most, idle.c), in r: a client's wait
+ * that timed out asks, so that it can say why rather than time out bare. */
+static void do_stalled(struct server *s, struct sl_ctl_reply *r)
+{
+	char why[SL_ERRMSG_LEN];
+
+	for (unsigned ch = 0; ch < s->nch; ch++) {
+		if (dp_engine_stalled(s->e[ch], STALL_LOOK_NS, why)) {
+			reply_err(r, SLUICE_ERR_TIMEOUT, "%s", why);
+			return;
+		}
+	}
+}
+
 /* *reply_fd: a file descriptor to pass back with the reply, or -1. */
 static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd, struct sl_ctl_reply *r,
 		   int *reply_fd)
@@ -477,6 +495,7 @@ static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd,
 	case SL_CTL_COMM_CREATE: do_comm_create(s, ci, m, r); break;
 	case SL_CTL_COMM_DESTROY: do_comm_destroy(s, ci, m, r); break;
 	case SL_CTL_INFO: break;
+	case SL_CTL_STALLED: do_stalled(s, r); break;
 	case SL_CTL_TRACE_ATTACH:
 		pthread_mutex_lock(&s->lock);
 		*reply_fd = dp_trace_attach(s->cfg->trace, s->e[0], m, r);

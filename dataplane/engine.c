@@ -274,20 +274,44 @@ static const char *ctl_op_name(uint32_t op)
 	return op < sizeof(names) / sizeof(names[0]) && names[op] ? names[op] : "of an unknown kind";
 }
 
-static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint64_t since)
+/* Why e does not come round: which engine, for how long (held_s, by
+ * which measure), where the thread that holds it is, what was not done
+ * (undone, may be empty), and what to do. */
+static void stuck_why(const struct dp_engine *e, double held_s, const char *measure, const char *undone, char *why)
 {
 	char at[512];
 	bool app;
 	pid_t holder = dp_engine_holder(e, &app);
 
 	dp_stall_where(holder, app ? "the application's thread" : "its thread", at, sizeof(at));
-	sl_errmsg_format(req->why, SL_ERRMSG_LEN, "channel %u's engine (dataplane node %u) has not come round for "
-			 "%.1f s (%s): %s; the request %s was not applied: %s", e->channel, e->node,
-			 (dp_now_ns(NULL) - since) / 1e9, client_sooner(e, req) ? "the client's SLUICE_TIMEOUT" : "its timeout",
-			 at, ctl_op_name(req->op), app ? "that thread drives the engine (embedded mode) "
-			 "and has not come out of its pass: find what holds it there (a debugger, a signal handler, "
-			 "a lock), or end the application" : "restart sluiced (its log says where the engine stopped)");
+	sl_errmsg_format(why, SL_ERRMSG_LEN, "channel %u's engine (dataplane node %u) has not come round for "
+			 "%.1f s (%s): %s%s: %s", e->channel, e->node, held_s, measure, at, undone,
+			 app ? "that thread drives the engine (embedded mode) and has not come out of its pass: find "
+			 "what holds it there (a debugger, a signal handler, a lock), or end the application"
+			     : "restart sluiced (its log says where the engine stopped)");
+}
+
+static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint64_t since)
+{
+	char undone[64];
+
+	snprintf(undone, sizeof(undone), "; the request %s was not applied", ctl_op_name(req->op));
+	stuck_why(e, (dp_now_ns(NULL) - since) / 1e9, client_sooner(e, req) ? "the client's SLUICE_TIMEOUT" : "its timeout",
+		  undone, req->why);
 	return DP_CTL_NO_ANSWER;
+}
+
+bool dp_engine_stalled(const struct dp_engine *e, uint64_t look_ns, char *why)
+{
+	uint64_t passes = atomic_load_explicit(&e->passes, memory_order_relaxed), since = dp_now_ns(NULL);
+
+	do {
+		usleep(1000);
+		if (atomic_load_explicit(&e->passes, memory_order_relaxed) != passes)
+			return false;
+	} while (dp_now_ns(NULL) - since < look_ns);
+	stuck_why(e, look_ns / 1e9, "as long as the dataplane looked", "", why);
+	return true;
 }
 
 int32_t dp_ctl_late_answer(struct dp_ctl_call *call, bool give_up, char *why)

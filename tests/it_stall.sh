@@ -12,11 +12,17 @@
 # rank 0's HELLO must fail at 1 s with the server's answer, naming the
 # engine, where its thread is and the request (before, libsluice's own "did
 # not answer HELLO within SLUICE_TIMEOUT=1 s" came 19 s before the server's).
-# usage: it_stall.sh SLUICE_RUN SLUICE_PERF [--client-timeout]
+# --wait-timeout: the same timeouts, and the thread is stopped for 5 s while
+# the ranks run their calls: rank 0's wait, which gets no completion, must
+# end with the dataplane's answer that the engine is stuck and where its
+# thread is (before: libsluice's "the dataplane ... is stuck or a rank
+# stopped", which named nothing).
+# usage: it_stall.sh SLUICE_RUN SLUICE_PERF [--client-timeout | --wait-timeout]
 set -u
 run=$1 perf=$2 client=${3:-}
-ranks=("$perf" -b 8 -e 8 -n 5 -w 1)
+ranks=("$perf" -b 8 -e 8 -n 5 -w 1) stop_s=3 stop_after=0
 [ "$client" = --client-timeout ] && ranks=(env SLUICE_TIMEOUT=1 "${ranks[@]}")
+[ "$client" = --wait-timeout ] && ranks=(env SLUICE_TIMEOUT=1 "$perf" -b 8 -e 8 -n 100000000 -w 1) stop_s=5 stop_after=2
 log=$(mktemp /tmp/sl-stall.XXXXXX) go=$(mktemp -u /tmp/sl-stall-go.XXXXXX)
 trap 'rm -f "$log" "$go"' EXIT
 "$run" -n 2 --daemons -v --timeout 20 -- bash -c 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' \
@@ -32,16 +38,20 @@ for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
 done
 [ -n "$node0" ] && [ -n "$tid" ] || { touch "$go"; wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
 
-python3 - "$tid" "$go" <<'PY' || { touch "$go"; wait $runner; echo "FAIL: could not stop thread $tid"; exit 1; }
+# the ranks start before the stop when stop_after > 0 (in their calls by then), else once it began
+python3 - "$tid" "$go" "$stop_s" "$stop_after" <<'PY' || { touch "$go"; wait $runner; echo "FAIL: could not stop thread $tid"; exit 1; }
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
-tid = int(sys.argv[1])
+tid, stop_s, after = int(sys.argv[1]), float(sys.argv[3]), float(sys.argv[4])
+if after:
+    open(sys.argv[2], "w").close()
+    time.sleep(after)
 if libc.ptrace(SEIZE, tid, 0, 0) or libc.ptrace(INTERRUPT, tid, 0, 0):
     sys.exit(f"ptrace: {os.strerror(ctypes.get_errno())}")
 os.waitpid(tid, WALL)
 open(sys.argv[2], "w").close()  # the ranks may start
-time.sleep(3)
+time.sleep(stop_s)
 libc.ptrace(DETACH, tid, 0, 0)
 PY
 wait $runner
@@ -52,6 +62,11 @@ if [ "$client" = --client-timeout ]; then
 	grep -Eq "channel 0's engine \(dataplane node 0\) has not come round for 1\.[0-9] s \(the client's SLUICE_TIMEOUT\): its thread $tid .*the request to add a client was not applied" "$log" ||
 		{ cat "$log"; echo "FAIL: rank 0's HELLO did not end at its SLUICE_TIMEOUT naming node 0's engine thread $tid"; exit 1; }
 	echo "it_stall: ok" # the ranks, and so the daemons, end before the stall does: the watch is the plain mode's
+	exit 0
+elif [ "$client" = --wait-timeout ]; then
+	grep -Eq "sluice_wait: request [0-9]+ got no completion .* says: channel 0's engine \(dataplane node 0\) has not come round for 0\.1 s \(as long as the dataplane looked\): its thread $tid " "$log" ||
+		{ cat "$log"; echo "FAIL: rank 0's wait did not end with the dataplane naming node 0's stopped engine thread $tid"; exit 1; }
+	echo "it_stall: ok"
 	exit 0
 elif [ $rc -ne 0 ]; then
 	cat "$log"; echo "FAIL: sluice-run exited $rc"; exit 1

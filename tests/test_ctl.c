@@ -441,6 +441,10 @@ static void fake_request(struct fake_client *c, int fd, const struct sl_ctl_msg 
 	case SL_CTL_INFO:
 	case SL_CTL_COMM_DESTROY:
 		break;
+	case SL_CTL_STALLED: /* a wait that timed out asks: this fake's engine is always stuck */
+		reply.status = SLUICE_ERR_TIMEOUT;
+		snprintf(reply.msg, sizeof(reply.msg), "the fake's engine has not come round");
+		break;
 	default:
 		reply.status = SLUICE_ERR_INVALID_ARGUMENT;
 	}
@@ -659,7 +663,8 @@ static void attach_and_memory(void **state)
  * pass, by the same timeout, and then answers why. */
 static void reg_wait_grows_with_size(void **state)
 {
-	struct sl_ctl_msg reg = {.type = SL_CTL_REG}, other = {.type = SL_CTL_INFO}, destroy = {.type = SL_CTL_COMM_DESTROY};
+	struct sl_ctl_msg reg = {.type = SL_CTL_REG}, other = {.type = SL_CTL_INFO}, destroy = {.type = SL_CTL_COMM_DESTROY},
+			  stalled = {.type = SL_CTL_STALLED};
 	static const struct {
 		uint64_t size;
 		int64_t more; /* seconds past SLUICE_TIMEOUT */
@@ -674,6 +679,7 @@ static void reg_wait_grows_with_size(void **state)
 		assert_int_equal(sl_ctl_wait_s(30, &reg), 30 + SL_WAIT_MARGIN_S + w[i].more);
 		assert_int_equal(sl_ctl_wait_s(30, &other), 30 + SL_WAIT_MARGIN_S);
 		assert_int_equal(sl_ctl_wait_s(30, &destroy), 30 + SL_WAIT_MARGIN_S);
+		assert_int_equal(sl_ctl_wait_s(30, &stalled), SL_WAIT_MARGIN_S); /* asked after a wait's timeout */
 	}
 }
 
@@ -865,7 +871,10 @@ static void wait_times_out_and_abandons(void **state)
 	fake.mode = FAKE_HOLD;
 	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
 	t0 = sl_now_ns();
-	assert_error(sluice_wait(req), SLUICE_ERR_TIMEOUT, "got no completion within SLUICE_TIMEOUT=1 s");
+	/* with the dataplane's word on why (SL_CTL_STALLED) */
+	assert_error(sluice_wait(req), SLUICE_ERR_TIMEOUT, "got no completion within SLUICE_TIMEOUT=1 s (+2 s) of "
+		     "its start or its dataplane's last progress: the dataplane at");
+	assert_non_null(strstr(sluice_last_error(), "says: the fake's engine has not come round"));
 	assert_true(sl_now_ns() - t0 < 4000000000LL);
 	/* the buffer stays busy until the late completion; the comm may go now */
 	assert_error(sluice_mem_free(ctx, buf), SLUICE_ERR_INVALID_USAGE, "in flight");

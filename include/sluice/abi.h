@@ -274,6 +274,8 @@ enum sl_ctl_type {
 	SL_CTL_INFO = 6,         /* reply.node = this dataplane's node id, reply.channels */
 	SL_CTL_TRACE_ATTACH = 7, /* t.*; no HELLO needed.  Reply carries the trace ring's memfd
 				    (trace.h); the tracer stays attached until it closes the socket */
+	SL_CTL_STALLED = 8,      /* is an engine stuck?  SLUICE_ERR_TIMEOUT and msg saying which and
+				    where its thread is, or SLUICE_OK (libsluice asks at a wait's timeout) */
 };
 
 enum sl_region_kind {
