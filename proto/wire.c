@@ -85,12 +85,15 @@ void sl_addr_for_node(uint16_t node, struct sl_addr *out)
 	out->ip = 10u << 24 | 83u << 16 | node;
 }
 
+/* The header's 16-bit one's-complement sum, taken 32 bits at a time: as
+ * 2^16 is 1 modulo 2^16 - 1, folding the wider sum gives the same result
+ * (RFC 1071), in five additions where a 16-bit loop took ten: 30
+ * instructions a frame against 89 (callgrind, perf/ALGORITHMS.md small31). */
 static uint16_t ip_checksum(const uint8_t *ip)
 {
-	uint32_t sum = 0;
+	_Static_assert(SL_IP_LEN == 20, "the sum below covers five words");
+	uint64_t sum = (uint64_t)get32(ip) + get32(ip + 4) + get32(ip + 8) + get32(ip + 12) + get32(ip + 16);
 
-	for (int i = 0; i < SL_IP_LEN; i += 2)
-		sum += get16(ip + i);
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
 	return (uint16_t)~sum;

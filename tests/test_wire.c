@@ -109,6 +109,33 @@ static void test_data_round_trip(void **state)
 	}
 }
 
+/* The IP checksum over addresses, lengths and ECN bits whose words carry
+ * (nodes up to 0xffff: 10.83.255.255), each frame checked by the 16-bit
+ * sum above. */
+static void test_ip_checksum_carries(void **state)
+{
+	(void)state;
+	static const uint16_t nodes[] = { 0, 1, 0x00ff, 0x0100, 0x7fff, 0x8000, 0xfffe, 0xffff };
+	static const uint32_t lens[] = { 0, 1, 8, 255, 256 };
+	static uint8_t payload[256];
+	uint8_t buf[BUF_LEN];
+
+	for (size_t s = 0; s < sizeof(nodes) / sizeof(nodes[0]); s++)
+		for (size_t d = 0; d < sizeof(nodes) / sizeof(nodes[0]); d++)
+			for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+				for (uint8_t ecn = 0; ecn < 4; ecn++) {
+					struct sl_addr src, dst;
+					struct sl_hdr h = data_template;
+
+					h.len = lens[l];
+					h.ip_ecn = ecn;
+					sl_addr_for_node(nodes[s], &src);
+					sl_addr_for_node(nodes[d], &dst);
+					assert_true(sl_wire_build(buf, BUF_LEN, &src, &dst, 0xffff, &h, payload, NULL) > 0);
+					check_ip_checksum(buf);
+				}
+}
+
 static void test_ack_round_trip(void **state)
 {
 	(void)state;
@@ -438,6 +465,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_data_round_trip),
+		cmocka_unit_test(test_ip_checksum_carries),
 		cmocka_unit_test(test_ack_round_trip),
 		cmocka_unit_test(test_ecn),
 		cmocka_unit_test(test_build_too_small),
