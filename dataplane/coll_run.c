@@ -1289,9 +1289,10 @@ static bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t 
 	return alen && blen && a < b + blen && b < a + alen;
 }
 
-/* Check cmd against c's own state; NULL when valid, else why not. */
+/* Check cmd against c's own state; NULL when valid, else why not.  The
+ * buffers' addresses found here, in at, are the call's (coll_new). */
 static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const struct sl_cmd *cmd,
-			     struct dp_comm **comm, uint64_t bytes[2], char *why)
+			     struct dp_comm **comm, uint64_t bytes[2], uint8_t *at[2], char *why)
 {
 	const char *bad;
 
@@ -1308,8 +1309,8 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
 		return "element count (or block stride) overflows the buffer size";
 	}
 	/* the blocks of a strided slice, gaps included, must lie in the regions too */
-	const uint8_t *send = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
-	const uint8_t *recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
+	uint8_t *send = at[SL_BUF_SEND] = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
+	uint8_t *recv = at[SL_BUF_RECV] = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	if (!send || !recv) {
 		sl_errmsg_format(why, SL_ERRMSG_LEN, "buffers (regions %u+%" PRIu64 " for %" PRIu64 " bytes and %u+%"
 				 PRIu64 " for %" PRIu64 " bytes) are not inside memory this client registered",
@@ -1451,16 +1452,17 @@ static const struct dp_coll *coll_like(const struct dp_comm *comm, const struct 
 	return NULL;
 }
 
-/* A new collective for cmd (all-to-allv's counts in e->vmeta), or NULL with *why set
- * (perhaps to buf, SL_ERRMSG_LEN bytes). */
+/* A new collective for cmd on the buffers at (check_cmd's; all-to-allv's
+ * counts in e->vmeta), or NULL with *why set (perhaps to buf, SL_ERRMSG_LEN
+ * bytes). */
 static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const struct sl_cmd *cmd,
-				struct dp_client *c, const uint64_t bytes[2], const char **why,
-				char *buf)
+				struct dp_client *c, const uint64_t bytes[2], uint8_t *const at[2],
+				const char **why, char *buf)
 {
 	struct dp_coll *k;
 	const struct dp_coll *like;
 	struct dp_gdev *gdev;
-	uint8_t *send, *recv;
+	uint8_t *send = at[SL_BUF_SEND], *recv = at[SL_BUF_RECV];
 	int gpu;
 	bool holds;
 	struct sl_sched_plan plan = {
@@ -1483,8 +1485,6 @@ static struct dp_coll *coll_new(struct dp_engine *e, struct dp_comm *comm, const
 		plan.recv_count = e->vmeta + SL_VMETA_RECV_COUNT * comm->nranks;
 		plan.recv_displ = e->vmeta + SL_VMETA_RECV_DISPL * comm->nranks;
 	}
-	send = region_range(c, cmd->send_region, cmd->send_off, bytes[0]);
-	recv = region_range(c, cmd->recv_region, cmd->recv_off, bytes[1]);
 	plan.in_place = overlap(send, bytes[0], recv, bytes[1]);
 	*why = "the dataplane is out of memory for collectives";
 	if (!(k = coll_get(e, &plan, &holds))) {
@@ -1602,6 +1602,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	struct dp_comm *comm = NULL;
 	struct dp_coll *k;
 	uint64_t bytes[2] = { 0, 0 };
+	uint8_t *at[2];
 	char buf[SL_ERRMSG_LEN];
 	struct sl_cmd resolved = *given, *cmd = &resolved;
 	const char *bad;
@@ -1609,7 +1610,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	if (cmd->algo == 0) /* the descriptor leaves the choice to the dataplane */
 		cmd->algo = sl_algo_supported((enum sl_coll)cmd->opcode, SL_ALGO_RING) ? SL_ALGO_ID_RING
 											 : SL_ALGO_ID_DIRECT;
-	bad = check_cmd(e, c, cmd, &comm, bytes, buf);
+	bad = check_cmd(e, c, cmd, &comm, bytes, at, buf);
 	if (!bad) /* a call split on a peer, and not here, may have failed only on another channel */
 		check_channels(e, comm);
 	if (bad || comm->failed != SLUICE_OK) {
@@ -1621,7 +1622,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 		}
 		return;
 	}
-	k = coll_new(e, comm, cmd, c, bytes, &bad, buf);
+	k = coll_new(e, comm, cmd, c, bytes, at, &bad, buf);
 	if (!k) {
 		reject(e, c, cmd, errno == ENOMEM ? SLUICE_ERR_NO_MEMORY : errno == EFAULT ? SLUICE_ERR_INVALID_ARGUMENT
 				  : errno == ENODEV ? SLUICE_ERR_SYSTEM : SLUICE_ERR_INTERNAL, bad);
