@@ -101,6 +101,8 @@ int sl_tp_add_port(struct sl_tp *tp, struct sl_port *port)
 	if (tp->n_ports == SL_MAX_PORTS || port->max_frame < need)
 		return -1;
 	tp->ports[tp->n_ports] = port;
+	sl_addr_for_node(tp->cfg.local_node, &tp->txq[tp->n_ports].src);
+	memcpy(tp->txq[tp->n_ports].src.mac, port->mac, sizeof(port->mac));
 	return tp->n_ports++;
 }
 

@@ -153,6 +153,7 @@ struct tp_flow {
 /* Frames built but not yet taken by a port's tx_burst. */
 struct tp_txq {
 	struct sl_pkt pkts[TP_TXQ_LEN];
+	struct sl_addr src;      /* frames' source here: built once, at sl_tp_add_port, not a frame */
 	uint16_t n;
 	bool no_buf;             /* alloc failed during this poll: stop asking */
 	uint64_t full_ns;        /* when the port last refused frames (tp_timer.c) */

@@ -63,11 +63,8 @@ static bool txq_commit(struct sl_tp *tp, uint16_t port_idx, const struct sl_addr
 		       const struct sl_ack *ack)
 {
 	struct sl_port *port = tp->ports[port_idx];
-	struct sl_addr src;
 
-	sl_addr_for_node(tp->cfg.local_node, &src);
-	memcpy(src.mac, port->mac, sizeof(src.mac));
-	p->len = sl_wire_build(p->data, p->cap, &src, addr, entropy, h, payload, ack);
+	p->len = sl_wire_build(p->data, p->cap, &tp->txq[port_idx].src, addr, entropy, h, payload, ack);
 	if (!p->len) {
 		port->ops->free(port, p, 1);
 		return false;

@@ -1223,6 +1223,41 @@ static void test_cancel_queued(void **state)
 }
 
 
+/* The frames on their way out of port from: each names from's MAC and
+ * node's address as its source. */
+static void check_sources(struct sl_port *from, struct sl_port *to, uint16_t node)
+{
+	struct sl_pkt pkts[8];
+	struct sl_addr want;
+	uint16_t n = to->ops->rx_burst(to, pkts, 8);
+
+	sl_addr_for_node(node, &want);
+	assert_true(n > 0);
+	for (uint16_t i = 0; i < n; i++) {
+		const uint8_t *ip = pkts[i].data + 14 + 12; /* Ethernet, then the IPv4 source */
+		assert_memory_equal(pkts[i].data + 6, from->mac, sizeof(from->mac));
+		assert_int_equal((uint32_t)ip[0] << 24 | (uint32_t)ip[1] << 16 | (uint32_t)ip[2] << 8 | ip[3], want.ip);
+	}
+	to->ops->free(to, pkts, n);
+}
+
+/* A frame's source address is built once a port, at sl_tp_add_port: both
+ * ends' frames still carry their own port's MAC and node. */
+static void test_frame_source(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+
+	send_msg(&hs->a, 0);
+	send_msg(&hs->b, 0);
+	sl_tp_poll(hs->a.tp);
+	check_sources(hs->pa, hs->pb, NODE_A); /* before b's poll takes them in */
+	sl_tp_poll(hs->b.tp);
+	check_sources(hs->pb, hs->pa, NODE_B);
+	harness_free(hs);
+}
+
 static uint32_t frame_from(uint8_t *buf, uint16_t src_node, uint16_t dst_node, uint8_t version,
 			   bool crc)
 {
@@ -1355,6 +1390,7 @@ int main(void)
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_cancel_queued),
 		cmocka_unit_test(test_foreign_and_malformed),
+		cmocka_unit_test(test_frame_source),
 	};
 	return cmocka_run_group_tests(tests, setup_layout, NULL);
 }
