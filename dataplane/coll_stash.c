@@ -116,6 +116,7 @@ static bool late_refused(struct dp_engine *e, const struct dp_comm *comm, int sr
 	if (h->offset < DP_EAGER_MAX || calls_ahead(comm, h, src) == 0 || node >= SL_MAX_NODES ||
 	    waits_on(e, node))
 		return false;
+	e->late_holding += !e->late_held[node];
 	e->late_held[node] = true;
 	return true;
 }
@@ -123,10 +124,12 @@ static bool late_refused(struct dp_engine *e, const struct dp_comm *comm, int sr
 /* Let comm's senders that late_refused held go on. */
 void dp_stash_late_release(struct dp_engine *e, const struct dp_comm *comm)
 {
-	for (uint32_t r = 0; r < comm->nranks; r++) {
+	/* every post asks: without the count, a walk over all of comm's ranks */
+	for (uint32_t r = 0; e->late_holding && r < comm->nranks; r++) {
 		uint16_t node = comm->node[r];
 		if (r != comm->rank && node < SL_MAX_NODES && e->late_held[node]) {
 			e->late_held[node] = false;
+			e->late_holding--;
 			sl_tp_resume_node(e->tp, node);
 		}
 	}

@@ -487,6 +487,7 @@ struct dp_engine {
 	uint64_t next_timer_ns;
 	struct dp_idle idle;
 	bool late_held[SL_MAX_NODES]; /* senders held on early packets past eager (coll_stash.c late_refused) */
+	uint32_t late_holding;     /* of these, set: with none, a post walks no comm's ranks for them */
 };
 
 /* engine.c */

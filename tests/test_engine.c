@@ -1358,13 +1358,17 @@ static void test_one_call_overruns_the_stash(void **state)
 	teardown_cluster();
 }
 
-/* Node i holds a sender's window, for its stash or for late_refused. */
+/* Node i holds a sender's window, for its stash or for late_refused; its
+ * count of late_refused's senders (which spares a post the walk over its
+ * ranks) says as many. */
 static bool holding(unsigned i)
 {
+	uint32_t late = 0;
+
 	for (unsigned r = 0; r < SL_MAX_NODES; r++)
-		if (nodes[i].e.late_held[r])
-			return true;
-	return nodes[i].e.comms[0].stash_held;
+		late += nodes[i].e.late_held[r];
+	assert_int_equal(nodes[i].e.late_holding, late);
+	return late || nodes[i].e.comms[0].stash_held;
 }
 
 /*
@@ -1403,6 +1407,7 @@ static void test_two_calls_ahead_waits_for_a_post(void **state)
 	if (nodes[1].e.comms[0].nstash != 4 * eager + eager)
 		fail_msg("the peer stashed %u early packets, want the first call's %u and the second's eager %u",
 			 nodes[1].e.comms[0].nstash, 4 * eager, eager);
+	assert_true(holding(1)); /* the root, refused */
 	for (uint64_t k = 0; k < 2; k++) {
 		post_bcast(&nodes[1], k);
 		for (p = 0; p < 100000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
@@ -1417,6 +1422,7 @@ static void test_two_calls_ahead_waits_for_a_post(void **state)
 		poll_all();
 	assert_true(p < 100000);
 	assert_int_equal(cpl.req, 1);
+	assert_false(holding(1)); /* and counted out (holding checks the count) */
 	for (uint64_t k = 0; k < 2; k++)
 		for (unsigned j = 0; j < ra_count; j++)
 			if (((int32_t *)nodes[1].recv)[k * ra_count + j] != (int32_t)(k * 1000000 + j))
