@@ -74,18 +74,34 @@ static void analyze_into(const char *path, char *text, size_t size)
 	unlink(out);
 }
 
+/* A capture at path (a mkstemp template) of interfaces ifs[0..n), open to write frames to. */
+static FILE *capture_open(char *path, const struct tr_pcapng_if *ifs, unsigned n)
+{
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	assert_non_null(f);
+	assert_int_equal(tr_pcapng_header(f, ifs, n), 0);
+	return f;
+}
+
+/* The capture f at path closed, what `sluice-trace analyze` says of it in text, the file gone. */
+static void capture_analyze(FILE *f, const char *path, char *text, size_t size)
+{
+	assert_int_equal(fclose(f), 0);
+	analyze_into(path, text, size);
+	unlink(path);
+}
+
 static void control_frames_that_vanished_are_counted(void **state)
 {
 	char path[] = "/tmp/test-trace-analyze.XXXXXX";
 	struct tr_pcapng_if ifs[2] = { { "node0-port0", "node 0", 65535 }, { "node1-port0", "node 1", 65535 } };
 	uint64_t ts = 1;
-	int fd = mkstemp(path);
-	FILE *f = fdopen(fd, "w");
 	char text[8192] = "";
 
 	(void)state;
-	assert_non_null(f);
-	assert_int_equal(tr_pcapng_header(f, ifs, 2), 0);
+	FILE *f = capture_open(path, ifs, 2);
 	for (uint32_t psn = 1; psn <= 3; psn++) {
 		frame(f, &ts, 0, 1, psn, 0, true);
 		if (psn != 2) /* PSN 2 is lost */
@@ -94,9 +110,7 @@ static void control_frames_that_vanished_are_counted(void **state)
 		frame(f, &ts, 1, 0, psn, 0, false);
 	}
 	frame(f, &ts, 0, 1, 4, SL_F_CTRL, true); /* the closing word, lost */
-	assert_int_equal(fclose(f), 0);
-	analyze_into(path, text, sizeof(text));
-	unlink(path);
+	capture_analyze(f, path, text, sizeof(text));
 	const char *want = "rank 0 (node 0) -> rank 1 (node 1): 1 lost (2 DATA frames never arrived, 1 of them "
 			   "control messages)";
 	if (!strstr(text, want))
@@ -111,18 +125,15 @@ static void every_link_of_a_wide_all_to_all_is_counted(void **state)
 	struct tr_pcapng_if ifs[WIDE];
 	char names[WIDE][2][24];
 	uint64_t ts = 1;
-	int fd = mkstemp(path);
-	FILE *f = fdopen(fd, "w");
 	static char text[1 << 20];
 
 	(void)state;
-	assert_non_null(f);
 	for (unsigned i = 0; i < WIDE; i++) {
 		snprintf(names[i][0], sizeof(names[i][0]), "node%u-port0", i);
 		snprintf(names[i][1], sizeof(names[i][1]), "node %u", i);
 		ifs[i] = (struct tr_pcapng_if){ names[i][0], names[i][1], 65535 };
 	}
-	assert_int_equal(tr_pcapng_header(f, ifs, WIDE), 0);
+	FILE *f = capture_open(path, ifs, WIDE);
 	for (uint16_t src = 0; src < WIDE; src++)
 		for (uint16_t dst = 0; dst < WIDE; dst++) {
 			if (src == dst)
@@ -131,9 +142,7 @@ static void every_link_of_a_wide_all_to_all_is_counted(void **state)
 			if (!(src == WIDE - 1 && dst == WIDE - 2)) /* the last link's frame is lost */
 				frame(f, &ts, src, dst, 1, 0, false);
 		}
-	assert_int_equal(fclose(f), 0);
-	analyze_into(path, text, sizeof(text));
-	unlink(path);
+	capture_analyze(f, path, text, sizeof(text));
 
 	const char *blamed = "slowest link: rank 19 (node 19) -> rank 18 (node 18): 1 packets lost";
 	if (!strstr(text, blamed))
@@ -155,21 +164,16 @@ static void every_interface_sluice_writes_reads_back(void **state)
 	static char names[TR_MAX_IFS][24];
 	static char text[1 << 16];
 	uint64_t ts = 1;
-	int fd = mkstemp(path);
-	FILE *f = fdopen(fd, "w");
 
 	(void)state;
-	assert_non_null(f);
 	for (unsigned i = 0; i < TR_MAX_IFS; i++) {
 		snprintf(names[i], sizeof(names[i]), "if%u", i);
 		ifs[i] = (struct tr_pcapng_if){ names[i], names[i], 65535 };
 	}
-	assert_int_equal(tr_pcapng_header(f, ifs, TR_MAX_IFS), 0);
+	FILE *f = capture_open(path, ifs, TR_MAX_IFS);
 	frame(f, &ts, TR_MAX_IFS - 1, TR_MAX_IFS - 2, 1, 0, true); /* on the last interface */
 	frame(f, &ts, TR_MAX_IFS - 1, TR_MAX_IFS - 2, 1, 0, false);
-	assert_int_equal(fclose(f), 0);
-	analyze_into(path, text, sizeof(text));
-	unlink(path);
+	capture_analyze(f, path, text, sizeof(text));
 	char want[96];
 	snprintf(want, sizeof(want), "rank %u (node %u) -> rank %u (node %u): 0 lost", TR_MAX_IFS - 1, TR_MAX_IFS - 1,
 		 TR_MAX_IFS - 2, TR_MAX_IFS - 2);
@@ -181,16 +185,11 @@ static void a_capture_of_no_frames_is_summarized(void **state)
 {
 	char path[] = "/tmp/test-trace-analyze.XXXXXX";
 	struct tr_pcapng_if ifs[1] = { { "node0-port0", "node 0", 65535 } };
-	int fd = mkstemp(path);
-	FILE *f = fdopen(fd, "w");
 	char text[1024] = "";
 
 	(void)state;
-	assert_non_null(f);
-	assert_int_equal(tr_pcapng_header(f, ifs, 1), 0);
-	assert_int_equal(fclose(f), 0);
-	analyze_into(path, text, sizeof(text));
-	unlink(path);
+	FILE *f = capture_open(path, ifs, 1);
+	capture_analyze(f, path, text, sizeof(text));
 	if (!strstr(text, "0 collectives, 0 DATA/ACK packets"))
 		fail_msg("analyze said:\n%s\nwanted a summary of nothing", text);
 }
