@@ -124,7 +124,7 @@ static char *req_msg(struct sluice_req *r)
 /* Keep the first failure among the parts of r, unless a later one names
  * a cycle or mismatch (SLUICE_ERR_MISMATCH) where the first timed out: a
  * slice on one channel may time out seeing no cause that another channel
- * names (the dataplane's coll_run.c, comm_vfail). */
+ * names (the dataplane's comm_fail.c, comm_vfail). */
 static void req_note(struct sluice_req *r, int32_t status, const char *msg)
 {
 	if (status == SLUICE_OK ||

@@ -14,11 +14,10 @@
  * before their turn in a fixed reduction order.  A failure breaks the
  * communicator, as in NCCL: every running and later collective on it fails
  * with the first error, and the other ranks are told through an abort
- * notice.
+ * notice (comm_fail.c).
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 
 #include "coll_stash.h"
 #include "coll_wire.h"
+#include "comm_fail.h"
 #include "dp.h"
 #include "reduce.h"
 #include "wait_notes.h"
@@ -248,37 +248,10 @@ static void coll_unlink(struct dp_coll *k)
 		list_drop(&comm->colls, &comm->colls_tail, k);
 }
 
-/* A lingering k that may finish now (acknowledged and checked, or failed)
- * is counted, so that the next pass looks at the linger list for it. */
-static void linger_mark(struct dp_coll *k)
-{
-	if (!k->lingering || k->linger_ready ||
-	    (k->status == SLUICE_OK && !(sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0)))
-		return;
-	k->linger_ready = true;
-	k->comm->linger_ready++;
-}
-
 static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now);
 static void close_timers(struct dp_engine *e, uint64_t now);
 static void done_note(const struct dp_coll *k);
 static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k, bool locals);
-
-/* A completion or refusal is carrying comm's failure to its client. */
-static void note_failure_told(struct dp_comm *comm)
-{
-	comm->failure_told = true;
-	if (comm->channels_failed)
-		atomic_store_explicit(&comm->channels_failed->told, true, memory_order_release);
-}
-
-/* Whether the client has heard of comm's failure, on any channel (only of
- * this channel's once it renamed it). */
-static bool failure_heard(const struct dp_comm *comm)
-{
-	return comm->failure_told || (!comm->renamed && comm->channels_failed &&
-				      atomic_load_explicit(&comm->channels_failed->told, memory_order_acquire));
-}
 
 /* Finish k: tell its client (retried by progress when the ring is full),
  * unless it was told when k began to linger. */
@@ -487,158 +460,8 @@ static bool coll_linger(struct dp_engine *e, struct dp_coll *k)
 	k->comm->nlinger++;
 	k->comm->linger_bytes += k->linger_len;
 	e->lingering++;
-	linger_mark(k);
+	dp_linger_mark(k);
 	return true;
-}
-
-/* ---- communicator failure ---- */
-
-/* What a failure relayed from another channel of a dataplane ends in. */
-#define OTHER_CHANNEL " (on another channel of this dataplane)"
-
-void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text)
-{
-	struct dp_notices *n = calloc(1, sizeof(*n) + comm->nranks * sizeof(n->msgs[0]));
-
-	if (!n)
-		return; /* the peers will time out instead */
-	n->nranks = comm->nranks;
-	/* one packet carries it (on_notice reads it whole): a smaller --payload cuts it */
-	sl_errmsg_copy(n->why, e->payload < sizeof(n->why) ? e->payload : sizeof(n->why), text);
-	hdr.type = SL_T_DATA;
-	hdr.flags = SL_F_CTRL;
-	hdr.comm = comm->key32;
-	hdr.len = (uint32_t)strlen(n->why) + 1;
-	for (uint32_t r = 0; r < comm->nranks; r++) {
-		struct sl_tp_msg *m = &n->msgs[r];
-		if (r == comm->rank || (to >= 0 && r != (uint32_t)to) || !sl_tp_node_alive(e->tp, comm->node[r]))
-			continue;
-		m->dst_node = comm->node[r];
-		m->hdr = hdr;
-		m->src = (const uint8_t *)n->why;
-		m->owner = n;
-		n->unacked++;
-		sl_tp_send(e->tp, m);
-	}
-	if (!n->unacked) {
-		free(n);
-		return;
-	}
-	n->next = e->notices;
-	e->notices = n;
-}
-
-/* To every live peer: an abort notice of the failure of call #seq, or this
- * rank's closing word (seq: the number of collectives it ran). */
-static void send_notices(struct dp_engine *e, struct dp_comm *comm, uint32_t seq, uint16_t what)
-{
-	dp_notices_send(e, comm, -1, (struct sl_hdr){ .seq = seq, .step = what, .count = (uint64_t)(int64_t)comm->failed },
-		     comm->why);
-}
-
-/* Notice m is acknowledged, or its peer dead: true if that freed its set. */
-static bool notice_done(struct dp_engine *e, struct sl_tp_msg *m)
-{
-	struct dp_notices *n = m->owner, **p;
-
-	m->owner = NULL;
-	if (--n->unacked)
-		return false;
-	for (p = &e->notices; *p != n; p = &(*p)->next)
-		;
-	*p = n->next;
-	free(n);
-	return true;
-}
-
-/* After the transport is gone (nothing of theirs is in flight any more). */
-void dp_notices_free_all(struct dp_engine *e)
-{
-	while (e->notices) {
-		struct dp_notices *n = e->notices;
-		e->notices = n->next;
-		free(n);
-	}
-}
-
-/* Break comm with status and why; every running collective fails with it.
- * relayed: why came from another channel of a dataplane and says so
- * (OTHER_CHANNEL), marked so where the failure is shared with this
- * dataplane's other channels (check_channels). */
-static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
-		       bool notify, bool relayed, const char *fmt, va_list ap) __attribute__((format(printf, 7, 0)));
-
-static void comm_fail_relayed(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
-			      bool notify, bool relayed, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-
-static void comm_fail_relayed(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
-			      bool notify, bool relayed, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	comm_vfail(e, comm, status, seq, notify, relayed, fmt, ap);
-	va_end(ap);
-}
-
-/* The failures this dataplane finds itself (not relayed). */
-#define comm_fail(e, comm, status, seq, notify, ...) comm_fail_relayed(e, comm, status, seq, notify, false, __VA_ARGS__)
-
-void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	comm_vfail(e, comm, status, seq, true, false, fmt, ap);
-	va_end(ap);
-}
-
-/* A cycle or mismatch (SLUICE_ERR_MISMATCH) named after comm failed with a
- * timeout supersedes it, although the client may have heard the timeout
- * already: the calls not finished yet carry the name, the peers hear it
- * (their own timeouts give way to it too), the destroy reports it unless a
- * call did, and libsluice prefers it among a call's slices (coll.c,
- * req_note).  A timeout names no cause where another channel, or a peer,
- * sees the cycle (a call split over channels whose peer ran it on the first
- * alone: it_mismatch --channels --p2p); whichever came first stood, and a
- * bare one came first in about every other run. */
-static void comm_vfail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq,
-		       bool notify, bool relayed, const char *fmt, va_list ap)
-{
-	int32_t was = comm->failed;
-
-	if (was != SLUICE_OK && !(was == SLUICE_ERR_TIMEOUT && status == SLUICE_ERR_MISMATCH))
-		return;
-	comm->failed = status;
-	sl_errmsg_vformat(comm->why, sizeof(comm->why), fmt, ap);
-	if (was != SLUICE_OK) {
-		comm->renamed = true;
-		comm->failure_told = false;
-	} else {
-		dp_stash_let_go(e, comm); /* its packets are taken and dropped from now on */
-	}
-	if (comm->channels_failed && was == SLUICE_OK) {
-		struct dp_channels_failed *cf = comm->channels_failed;
-		int32_t none = 0;
-		if (atomic_compare_exchange_strong(&cf->claimed, &none, 1)) {
-			memcpy(cf->why, comm->why, sizeof(cf->why));
-			cf->relayed = relayed;
-			atomic_store_explicit(&cf->status, status, memory_order_release);
-		}
-	}
-	fprintf(stderr, "sluiced node %u: communicator %#" PRIx64 " rank %u failed: %s\n", e->node,
-		comm->key, comm->rank, comm->why);
-	for (int l = 0; l < 2; l++) {
-		for (struct dp_coll *k = l ? comm->linger : comm->colls; k; k = k->next) {
-			if (k->status == SLUICE_OK || k->status == was) {
-				k->status = status;
-				memcpy(k->why, comm->why, sizeof(k->why));
-			}
-			linger_mark(k);
-		}
-	}
-	if (notify)
-		send_notices(e, comm, seq, NOTICE_ABORT);
 }
 
 /* ---- lookups ---- */
@@ -968,7 +791,7 @@ static void apply(struct dp_engine *e, struct dp_coll *k, int src, const struct 
 		defer(e, k, src, h, payload, held);
 	else if (chunk_done)
 		retry_deferred(e, k);
-	linger_mark(k); /* a lingering call's check has come */
+	dp_linger_mark(k); /* a lingering call's check has come */
 }
 
 static void local_refused(struct dp_engine *e, struct dp_coll *k, const struct sl_send *s, uint64_t o)
@@ -1053,7 +876,7 @@ static void sends_moot(struct dp_engine *e, struct dp_comm *comm, int src)
 				m->unacked = 0;
 				k->msgs_unacked--;
 			}
-			linger_mark(k);
+			dp_linger_mark(k);
 		}
 	}
 }
@@ -1086,8 +909,8 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 	if (status != SLUICE_OK) {
 		if (status != SLUICE_ERR_MISMATCH && status != SLUICE_ERR_TIMEOUT)
 			status = SLUICE_ERR_REMOTE;
-		comm_fail_relayed(e, comm, status, h->seq, false, says_other_channel((const char *)payload),
-				  "rank %d reported: %s", src, (const char *)payload);
+		dp_comm_fail_relayed(e, comm, status, h->seq, false, says_other_channel((const char *)payload),
+				     "rank %d reported: %s", src, (const char *)payload);
 	}
 	if (comm->close_done && !comm->colls && !comm->linger)
 		close_try(e, comm, sl_tp_poll_ns(e->tp));
@@ -1153,7 +976,7 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 	struct dp_coll *k = m->owner;
 
 	if (m->hdr.flags & SL_F_CTRL) {
-		notice_done(e, m);
+		dp_notice_done(e, m);
 		return;
 	}
 	if (k->gdev)
@@ -1162,7 +985,7 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 		source_freed(k, m);
 	k->msgs_unacked--;
 	k->last_progress_ns = sl_tp_poll_ns(e->tp);
-	linger_mark(k);
+	dp_linger_mark(k);
 }
 
 /* Why rank r (on node) fails its peers: nothing sent to it was
@@ -1184,7 +1007,7 @@ void dp_flow_dead(void *engine, uint16_t node)
 			struct sl_tp_msg *m = &n->msgs[r];
 			if (m->owner && m->dst_node == node) {
 				sl_tp_cancel(e->tp, m);
-				if (notice_done(e, m))
+				if (dp_notice_done(e, m))
 					break;
 			}
 		}
@@ -1577,9 +1400,9 @@ static void check_channels(struct dp_engine *e, struct dp_comm *comm)
 	if (status == SLUICE_ERR_TIMEOUT && name_own_cycle(e, comm))
 		return;
 	/* its reason first: a message cut to SL_ERRMSG_LEN keeps the cause */
-	comm_fail_relayed(e, comm, status,
-			  comm->colls ? comm->colls->seq : comm->linger ? comm->linger->seq : comm->next_seq, true, true,
-			  "%s%s", cf->why, cf->relayed ? "" : OTHER_CHANNEL);
+	dp_comm_fail_relayed(e, comm, status,
+			     comm->colls ? comm->colls->seq : comm->linger ? comm->linger->seq : comm->next_seq, true,
+			     true, "%s%s", cf->why, cf->relayed ? "" : OTHER_CHANNEL);
 }
 
 /* A call of DP_EAGER_MAX bytes or less, its buffers together. */
@@ -2007,7 +1830,7 @@ static bool close_ready(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
 {
 	if (!comm->closing_sent) {
 		comm->closing_sent = true;
-		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
+		dp_send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
 		dp_stash_late_release(e, comm); /* the peers' closing words may be held */
 	}
 	if (comm->failed != SLUICE_OK || now - comm->close_since_ns >= dp_comm_timeout(e, comm))
@@ -2083,7 +1906,7 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)
 	}
 	dp_stash_close(e, comm);
 	if (!comm->closing_sent) /* its client left, or the engine stops: the peers need not wait */
-		send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
+		dp_send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
 	e->closing -= comm->close_waiting;
 	if (comm->close_done) /* released otherwise (its client left, the engine stops): destroyed */
 		dp_ctl_answer(comm->close_done, 0);

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <sluice/abi.h>
+#include <sluice/sluice.h>
 #include <sluice/spsc.h>
 
 #include "gdma.h"
@@ -420,7 +421,7 @@ struct dp_idle {
 /* One engine per channel: its own core, links, transport and tables.  The
  * control server gives every engine the same clients, regions and
  * communicators (channel 0's engine owns the mappings). */
-/* The abort notices a failing communicator sent (coll_run.c).  They
+/* The abort notices a failing communicator sent (comm_fail.c).  They
  * outlive it: its client may destroy it at once, and a peer that has not
  * heard would wait out its timeout.  Freed once every one is acknowledged
  * or its peer is dead. */
@@ -586,17 +587,20 @@ static inline bool dp_is_p2p(uint32_t opcode)
 }
 /* The rank k waits for (-1: none), and how, in waiting ("for rank 2"). */
 int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size);
-/* Control messages (SL_F_CTRL), told apart by their step: abort and closing
- * carry the communicator's failure status (count) and reason; a stall note,
- * a cycle note, a path note and a ping (wait_notes.c) carry status 0, so a
- * peer from before them ignores them. */
-enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH, NOTICE_PING };
-/* hdr (its step, seq, kind and count) with text to rank `to`, or to every
- * live peer (-1). */
-void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text);
+/* A lingering k that may finish now (acknowledged and checked, or failed)
+ * is counted, so that the next pass looks at the linger list for it.
+ * Inline: an ACK marks its call, and an exported call is not inlined in
+ * this PIC library. */
+static inline void dp_linger_mark(struct dp_coll *k)
+{
+	if (!k->lingering || k->linger_ready ||
+	    (k->status == SLUICE_OK && !(sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0)))
+		return;
+	k->linger_ready = true;
+	k->comm->linger_ready++;
+}
 uint32_t dp_colls_progress(struct dp_engine *e);
 void dp_coll_free_all(struct dp_engine *e);
-void dp_notices_free_all(struct dp_engine *e);
 enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const uint8_t *payload);
 void dp_msg_acked(void *engine, struct sl_tp_msg *m);
 void dp_flow_dead(void *engine, uint16_t node);
@@ -613,6 +617,17 @@ void dp_comm_release(struct dp_engine *e, struct dp_comm *comm);
 int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_req *r);
 #define DP_CTL_LATER (-1)
 #define DP_CTL_STATUS 256
+
+/* comm_fail.c: a communicator's failure, and the notices to its peers */
+/* Control messages (SL_F_CTRL), told apart by their step: abort and closing
+ * carry the communicator's failure status (count) and reason; a stall note,
+ * a cycle note, a path note and a ping (wait_notes.c) carry status 0, so a
+ * peer from before them ignores them. */
+enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH, NOTICE_PING };
+/* hdr (its step, seq, kind and count) with text to rank `to`, or to every
+ * live peer (-1). */
+void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text);
+void dp_notices_free_all(struct dp_engine *e);
 /* Fail comm (every running collective with it) and tell its peers. */
 void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq, const char *fmt,
 		  ...) __attribute__((format(printf, 5, 6)));

@@ -3018,7 +3018,7 @@ static void post_destroy(unsigned i, struct dp_ctl_req *r, _Atomic int32_t *done
 /* Node 0's recv from node 1 fails with a timeout that names no cause; then
  * node 1's abort notice names a cycle, as a peer's channel that saw it does
  * (it_mismatch --channels --p2p).  The name supersedes the timeout
- * (coll_run.c comm_vfail): the call, not finished yet, carries it; once the
+ * (comm_fail.c comm_vfail): the call, not finished yet, carries it; once the
  * timeout has been told, the destroy reports the name.  Before, the first
  * failure stood. */
 static void test_a_name_supersedes_a_bare_timeout(void **state)
