@@ -29,6 +29,7 @@
 #include <sluice/sluice.h>
 
 #include "coll_stash.h"
+#include "coll_timeout.h"
 #include "coll_wire.h"
 #include "comm_fail.h"
 #include "dp.h"
@@ -509,12 +510,6 @@ static struct dp_coll *coll_for_packet(struct dp_comm *comm, const struct sl_hdr
 	return NULL;
 }
 
-/* Not posted yet here, but it will be: keep it. */
-static bool packet_is_early(const struct dp_comm *comm, const struct sl_hdr *h, int src)
-{
-	return calls_ahead(comm, h, src) >= 0;
-}
-
 /* "allreduce(count=1000, float32, sum) by ring" and the like. */
 static void describe(char *buf, size_t len, uint8_t kind, uint64_t count, uint8_t dt_op)
 {
@@ -988,14 +983,6 @@ void dp_msg_acked(void *engine, struct sl_tp_msg *m)
 	dp_linger_mark(k);
 }
 
-/* Why rank r (on node) fails its peers: nothing sent to it was
- * acknowledged for silent_ns. */
-static void silent_peer_sentence(char *why, size_t size, int r, uint16_t node, uint64_t silent_ns)
-{
-	sl_errmsg_format(why, size, "rank %d (dataplane node %u) stopped answering: nothing was acknowledged for "
-			 "%.1f s; it may have crashed, or its dataplane stopped", r, node, (double)silent_ns / 1e9);
-}
-
 void dp_flow_dead(void *engine, uint16_t node)
 {
 	struct dp_engine *e = engine;
@@ -1017,7 +1004,7 @@ void dp_flow_dead(void *engine, uint16_t node)
 		int r = comm->live ? rank_of_node(comm, node) : -1;
 		if (r < 0 || comm->peer_closed[r]) /* it is done with this communicator: sends_moot */
 			continue;
-		silent_peer_sentence(why, sizeof(why), r, node, e->timeout_ns);
+		dp_silent_peer_sentence(why, sizeof(why), r, node, e->timeout_ns);
 		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, comm->next_seq, true, "%s", why);
 	}
 }
@@ -1563,141 +1550,6 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k, bool locals)
 	return applied;
 }
 
-/* The rank whose acknowledgement k's first unacknowledged send waits for, or -1. */
-static int acks_owed_by(const struct dp_coll *k)
-{
-	for (uint32_t i = 0; i < k->msgs_sent; i++)
-		if (k->msgs[i].queued || k->msgs[i].unacked)
-			return rank_of_node(k->comm, k->msgs[i].dst_node);
-	return -1;
-}
-
-/* What a park has to do with k's wait, in cause (else ""): a receiver
- * parks k's sends (it has not posted k, and waits on a call of another
- * communicator), or this rank parks calls of another communicator from the
- * rank k waits for (peer, or -1).  Either is an order of calls across
- * communicators that waits on itself. */
-static void park_cause(const struct dp_engine *e, const struct dp_coll *k, int peer, char *cause, size_t size)
-{
-	static const char fix[] = "post calls on the communicators in one order on every rank";
-	uint32_t seq;
-
-	*cause = 0;
-	for (uint32_t i = 0; i < k->msgs_sent; i++) {
-		const struct sl_tp_msg *m = &k->msgs[i];
-		if (sl_tp_msg_parked(e->tp, m, &seq)) {
-			int r = rank_of_node(k->comm, m->dst_node);
-			sl_errmsg_format(cause, size, "; it waits behind a park of communicator %#" PRIx32
-					 "'s call #%u from rank %d, which rank %d has not posted while it waits "
-					 "on a call of another communicator: %s", m->hdr.comm, seq, r, r, fix);
-			return;
-		}
-	}
-	for (unsigned i = 0; peer >= 0 && i < DP_MAX_COMMS; i++) {
-		const struct dp_comm *c = &e->comms[i];
-		if (c->live && c->parking && c != k->comm && sl_tp_parking(e->tp, k->comm->node[peer], c->key32, &seq)) {
-			sl_errmsg_format(cause, size, "; this rank parks communicator %#" PRIx32 "'s calls "
-					 "from #%u from rank %d, which it has not posted: %s", c->key32, seq, peer, fix);
-			return;
-		}
-	}
-}
-
-int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size)
-{
-	int peer;
-
-	if ((peer = sl_sched_waiting_on(&k->sched)) >= 0)
-		snprintf(waiting, size, "for rank %d", peer);
-	else if ((peer = acks_owed_by(k)) >= 0)
-		snprintf(waiting, size, "for rank %d to acknowledge", peer);
-	else
-		snprintf(waiting, size, "for acknowledgements");
-	return peer;
-}
-
-/* k has waited a timeout for peer, of no cycle the notes show: a hint
- * from peer's early packets of the other kind in cause (its collective
- * against k's send or recv, or its send against k's collective: peer
- * may wait in it, or only be late). */
-static void early_cross_hint(const struct dp_coll *k, int peer, char *cause, size_t cause_size)
-{
-	const struct dp_comm *comm = k->comm;
-	const struct sl_hdr *h = dp_stash_cross_kind(k, peer);
-	char mine[64], theirs[64], counter[64];
-	uint8_t op;
-
-	if (!h || !packet_is_early(comm, h, peer))
-		return;
-	op = packet_is_p2p(h) ? SL_OP_SEND : (uint8_t)(h->kind & ((1u << KIND_ALGO_SHIFT) - 1));
-	dp_call_name(mine, sizeof(mine), (uint8_t)k->cmd.opcode, k->seq, peer);
-	dp_call_name(theirs, sizeof(theirs), op, h->seq, (int)comm->rank);
-	dp_call_name(counter, sizeof(counter), dp_counter_op(op), h->seq, peer);
-	sl_errmsg_format(cause, cause_size, "; rank %d has started %s, and rank %u has not posted %s: if "
-			 "rank %d waits in it, post %s on rank %u before waiting for %s", peer, theirs,
-			 comm->rank, counter, peer, counter, comm->rank, mine);
-}
-
-/* k timed out on comm, whose timeout may be shorter than the transport's
- * (a client's SLUICE_TIMEOUT below its dataplane's --timeout): a peer that
- * has left what was sent to it unacknowledged for a quarter of it (a live
- * one acknowledges in milliseconds; a stalled call pings the rank it waits
- * for every eighth, wait_notes.c, so one that died up to 5/8 of the
- * timeout into the stall is that silent by now) is named in why, as the
- * transport names it once the flow dies (dp_flow_dead).  The longest
- * silent of comm's peers, not only the one k waits for: a ring's rank
- * waits for a live neighbour of the dead one.  False when none is. */
-static bool silent_peer(const struct dp_engine *e, const struct dp_coll *k, char *why, size_t size)
-{
-	const struct dp_comm *comm = k->comm;
-	uint64_t longest = 0, silent;
-	int who = -1;
-
-	for (uint32_t r = 0; r < comm->nranks; r++) {
-		if (r != comm->rank && (silent = sl_tp_node_silent_ns(e->tp, comm->node[r])) > longest) {
-			longest = silent;
-			who = (int)r;
-		}
-	}
-	if (who < 0 || longest < dp_comm_timeout(e, comm) / 4)
-		return false;
-	int n = snprintf(why, size, "%s #%u on rank %u made no progress for %.1f s: ", sl_coll_name(k->cmd.opcode),
-			 k->seq, comm->rank, (double)dp_comm_timeout(e, comm) / 1e9);
-	silent_peer_sentence(why + n, size - (size_t)n, who, comm->node[who], longest);
-	return true;
-}
-
-static void check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
-{
-	struct dp_comm *comm = k->comm;
-	struct dp_comm *also;
-	int peer;
-	char waiting[64], cause[320] = "", why[SL_ERRMSG_LEN];
-
-	/* local transfers in this pass may have made progress after `now` was read */
-	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < dp_comm_timeout(e, comm))
-		return;
-	if (silent_peer(e, k, why, sizeof(why))) {
-		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true, "%s", why);
-		return;
-	}
-	peer = dp_coll_waited_rank(k, waiting, sizeof(waiting));
-	if (dp_cycle_named(e, k, peer, why, sizeof(why), &also)) {
-		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
-		if (also)
-			comm_fail(e, also, SLUICE_ERR_MISMATCH, also->next_seq, true, "%s", why);
-		return;
-	}
-	if (peer >= 0)
-		early_cross_hint(k, peer, cause, sizeof(cause));
-	if (!*cause)
-		park_cause(e, k, peer, cause, sizeof(cause));
-	comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true,
-		  "%s #%u on rank %u made no progress for %.1f s (waiting %s%s): a rank may not "
-		  "have made this call, or may be stuck", sl_coll_name(k->cmd.opcode), k->seq, comm->rank,
-		  (double)dp_comm_timeout(e, comm) / 1e9, waiting, cause);
-}
-
 /* Finish comm's lingering calls that are marked ready; on a timer pass
  * once the oldest progress among them is a timeout old, check every one's
  * timeout and take the oldest progress again.  Not the oldest call alone:
@@ -1717,7 +1569,7 @@ static uint32_t linger_progress(struct dp_engine *e, struct dp_comm *comm, uint6
 	for (struct dp_coll *k = comm->linger, *next; k && (check || comm->linger_ready); k = next) {
 		next = k->next;
 		if (check)
-			check_timeout(e, k, now);
+			dp_coll_check_timeout(e, k, now);
 		if (k->linger_ready)
 			work += coll_finish(e, k);
 		else if (k->last_progress_ns < since)
@@ -1729,7 +1581,7 @@ static uint32_t linger_progress(struct dp_engine *e, struct dp_comm *comm, uint6
 }
 
 /* Tell k's client that its calls still move: its wait times out from this,
- * as check_timeout does from last_progress_ns, so the dataplane's reason for
+ * as dp_coll_check_timeout does from last_progress_ns, so the dataplane's reason for
  * a call that stops after making progress reaches the client before the
  * client's own timeout (abi.h, sl_channel_bell). */
 static void publish_progress(const struct dp_coll *k)
@@ -1775,7 +1627,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			if (timers) {
 				dp_stash_starves(e, k, now);
 				dp_note_stall(e, k, now);
-				check_timeout(e, k, now);
+				dp_coll_check_timeout(e, k, now);
 				publish_progress(k);
 			}
 			/* issue_sends drained the ready sends: received all and acked all is done */

@@ -1,6 +1,7 @@
 /*
  * coll_wire.h: what a data packet's header says of its call, read by
- * coll_run.c (applying packets) and coll_stash.c (keeping early ones).
+ * coll_run.c (applying packets), coll_stash.c (keeping early ones) and
+ * coll_timeout.c (a timed-out call's hint).
  */
 #ifndef SLUICE_COLL_WIRE_H
 #define SLUICE_COLL_WIRE_H
@@ -44,6 +45,12 @@ static inline int32_t calls_ahead(const struct dp_comm *comm, const struct sl_hd
 	uint32_t next = packet_is_p2p(h) ? comm->p2p_recv_seq[src] : comm->next_seq;
 
 	return (int32_t)(h->seq - next);
+}
+
+/* Not posted yet here, but it will be: keep it. */
+static inline bool packet_is_early(const struct dp_comm *comm, const struct sl_hdr *h, int src)
+{
+	return calls_ahead(comm, h, src) >= 0;
 }
 
 #endif

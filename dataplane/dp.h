@@ -585,8 +585,6 @@ static inline bool dp_is_p2p(uint32_t opcode)
 {
 	return opcode == SL_OP_SEND || opcode == SL_OP_RECV;
 }
-/* The rank k waits for (-1: none), and how, in waiting ("for rank 2"). */
-int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size);
 /* A lingering k that may finish now (acknowledged and checked, or failed)
  * is counted, so that the next pass looks at the linger list for it.
  * Inline: an ACK marks its call, and an exported call is not inlined in
@@ -631,6 +629,10 @@ void dp_notices_free_all(struct dp_engine *e);
 /* Fail comm (every running collective with it) and tell its peers. */
 void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq, const char *fmt,
 		  ...) __attribute__((format(printf, 5, 6)));
+
+/* coll_timeout.c: why a posted call timed out */
+/* The rank k waits for (-1: none), and how, in waiting ("for rank 2"). */
+int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size);
 
 /* coll_async.c: gated collectives */
 /* The reducer for a collective on gpu (-1: host buffers, gated only with

@@ -5,7 +5,7 @@
  * note to the rank it waits for; that rank keeps the chain of waits the
  * note carries and passes it on along its own wait; a chain that comes
  * back names a cycle, and the ranks waiting on the cycle from outside it
- * hear of it through cycle and path notes.  At a timeout coll_run.c asks
+ * hear of it through cycle and path notes.  At a timeout coll_timeout.c asks
  * here whether the wait is part of, or waits on, a cycle it can name.
  * The notes decide nothing by themselves: a cycle is named only at a
  * timeout.
@@ -335,7 +335,7 @@ static uint64_t stall_ns(const struct dp_engine *e, const struct dp_comm *comm)
  * stall_ns after its stall note, while nothing sent there waits for an
  * acknowledgement: a peer that died after acknowledging all it got (a
  * process killed in the middle of a call it was to send in) is silent from
- * the next ping on, and the timeout names it (coll_run.c, silent_peer), up
+ * the next ping on, and the timeout names it (coll_timeout.c, silent_peer), up
  * to the communicator's timeout before the transport, which counts silence
  * by its own and never on an idle flow, would.  One ping at a time a peer:
  * the next goes once the last is acknowledged. */

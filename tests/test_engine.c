@@ -1943,7 +1943,7 @@ static void expect_status_saying(unsigned i, int32_t want, const char *want_msg)
  * before it posts A on communicator 0, node 1 for A before it posts B (MPI
  * and NCCL deadlock on it too).  Node 1 parks B; their stall notes' chains
  * close the cycle across the two communicators, and both name it (before
- * chains, both timed out naming the park: coll_run.c park_cause, still
+ * chains, both timed out naming the park: coll_timeout.c park_cause, still
  * the hint where a peer's notes carry no chain). */
 static void test_a_cycle_across_communicators_is_named(void **state)
 {
