@@ -31,6 +31,7 @@
 #include "coll_stash.h"
 #include "coll_timeout.h"
 #include "coll_wire.h"
+#include "comm_close.h"
 #include "comm_fail.h"
 #include "dp.h"
 #include "reduce.h"
@@ -249,8 +250,6 @@ static void coll_unlink(struct dp_coll *k)
 		list_drop(&comm->colls, &comm->colls_tail, k);
 }
 
-static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now);
-static void close_timers(struct dp_engine *e, uint64_t now);
 static void done_note(const struct dp_coll *k);
 static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k, bool locals);
 
@@ -281,7 +280,7 @@ static bool coll_finish(struct dp_engine *e, struct dp_coll *k)
 	coll_free(e, k);
 	e->running--;
 	if (comm->close_done && !comm->colls && !comm->linger)
-		close_try(e, comm, sl_tp_poll_ns(e->tp));
+		dp_comm_close_try(e, comm, sl_tp_poll_ns(e->tp));
 	return true;
 }
 
@@ -908,7 +907,7 @@ static void on_notice(struct dp_engine *e, const struct sl_hdr *h, const uint8_t
 				     "rank %d reported: %s", src, (const char *)payload);
 	}
 	if (comm->close_done && !comm->colls && !comm->linger)
-		close_try(e, comm, sl_tp_poll_ns(e->tp));
+		dp_comm_close_try(e, comm, sl_tp_poll_ns(e->tp));
 }
 
 enum sl_deliver_result dp_deliver(void *engine, const struct sl_hdr *h, const uint8_t *payload)
@@ -1645,102 +1644,10 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 		timers = now >= e->next_timer_ns;
 	}
 	if (timers) {
-		close_timers(e, now);
+		dp_comm_close_timers(e, now);
 		e->next_timer_ns = now + TIMER_NS;
 	}
 	return work;
-}
-
-/* The communicator is going: a failure no call has reported, on any
- * channel, is reported to its destroy (why: SL_ERRMSG_LEN bytes); then it
- * is released.  A channel that ran none of a failed call's slices (a peer
- * split a call this rank did not: their counts differed) heard of the
- * failure only from its peers, and the client has already. */
-static int32_t comm_close_now(struct dp_engine *e, struct dp_comm *comm, char *why)
-{
-	int32_t res = 0;
-
-	if (comm->failed != SLUICE_OK && !failure_heard(comm)) {
-		sl_errmsg_copy(why, SL_ERRMSG_LEN, comm->why);
-		res = DP_CTL_STATUS + comm->failed;
-	}
-	dp_comm_release(e, comm);
-	return res;
-}
-
-/*
- * A destroy completes once this rank's calls are over and every live peer
- * has said the same (its closing word), or has failed.  A rank's calls can
- * end before another rank sees that they differed (rooted calls send no
- * checks between ranks that exchange no data, schedule.c), and that rank's
- * abort notice may still be on its way: the closing words bring it, or
- * its failure, before any destroy reports success.  They carry how many
- * collectives each rank ran: a call that only one rank made is reported
- * too.  A peer that never destroys holds this one timeout_ns at most.
- */
-static bool close_ready(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
-{
-	if (!comm->closing_sent) {
-		comm->closing_sent = true;
-		dp_send_notices(e, comm, comm->next_seq, NOTICE_CLOSING);
-		dp_stash_late_release(e, comm); /* the peers' closing words may be held */
-	}
-	if (comm->failed != SLUICE_OK || now - comm->close_since_ns >= dp_comm_timeout(e, comm))
-		return true;
-	for (uint32_t r = 0; r < comm->nranks; r++)
-		if (r != comm->rank && !comm->peer_closed[r] && sl_tp_node_alive(e->tp, comm->node[r]))
-			return false;
-	for (uint32_t r = 0; r < comm->nranks; r++) {
-		if (comm->peer_closed[r] && comm->peer_seq[r] != comm->next_seq) {
-			comm_fail(e, comm, SLUICE_ERR_MISMATCH, comm->next_seq, false,
-				  "rank %u made %u collective calls on this communicator but rank %u made %u: "
-				  "every rank must make the same calls in the same order",
-				  r, comm->peer_seq[r], comm->rank, comm->next_seq);
-			break;
-		}
-	}
-	return true;
-}
-
-static void close_try(struct dp_engine *e, struct dp_comm *comm, uint64_t now)
-{
-	_Atomic int32_t *done = comm->close_done;
-
-	if (!close_ready(e, comm, now)) {
-		e->closing += !comm->close_waiting;
-		comm->close_waiting = true;
-		return;
-	}
-	e->closing -= comm->close_waiting;
-	comm->close_waiting = false;
-	comm->close_done = NULL;
-	dp_ctl_answer(done, comm_close_now(e, comm, comm->close_why));
-}
-
-/* Destroys waiting for closing words: a timer pass looks for the timeout
- * and for peers that died. */
-static void close_timers(struct dp_engine *e, uint64_t now)
-{
-	for (unsigned i = 0; i < DP_MAX_COMMS && e->closing; i++) {
-		struct dp_comm *comm = &e->comms[i];
-		if (comm->live && comm->close_waiting)
-			close_try(e, comm, now);
-	}
-}
-
-int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_req *r)
-{
-	if (comm->colls) {
-		sl_errmsg_format(r->why, SL_ERRMSG_LEN, "the communicator has collectives running: "
-				 "wait for them before destroying it");
-		return 1;
-	}
-	comm->close_done = r->done;
-	comm->close_why = r->why;
-	comm->close_since_ns = sl_tp_poll_ns(e->tp);
-	if (!comm->linger)
-		close_try(e, comm, comm->close_since_ns);
-	return DP_CTL_LATER;
 }
 
 void dp_comm_release(struct dp_engine *e, struct dp_comm *comm)

@@ -252,7 +252,7 @@ struct dp_comm {
 	_Atomic int32_t *close_done;
 	char *close_why;
 	uint64_t close_since_ns;  /* when the destroy came: it waits for peers timeout_ns at most */
-	bool closing_sent;        /* this rank's closing word is out (coll_run.c) */
+	bool closing_sent;        /* this rank's closing word is out (comm_close.c) */
 	bool close_waiting;       /* counted in dp_engine.closing */
 	bool peer_closed[SL_MAX_RANKS]; /* closing words came from these peers ... */
 	uint32_t peer_seq[SL_MAX_RANKS]; /* ... with the number of collectives each ran */
@@ -608,6 +608,8 @@ void dp_flow_dead(void *engine, uint16_t node);
 /* Make comm's tables as it is added (coll_stash.c says why then); false when out of memory. */
 bool dp_comm_open_tables(struct dp_comm *comm);
 void dp_comm_release(struct dp_engine *e, struct dp_comm *comm);
+
+/* comm_close.c: a communicator's destroy */
 /* The client destroys comm (request r): refused (1, r->why) while calls run,
  * done at once, or DP_CTL_LATER: answered through r->done once the calls that
  * linger are gone.  A failure no call reported is reported then (DP_CTL_STATUS
