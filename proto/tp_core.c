@@ -147,6 +147,7 @@ int sl_tp_add_route(struct sl_tp *tp, uint16_t node, uint16_t port_idx, const st
 			return -1;
 		}
 		tp->flows[node] = f;
+		f->route_idx = tp->n_routed;
 		tp->routed[tp->n_routed++] = node;
 		return 0;
 	}
@@ -200,6 +201,7 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
 	else
 		f->q_head = m;
 	f->q_tail = m;
+	tp_mark_sendable(tp, f);
 	return 0;
 }
 

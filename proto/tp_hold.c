@@ -96,6 +96,8 @@ void tp_hold_on_ack(struct sl_tp *tp, struct tp_flow *f, bool hold)
 		if (!s->acked && !s->held)
 			hold_slot(f, s);
 	}
+	if (f->n_held) /* they go again when the window reopens, though nothing may be queued */
+		tp_mark_sendable(tp, f);
 }
 
 /* Sender: slot s is held no more (acknowledged after all, or sent again). */

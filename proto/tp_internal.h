@@ -82,6 +82,7 @@ struct tp_park {
 
 struct tp_flow {
 	uint16_t node;           /* the peer */
+	uint16_t route_idx;      /* its index in tp->routed[], and its bit in tp->sendable */
 	struct tp_path paths[SL_MAX_PATHS]; /* every route x tp->cfg.entropies */
 	uint8_t n_paths;
 	uint8_t n_alive;         /* paths not dead; never 0 once a route exists */
@@ -180,6 +181,8 @@ struct sl_tp {
 	uint16_t routed[SL_MAX_NODES];        /* nodes with a flow, in route order */
 	uint16_t n_routed;
 	uint16_t send_rr;                     /* routed[] index to start sending at */
+	uint64_t sendable[SL_MAX_NODES / 64]; /* bit i: routed[i]'s flow has queued messages or
+						 held slots; tp_send_data visits only these */
 	uint16_t ack_list[SL_MAX_NODES];      /* flows owing an ACK */
 	uint16_t n_ack;
 	uint16_t n_late;                      /* flows owing a delayed ACK */
@@ -200,6 +203,12 @@ static inline uint32_t tp_now_us(const struct sl_tp *tp)
 static inline bool tp_flow_waits(const struct tp_flow *f)
 {
 	return f->snd_una != f->snd_nxt || ((f->held || f->park_slots) && f->q_head);
+}
+
+/* f has something to send: tp_send_data visits it until it has not (tp_output.c). */
+static inline void tp_mark_sendable(struct sl_tp *tp, const struct tp_flow *f)
+{
+	tp->sendable[f->route_idx / 64] |= 1ull << (f->route_idx % 64);
 }
 
 static inline struct tp_slot *tp_slot(const struct sl_tp *tp, const struct tp_flow *f, uint32_t psn)

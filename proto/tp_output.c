@@ -240,23 +240,48 @@ static void pace_due(void *arg, struct sl_twheel_node *n)
 	(void)n;
 }
 
+/* The lowest routed[] index in [from, end) whose flow is sendable, or end. */
+static unsigned next_sendable(const struct sl_tp *tp, unsigned from, unsigned end)
+{
+	for (unsigned w = from / 64; w * 64 < end; w++) {
+		uint64_t bits = tp->sendable[w] & (w == from / 64 ? ~0ull << (from % 64) : ~0ull);
+		if (bits) {
+			unsigned i = w * 64 + (unsigned)__builtin_ctzll(bits);
+			return i < end ? i : end;
+		}
+	}
+	return end;
+}
+
+/* A sendable flow's turn; it leaves the set once nothing is queued or held. */
+static uint32_t send_turn(struct sl_tp *tp, struct tp_flow *f)
+{
+	if (sl_twheel_armed(&f->pace_node)) {
+		if (f->cc.pace_ns) /* still paced: it waits its turn on the wheel */
+			return 0;
+		sl_twheel_cancel(&tp->pacer, &f->pace_node);
+	}
+	uint32_t n = send_flow(tp, f);
+	if (!f->q_head && !f->n_held)
+		tp->sendable[f->route_idx / 64] &= ~(1ull << (f->route_idx % 64));
+	return n;
+}
+
+/* Each sendable flow in routed[] order from send_rr, which moves on by one a
+ * pass (round robin); idle flows cost nothing, however many peers there are. */
 uint32_t tp_send_data(struct sl_tp *tp)
 {
 	uint32_t moved = 0;
+	unsigned i, rr = tp->send_rr, n = tp->n_routed;
 
-	if (!tp->n_routed)
+	if (!n)
 		return 0;
 	sl_twheel_expire(&tp->pacer, tp->now_ns, pace_due, tp);
-	for (uint16_t i = 0; i < tp->n_routed; i++) {
-		struct tp_flow *f = tp->flows[tp->routed[(tp->send_rr + i) % tp->n_routed]];
-		if (sl_twheel_armed(&f->pace_node)) {
-			if (f->cc.pace_ns) /* still paced: it waits its turn on the wheel */
-				continue;
-			sl_twheel_cancel(&tp->pacer, &f->pace_node);
-		}
-		moved += send_flow(tp, f);
-	}
-	tp->send_rr = (uint16_t)((tp->send_rr + 1) % tp->n_routed);
+	for (i = next_sendable(tp, rr, n); i < n; i = next_sendable(tp, i + 1, n))
+		moved += send_turn(tp, tp->flows[tp->routed[i]]);
+	for (i = next_sendable(tp, 0, rr); i < rr; i = next_sendable(tp, i + 1, rr))
+		moved += send_turn(tp, tp->flows[tp->routed[i]]);
+	tp->send_rr = (uint16_t)((rr + 1) % n);
 	return moved;
 }
 

@@ -624,6 +624,36 @@ static void test_lost_reopening_found_by_probe(void **state)
 	harness_free(hs);
 }
 
+/* A flow whose message is all cut, and whose packets the receiver then held,
+ * has work with nothing queued: the pass that reads the reopening ACK sends
+ * them again (tp_send_data visits only flows with work), not a probe later. */
+static void test_held_packets_go_with_nothing_queued(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	struct sl_tp_flow_info fi;
+
+	hs->b.cap = 4;
+	hs->b.every = 10;
+	send_msg(&hs->a, 6); /* 11 packets: within the window and the first credit */
+	stall_receiver(hs, 100000);
+	assert_false(hs->a.msgs[6].queued);
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fi), 0);
+	assert_true(fi.held > 0);
+	hs->b.queued = 0;
+	hs->b.holding = false;
+	sl_tp_resume(hs->b.tp);
+	sl_tp_poll(hs->b.tp); /* the reopening ACK */
+	uint64_t resent = sl_tp_get_stats(hs->a.tp)->held_resent;
+	sl_tp_poll(hs->a.tp);
+	assert_true(sl_tp_get_stats(hs->a.tp)->held_resent > resent);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	check_held_not_lost(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
 /* Bytes of message i that reached rx. */
 static uint32_t bytes_of(const struct end *rx, int i)
 {
@@ -1373,6 +1403,7 @@ int main(void)
 		cmocka_unit_test(test_long_hold_is_not_death),
 		cmocka_unit_test(test_held_waits_are_not_credit_stalls),
 		cmocka_unit_test(test_lost_reopening_found_by_probe),
+		cmocka_unit_test(test_held_packets_go_with_nothing_queued),
 		cmocka_unit_test(test_parked_call_waits_and_the_rest_goes),
 		cmocka_unit_test(test_two_parks_on_one_flow),
 		cmocka_unit_test(test_stale_hold_after_reopening),
