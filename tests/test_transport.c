@@ -1271,6 +1271,67 @@ static void check_sources(struct sl_port *from, struct sl_port *to, uint16_t nod
 	to->ops->free(to, pkts, n);
 }
 
+/* Routes beyond the harness's one, to nodes FIRST_EXTRA.., and the three of
+ * them (route indices, three bitmap words apart) that have something to send. */
+#define FIRST_EXTRA 3
+#define N_ROUTES 129
+static const unsigned busy_route[] = { 1, 70, 128 };
+
+/* The destination node (10.83.x.y) of each DATA frame from a, in order. */
+static unsigned frame_nodes(struct harness *hs, uint16_t *nodes, unsigned max)
+{
+	struct sl_pkt pkts[8];
+	uint16_t n = hs->pb->ops->rx_burst(hs->pb, pkts, 8);
+
+	assert_true(n <= max);
+	for (uint16_t i = 0; i < n; i++) {
+		const uint8_t *ip = pkts[i].data + 14 + 16; /* Ethernet, then the IPv4 destination */
+		nodes[i] = (uint16_t)(ip[2] << 8 | ip[3]);
+	}
+	hs->pb->ops->free(hs->pb, pkts, n);
+	return n;
+}
+
+/* A pass sends on every flow with work, in route order from the round-robin
+ * start (which moves on by one a pass), whichever routes between are idle
+ * and wherever the start lies: before, between or after the busy ones. */
+static void test_flows_with_work_in_turn(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	static struct sl_tp_msg msgs[8][3];
+	const unsigned starts[] = { 0, 1, 2, 69, 70, 71, 100, 128 };
+	unsigned rr = 0, k = 0;
+
+	for (uint16_t node = FIRST_EXTRA; node < FIRST_EXTRA + N_ROUTES - 1; node++) {
+		struct sl_addr addr;
+		sl_addr_for_node(node, &addr);
+		assert_int_equal(sl_tp_add_route(hs->a.tp, node, 0, &addr), 0);
+	}
+	for (; k < 8; rr++) {
+		if (rr != starts[k]) {
+			sl_tp_poll(hs->a.tp); /* nothing to send: only the start moves */
+			continue;
+		}
+		for (unsigned j = 0; j < 3; j++) {
+			msgs[k][j] = hs->a.msgs[1];
+			msgs[k][j].dst_node = (uint16_t)(FIRST_EXTRA - 1 + busy_route[j]);
+			assert_int_equal(sl_tp_send(hs->a.tp, &msgs[k][j]), 0);
+		}
+		sl_tp_poll(hs->a.tp);
+		uint16_t got[8];
+		assert_int_equal(frame_nodes(hs, got, 8), 3);
+		unsigned first = 0; /* the first busy route at or after the start */
+		while (first < 3 && busy_route[first] < rr)
+			first++;
+		for (unsigned j = 0; j < 3; j++)
+			assert_int_equal(got[j], FIRST_EXTRA - 1 + busy_route[(first + j) % 3]);
+		k++;
+	}
+	harness_free(hs);
+}
+
 /* A frame's source address is built once a port, at sl_tp_add_port: both
  * ends' frames still carry their own port's MAC and node. */
 static void test_frame_source(void **state)
@@ -1422,6 +1483,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_queued),
 		cmocka_unit_test(test_foreign_and_malformed),
 		cmocka_unit_test(test_frame_source),
+		cmocka_unit_test(test_flows_with_work_in_turn),
 	};
 	return cmocka_run_group_tests(tests, setup_layout, NULL);
 }
