@@ -22,7 +22,7 @@ set -u
 run=$1 perf=$2 client=${3:-}
 ranks=("$perf" -b 8 -e 8 -n 5 -w 1) stop_s=3 stop_after=0
 [ "$client" = --client-timeout ] && ranks=(env SLUICE_TIMEOUT=1 "${ranks[@]}")
-[ "$client" = --wait-timeout ] && ranks=(env SLUICE_TIMEOUT=1 "$perf" -b 8 -e 8 -n 100000000 -w 1) stop_s=5 stop_after=2
+[ "$client" = --wait-timeout ] && ranks=(env SLUICE_TIMEOUT=1 "$perf" -b 8 -e 8 -n 100000000 -w 1) stop_s=5 stop_after=1
 log=$(mktemp /tmp/sl-stall.XXXXXX) go=$(mktemp -u /tmp/sl-stall-go.XXXXXX)
 trap 'rm -f "$log" "$go"' EXIT
 "$run" -n 2 --daemons -v --timeout 20 -- bash -c 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' \
@@ -38,14 +38,23 @@ for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
 done
 [ -n "$node0" ] && [ -n "$tid" ] || { touch "$go"; wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
 
-# the ranks start before the stop when stop_after > 0 (in their calls by then), else once it began
-python3 - "$tid" "$go" "$stop_s" "$stop_after" <<'PY' || { touch "$go"; wait $runner; echo "FAIL: could not stop thread $tid"; exit 1; }
+# the ranks start before the stop when stop_after > 0: stop_after seconds after rank 0 printed
+# its table's header, in its calls by then (a fixed time from their start once stopped a loaded
+# machine's ranks in their communicator's creation, and the run then timed out elsewhere), else
+# once the stop began
+python3 - "$tid" "$go" "$stop_s" "$stop_after" "$log" <<'PY' || { touch "$go"; wait $runner; cat "$log"; echo "FAIL: could not stop thread $tid"; exit 1; }
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
 tid, stop_s, after = int(sys.argv[1]), float(sys.argv[3]), float(sys.argv[4])
 if after:
     open(sys.argv[2], "w").close()
+    for _ in range(1200):
+        if "(elements)" in open(sys.argv[5]).read():
+            break
+        time.sleep(0.05)
+    else:
+        sys.exit("rank 0 printed no table header within 60 s")
     time.sleep(after)
 if libc.ptrace(SEIZE, tid, 0, 0) or libc.ptrace(INTERRUPT, tid, 0, 0):
     sys.exit(f"ptrace: {os.strerror(ctypes.get_errno())}")
