@@ -429,7 +429,7 @@ struct dp_notices {
 	struct dp_notices *next;
 	uint32_t unacked;          /* notices still owed: their msgs' owner is set */
 	uint32_t nranks;
-	char why[SL_ERRMSG_LEN];
+	char why[DP_CHAIN_TEXT_LEN];   /* a failure's sentence, or a stall note's chain (longer) */
 	struct sl_tp_msg msgs[];   /* [nranks] */
 };
 

@@ -18,7 +18,7 @@
 #include "schedule.h"
 #include "wait_chain.h"
 
-#define CHAIN_TAG "w1" /* the format's name: another one is dropped whole by this parser */
+#define CHAIN_TAG "w2" /* the format's name: another one is dropped whole by this parser */
 
 /* One unsigned field of at most max, in base, that starts at *p with a
  * digit; *p moves to the character after it. */
@@ -33,6 +33,45 @@ static bool field(const char **p, int base, unsigned long max, unsigned long *ou
 	return *out <= max;
 }
 
+/* The ':' in the edge at p (up to a space or the end): 4 for one in full,
+ * 2 for one that goes on from the edge before it. */
+static unsigned colons(const char *p)
+{
+	unsigned n = 0;
+
+	for (; *p && *p != ' '; p++)
+		n += *p == ':';
+	return n;
+}
+
+/* One edge at *p (after its space): " comm:rank:waits_for:op:seq" in full,
+ * or " waits_for:op:seq" on prev's communicator from the rank prev waits
+ * for (prev NULL: the first, always in full).  Each separator is checked
+ * before the next field is read. */
+static bool edge_parse(const char **p, const struct dp_wait_edge *prev, struct dp_wait_edge *e)
+{
+	unsigned long comm, rank, waits_for, op, seq;
+	unsigned n = colons(*p);
+
+	if (n == 4) {
+		if (!field(p, 16, UINT32_MAX, &comm) || *(*p)++ != ':' || !field(p, 10, SL_MAX_RANKS - 1, &rank) ||
+		    *(*p)++ != ':')
+			return false;
+	} else if (n == 2 && prev) {
+		comm = prev->comm;
+		rank = prev->waits_for;
+	} else {
+		return false;
+	}
+	if (!field(p, 10, SL_MAX_RANKS - 1, &waits_for) || *(*p)++ != ':' || !field(p, 10, SL_OP_COUNT - 1, &op) ||
+	    *(*p)++ != ':' || !field(p, 10, UINT32_MAX, &seq) || (**p && **p != ' ') || op == 0 || rank == waits_for)
+		return false;
+	*e = (struct dp_wait_edge){ .comm = (uint32_t)comm, .seq = (uint32_t)seq, .rank = (uint16_t)rank,
+				    .waits_for = (uint16_t)waits_for, .op = (uint8_t)op };
+	/* a path: on one communicator, each waits for the next one's rank */
+	return !prev || prev->comm != e->comm || prev->waits_for == e->rank;
+}
+
 bool dp_chain_parse(const char *text, struct dp_wait_chain *out)
 {
 	const char *p = text;
@@ -44,20 +83,8 @@ bool dp_chain_parse(const char *text, struct dp_wait_chain *out)
 		return false;
 	p += strlen(CHAIN_TAG);
 	while (*p) {
-		unsigned long comm, rank, waits_for, op, seq;
-		struct dp_wait_edge *e = &out->edge[out->n];
-
-		/* " comm:rank:waits_for:op:seq", each separator checked before the next field is read */
-		if (out->n == DP_WAIT_CHAIN_MAX || *p++ != ' ' || !field(&p, 16, UINT32_MAX, &comm) || *p++ != ':' ||
-		    !field(&p, 10, SL_MAX_RANKS - 1, &rank) || *p++ != ':' ||
-		    !field(&p, 10, SL_MAX_RANKS - 1, &waits_for) || *p++ != ':' ||
-		    !field(&p, 10, SL_OP_COUNT - 1, &op) || *p++ != ':' || !field(&p, 10, UINT32_MAX, &seq) ||
-		    (*p && *p != ' ') || op == 0 || rank == waits_for)
-			return false;
-		*e = (struct dp_wait_edge){ .comm = (uint32_t)comm, .seq = (uint32_t)seq, .rank = (uint16_t)rank,
-					    .waits_for = (uint16_t)waits_for, .op = (uint8_t)op };
-		/* a path: on one communicator, each waits for the next one's rank */
-		if (out->n && e[-1].comm == e->comm && e[-1].waits_for != e->rank)
+		if (out->n == DP_WAIT_CHAIN_MAX || *p++ != ' ' ||
+		    !edge_parse(&p, out->n ? &out->edge[out->n - 1] : NULL, &out->edge[out->n]))
 			return false;
 		out->n++;
 	}
@@ -68,9 +95,14 @@ bool dp_chain_format(const struct dp_wait_edge *edge, unsigned n, char *buf, siz
 {
 	size_t len = (size_t)snprintf(buf, size, "%s", CHAIN_TAG);
 
-	for (unsigned i = 0; i < n && len < size; i++)
-		len += (size_t)snprintf(buf + len, size - len, " %x:%u:%u:%u:%u", edge[i].comm, edge[i].rank,
-					edge[i].waits_for, edge[i].op, edge[i].seq);
+	for (unsigned i = 0; i < n && len < size; i++) {
+		const struct dp_wait_edge *e = &edge[i];
+		if (i && e->comm == e[-1].comm && e->rank == e[-1].waits_for) /* goes on from the edge before */
+			len += (size_t)snprintf(buf + len, size - len, " %u:%u:%u", e->waits_for, e->op, e->seq);
+		else
+			len += (size_t)snprintf(buf + len, size - len, " %x:%u:%u:%u:%u", e->comm, e->rank,
+						e->waits_for, e->op, e->seq);
+	}
 	return len < size;
 }
 
@@ -129,13 +161,61 @@ static bool across_comms(const struct dp_wait_edge *edge, unsigned n)
 	return false;
 }
 
+/* What to do about a cycle whose last wait (last) waits for the first, to
+ * end its sentence (counter: what last's rank has not posted). */
+static void cycle_end(char *buf, size_t size, size_t *len, const struct dp_wait_edge *last, const char *counter,
+		      bool comms)
+{
+	append(buf, size, len, "none can move; post %s", counter);
+	if (comms)
+		append(buf, size, len, " on communicator %#x", last->comm);
+	append(buf, size, len, " on rank %u before it waits, or order the calls so that no rank waits in one before "
+	       "posting what another waits for", last->waits_for);
+}
+
+/* The sentence of a cycle too long to say each counterpart (some 8 ranks
+ * or more): each wait once ("rank 1 in recv #0 from rank 2"), and as many
+ * as fit before the last with what to do, the rest counted. */
+static void cycle_words_short(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
+			      bool comms)
+{
+	char wait[96], counter[64], tail[SL_ERRMSG_LEN];
+	size_t tail_len = 0, room;
+	unsigned i = 1;
+
+	dp_call_name(counter, sizeof(counter), dp_counter_op(cycle[n - 1].op), cycle[n - 1].seq, cycle[n - 1].rank);
+	wait_name(wait, sizeof(wait), &cycle[n - 1], comms && cycle[n - 1].comm != cycle[n - 2].comm);
+	append(tail, sizeof(tail), &tail_len, ", rank %u in %s; none has posted what the one before it waits for: ",
+	       cycle[n - 1].rank, wait);
+	cycle_end(tail, sizeof(tail), &tail_len, &cycle[n - 1], counter, comms);
+	wait_name(wait, sizeof(wait), &cycle[0], comms);
+	append(buf, size, len, "rank %u waits in %s", cycle[0].rank, wait);
+	/* room for the waits between, with ", and 99 more" */
+	room = *len + tail_len + 16 < size ? size - *len - tail_len - 16 : 0;
+	for (; i + 1 < n; i++) {
+		char one[128];
+		int m;
+		wait_name(wait, sizeof(wait), &cycle[i], comms && cycle[i].comm != cycle[i - 1].comm);
+		m = snprintf(one, sizeof(one), ", rank %u in %s", cycle[i].rank, wait);
+		if ((size_t)m >= room)
+			break;
+		append(buf, size, len, "%s", one);
+		room -= (size_t)m;
+	}
+	if (i + 1 < n)
+		append(buf, size, len, ", and %u more", n - 1 - i);
+	append(buf, size, len, "%s", tail);
+}
+
 /* Appends the sentence of dp_cycle_sentence to buf (len bytes used). */
 static void cycle_words(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
 			double timeout_s, bool comms)
 {
 	char wait[96], counter[64];
+	size_t start;
 
 	append(buf, size, len, "%u ranks wait on each other in a cycle (no progress for %.1f s): ", n, timeout_s);
+	start = *len;
 	for (unsigned i = 0; i < n; i++) {
 		wait_name(wait, sizeof(wait), &cycle[i], comms && (i == 0 || cycle[i].comm != cycle[i - 1].comm));
 		if (i == 0)
@@ -144,11 +224,13 @@ static void cycle_words(char *buf, size_t size, size_t *len, const struct dp_wai
 			append(buf, size, len, ", which has not posted %s while it waits in %s", counter, wait);
 		dp_call_name(counter, sizeof(counter), dp_counter_op(cycle[i].op), cycle[i].seq, cycle[i].rank);
 	}
-	append(buf, size, len, ", which has not posted %s: none can move; post %s", counter, counter);
-	if (comms)
-		append(buf, size, len, " on communicator %#x", cycle[n - 1].comm);
-	append(buf, size, len, " on rank %u before it waits, or order the calls so that no rank waits in one before "
-	       "posting what another waits for", cycle[n - 1].waits_for);
+	append(buf, size, len, ", which has not posted %s: ", counter);
+	cycle_end(buf, size, len, &cycle[n - 1], counter, comms);
+	if (*len < size || n < 3 || start >= size)
+		return;
+	*len = start;
+	buf[start] = '\0';
+	cycle_words_short(buf, size, len, cycle, n, comms);
 }
 
 void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, double timeout_s)

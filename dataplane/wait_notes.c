@@ -101,7 +101,7 @@ static void stall_note(struct dp_engine *e, const struct dp_coll *k, int to, con
 static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struct dp_wait_chain *c)
 {
 	struct dp_wait_edge mine;
-	char text[SL_ERRMSG_LEN];
+	char text[DP_CHAIN_TEXT_LEN];
 
 	if (c->n <= DP_WAIT_CHAIN_MAX && own_edge(k, &mine) && may_chain(&c->edge[c->n - 1], mine.op, mine.comm) &&
 	    dp_chain_format(c->edge, c->n, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
@@ -113,7 +113,7 @@ static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struc
  * NULL.  One call, not each: a rank whose every recv of a halo exchange
  * stalls (legal: its peers compute) passed each chain to every peer, and
  * they on to theirs, up to DP_WAIT_CHAIN_MAX hops (14^8 notes on 16
- * ranks).  Along one call, each note's chain takes one path of at most
+ * ranks at 8 hops).  Along one call, each note's chain takes one path of at most
  * that many hops; a cycle through another stalled call of the same rank
  * is seen once this one ends, fails or moves (dp_note_stall), not while it
  * stalls (the pair rule still sees one of two). */
@@ -138,7 +138,7 @@ static const struct dp_coll *passing_call(const struct dp_engine *e, const struc
  * tells those behind it (tail_tell). */
 static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
 {
-	char text[SL_ERRMSG_LEN];
+	char text[DP_CHAIN_TEXT_LEN];
 	unsigned i = 0;
 
 	while (!is_own(e, via, &c->edge[i]))
@@ -207,12 +207,11 @@ static bool path_note(const struct dp_engine *e, const struct dp_comm *via, char
  * carries the cycle's name to its communicator (a training job's rank
  * that waits in an all-reduce for one in a recv on a cycle is two steps
  * from it; ranks reach a hang at different times).  Each rank on the path
- * tells those behind it in turn, while the waits fit a note (a cycle of
- * two and a path of six), once a path (cycle_came): a note told again is
+ * tells those behind it in turn, while the waits fit a note (DP_WAIT_CHAIN_MAX), once a path (cycle_came): a note told again is
  * not passed on again, or each rank behind would multiply them. */
 static void tail_tell(struct dp_engine *e, const struct dp_comm *via)
 {
-	char text[SL_ERRMSG_LEN];
+	char text[DP_CHAIN_TEXT_LEN];
 	struct sl_hdr h;
 	uint64_t now = sl_tp_poll_ns(e->tp);
 
@@ -291,7 +290,7 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 	}
 	/* src waits for this rank, which waits on a cycle: src hears of it */
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
-		char path[SL_ERRMSG_LEN];
+		char path[DP_CHAIN_TEXT_LEN];
 		struct sl_hdr ph;
 		if (same_client(comm, &e->comms[i]) && path_note(e, &e->comms[i], path, sizeof(path), &ph))
 			dp_notices_send(e, comm, src, ph, path);

@@ -1635,18 +1635,18 @@ static void test_stall_notes_forged_and_named(void **state)
 			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .len = 1 };
 	const uint8_t bad_kinds[] = { 0, SL_OP_COUNT, 255 };
 	static const char *const bad_chains[] = {
-		"w2 abcd:1:0:9:0", "w1", "w1 abcd:1:0:9", "w1 abcd:1:0:9:", "w1 abcd:1:1:9:0", "w1 abcd:1:0:0:0",
-		"w1 abcd:1:0:13:0", "w1 abcd:2:0:9:0", "w1 abcd:1:2:9:0", "w1 abcd:0:1:9:0", "w1 abcd:1:0:9:0 ",
-		"w1 abcd:1:0:9:0x", "w1 -abcd:1:0:9:0", "w1 abcd:1:0:9:99999999999",
-		"w1 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0",
+		"w1 abcd:1:0:9:0", "w2", "w2 abcd:1:0:9", "w2 abcd:1:0:9:", "w2 abcd:1:1:9:0", "w2 abcd:1:0:0:0",
+		"w2 abcd:1:0:13:0", "w2 abcd:2:0:9:0", "w2 abcd:1:2:9:0", "w2 abcd:0:1:9:0", "w2 abcd:1:0:9:0 ",
+		"w2 abcd:1:0:9:0x", "w2 -abcd:1:0:9:0", "w2 abcd:1:0:9:99999999999",
+		"w2 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0 ab:1:0:9:0",
 	};
-	static const char *const bad_cycles[] = { "", "w1 abcd:0:1:9:0", "w1 abcd:0:1:9:0 abcd:0:1:9:0", "w1 abcd:0:1:9" };
-#define A_PATH "w1 abcd:0:1:9:0 beef:1:0:9:0 beef:0:1:9:0"
+	static const char *const bad_cycles[] = { "", "w2 abcd:0:1:9:0", "w2 abcd:0:1:9:0 abcd:0:1:9:0", "w2 abcd:0:1:9" };
+#define A_PATH "w2 abcd:0:1:9:0 beef:1:0:9:0 beef:0:1:9:0"
 	static const struct {
 		uint32_t path;
 		const char *text;
-	} bad_paths[] = { { 0, A_PATH }, { 2, A_PATH }, { 1, "w1 abcd:0:1:9:0 beef:1:0:9:0" }, { 1, "" },
-			  { 1, "w1 abcd:0:1:9:0 beef:1:0:9:0 beef:1:1:9:0" } };
+	} bad_paths[] = { { 0, A_PATH }, { 2, A_PATH }, { 1, "w2 abcd:0:1:9:0 beef:1:0:9:0" }, { 1, "" },
+			  { 1, "w2 abcd:0:1:9:0 beef:1:0:9:0 beef:1:1:9:0" } };
 	struct dp_engine *e = &nodes[1].e;
 	struct sl_cpl cpl;
 	(void)state;
@@ -1977,7 +1977,7 @@ static void chain_told_to_node_1(uint32_t seq, bool before, bool answered, int32
 
 	setup_cluster(3, &none, 300ull * 1000000);
 	/* rank 1 waits in recv #seq from rank 2, which waits in recv #0 from rank 0 */
-	snprintf(text, sizeof(text), "w1 abcd:1:2:9:%u abcd:2:0:9:0", seq);
+	snprintf(text, sizeof(text), "w2 abcd:1:2:9:%u abcd:2:0:9:0", seq);
 	h.len = (uint32_t)strlen(text) + 1;
 	if (before)
 		dp_deliver(e, &h, (const uint8_t *)text);
@@ -2236,7 +2236,7 @@ static void test_a_tail_across_communicators_names_the_cycle(void **state)
  * node 1's flow to node 2: its recv's pings go to node 0. */
 static void test_a_path_is_told_once_a_waiter(void **state)
 {
-	static const char cycle[] = "w1 beef:0:1:9:0 beef:1:0:9:0", behind[] = "w1 beef:5:0:9:0";
+	static const char cycle[] = "w2 beef:0:1:9:0 beef:1:0:9:0", behind[] = "w2 beef:5:0:9:0";
 	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 2,
 			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */,
 			    .kind = SL_OP_RECV, .len = sizeof(behind) };

@@ -1,0 +1,159 @@
+/*
+ * test_wait_chain.c: a stall note's chain of waits as text, and the
+ * sentence of a cycle (dataplane/wait_chain.h): long chains round-trip,
+ * cut or overlong ones are refused, and a long cycle's sentence still ends
+ * in what to do.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <sluice/abi.h>
+
+#include "wait_chain.h"
+
+#define WHAT_TO_DO "so that no rank waits in one before posting what another waits for"
+
+/* A ring of n recvs on one communicator (rank i waits for rank i + 1),
+ * every fourth edge on another communicator and numbered high, so that
+ * both of an edge's forms and the widest fields are in it. */
+static void ring(struct dp_wait_edge *edge, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		edge[i] = (struct dp_wait_edge){ .comm = i % 4 == 3 ? 0xfedcba98u : 0x1234u,
+						 .seq = i % 4 == 3 ? UINT32_MAX : i,
+						 .rank = (uint16_t)(SL_MAX_RANKS - 1 - i),
+						 .waits_for = (uint16_t)(SL_MAX_RANKS - 2 - i),
+						 .op = i % 2 ? SL_OP_RECV : SL_OP_ALLREDUCE };
+}
+
+static bool same(const struct dp_wait_edge *a, const struct dp_wait_edge *b)
+{
+	return a->comm == b->comm && a->seq == b->seq && a->rank == b->rank && a->waits_for == b->waits_for &&
+	       a->op == b->op;
+}
+
+/* DP_WAIT_CHAIN_MAX (64) edges go through the text and come back whole,
+ * in DP_CHAIN_TEXT_LEN; as many with every edge in full (a communicator
+ * change at each) fit it too. */
+static void test_a_long_chain_round_trips(void **state)
+{
+	struct dp_wait_edge edge[DP_WAIT_CHAIN_MAX];
+	struct dp_wait_chain out;
+	char text[DP_CHAIN_TEXT_LEN];
+	(void)state;
+
+	assert_int_equal(DP_WAIT_CHAIN_MAX, 64);
+	ring(edge, DP_WAIT_CHAIN_MAX);
+	assert_true(dp_chain_format(edge, DP_WAIT_CHAIN_MAX, text, sizeof(text)));
+	assert_true(dp_chain_parse(text, &out));
+	assert_int_equal(out.n, DP_WAIT_CHAIN_MAX);
+	for (unsigned i = 0; i < DP_WAIT_CHAIN_MAX; i++)
+		if (!same(&out.edge[i], &edge[i]))
+			fail_msg("edge %u came back as %x:%u:%u:%u:%u", i, out.edge[i].comm, out.edge[i].rank,
+				 out.edge[i].waits_for, out.edge[i].op, out.edge[i].seq);
+	for (unsigned i = 0; i < DP_WAIT_CHAIN_MAX; i++)
+		edge[i].comm = i % 2 ? 0xfedcba98u : 0xfedcba99u, edge[i].seq = UINT32_MAX;
+	assert_true(dp_chain_format(edge, DP_WAIT_CHAIN_MAX, text, sizeof(text)));
+	assert_true(dp_chain_parse(text, &out));
+	assert_int_equal(out.n, DP_WAIT_CHAIN_MAX);
+}
+
+/* A chain cut inside an edge, one past DP_WAIT_CHAIN_MAX, and a short edge
+ * first (no edge before it to go on from) are refused. */
+static void test_a_cut_or_overlong_chain_is_refused(void **state)
+{
+	struct dp_wait_edge edge[DP_WAIT_CHAIN_MAX + 1];
+	struct dp_wait_chain out;
+	char text[DP_CHAIN_TEXT_LEN + 32];
+	size_t len;
+	(void)state;
+
+	ring(edge, DP_WAIT_CHAIN_MAX);
+	assert_true(dp_chain_format(edge, DP_WAIT_CHAIN_MAX, text, sizeof(text)));
+	len = strlen(text);
+	for (size_t cut = 1; cut < len; cut++) {
+		char c[DP_CHAIN_TEXT_LEN];
+		memcpy(c, text, cut);
+		c[cut] = '\0';
+		/* cut at or next to a separator: a field or an edge is missing */
+		if ((text[cut] == ':' || text[cut - 1] == ':' || text[cut - 1] == ' ') && dp_chain_parse(c, &out))
+			fail_msg("the chain cut to %zu of %zu bytes was taken (\"...%s\")", cut, len,
+				 c + (cut > 12 ? cut - 12 : 0));
+	}
+	ring(edge, DP_WAIT_CHAIN_MAX + 1);
+	assert_true(dp_chain_format(edge, DP_WAIT_CHAIN_MAX + 1, text, sizeof(text)));
+	assert_false(dp_chain_parse(text, &out));
+	assert_false(dp_chain_parse("w2 7:9:0", &out));
+	assert_true(dp_chain_parse("w2 ab:8:7:9:0 6:9:0", &out));
+	assert_int_equal(out.n, 2);
+	assert_int_equal(out.edge[1].rank, 7);
+	assert_false(dp_chain_parse("w2 ab:8:7:9:0 6:9", &out));
+	assert_false(dp_chain_parse("w2 ab:8:7:9:0 6:9:0:1", &out));
+	assert_false(dp_chain_parse("w2 ab:8:7:9:0 ab:6:5:9:0", &out)); /* not a path */
+}
+
+/* A chain that does not fit the note's room (a small --payload) is not
+ * written: wait_notes.c sends no note then. */
+static void test_a_chain_past_the_payload_is_not_written(void **state)
+{
+	struct dp_wait_edge edge[DP_WAIT_CHAIN_MAX];
+	char text[DP_CHAIN_TEXT_LEN];
+	(void)state;
+
+	ring(edge, DP_WAIT_CHAIN_MAX);
+	assert_true(dp_chain_format(edge, DP_WAIT_CHAIN_MAX, text, sizeof(text)));
+	assert_false(dp_chain_format(edge, DP_WAIT_CHAIN_MAX, text, strlen(text)));
+	assert_false(dp_chain_format(edge, DP_WAIT_CHAIN_MAX, text, 256));
+}
+
+/* A ring of n recvs, rank i waiting for rank i + 1 on one communicator. */
+static void recv_ring(struct dp_wait_edge *edge, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		edge[i] = (struct dp_wait_edge){ .comm = 0xabcd, .seq = 0, .rank = (uint16_t)i,
+						 .waits_for = (uint16_t)((i + 1) % n), .op = SL_OP_RECV };
+}
+
+/* The sentence of a cycle over 12 ranks, and over 66, fits SL_ERRMSG_LEN
+ * uncut: the count, this rank's wait, the one that closes the cycle and
+ * what to do. */
+static void test_a_long_cycle_is_said_whole(void **state)
+{
+	struct dp_wait_edge edge[DP_WAIT_CHAIN_MAX + 2];
+	char why[SL_ERRMSG_LEN];
+	const unsigned sizes[] = { 3, 12, DP_WAIT_CHAIN_MAX + 2 };
+	(void)state;
+
+	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		unsigned n = sizes[s];
+		char count[64], last[64];
+		const char *end;
+		recv_ring(edge, n);
+		dp_cycle_sentence(why, sizeof(why), edge, n, 1.0);
+		snprintf(count, sizeof(count), "%u ranks wait on each other in a cycle", n);
+		snprintf(last, sizeof(last), "rank %u in recv #0 from rank 0", n - 1);
+		end = strstr(why, WHAT_TO_DO);
+		if (strncmp(why, count, strlen(count)) || !strstr(why, "rank 0 waits in recv #0 from rank 1") ||
+		    (n > 3 && !strstr(why, last)) || !end || end[strlen(WHAT_TO_DO)])
+			fail_msg("cycle of %u: \"%s\"", n, why);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_a_long_chain_round_trips),
+		cmocka_unit_test(test_a_cut_or_overlong_chain_is_refused),
+		cmocka_unit_test(test_a_chain_past_the_payload_is_not_written),
+		cmocka_unit_test(test_a_long_cycle_is_said_whole),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
