@@ -31,6 +31,7 @@
  * split over the channels on one rank only.  --cycles (3 ranks): cycles
  * only the chains of waits show;
  * --tail (4 ranks): a rank two steps from a cycle, first to get there.
+ * --long-ring (4 to 64 ranks): a ring of recvs over every rank.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -587,6 +588,39 @@ static void run_tail(void)
 	run_cycles(&tail, 1);
 }
 
+/* --long-ring (4 to 64 ranks; the suite runs 12): a ring of recvs over
+ * every rank, rank i waiting for rank i + 1, all at once (after an
+ * all-reduce).  A cycle longer
+ * than a stall note's chain once was (8 waits: 10 ranks), named on every
+ * rank. */
+static void run_long_ring(void)
+{
+	char count[64], got[1200];
+	const struct p2p_case ring = { .what = "a ring of recvs over every rank",
+				       .said = { count, "recv #0 from rank " }, .end = CHAIN_END };
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	sluice_result_t res;
+
+	struct call together = { .coll = ALLREDUCE, .count = 1, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
+
+	snprintf(count, sizeof(count), "%d ranks" CHAIN_SAID, nranks);
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	/* into the ring together: 12 processes on 2 cores start seconds apart */
+	CHECK(post(comm, &together, &req));
+	CHECK(sluice_wait(req));
+	double t0 = now_s();
+	CHECK(sluice_recv(comm, bufb, SMALL, SLUICE_FLOAT32, (rank + 1) % nranks, &req));
+	if ((res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
+		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank, ring.what,
+			outcome(res, got, sizeof(got)));
+		failures++;
+	} else {
+		check_cycle(&ring);
+	}
+	after_failure(comm, ring.what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
+}
+
 /* Every kind of mismatch of collective c, at a small and a large count. */
 static int mismatches_of(enum coll c, struct mismatch *list)
 {
@@ -659,7 +693,7 @@ int main(int argc, char **argv)
 	sluice_comm_t *comm;
 
 	bool p2p = argc == 2 && !strcmp(argv[1], "--p2p"), cycles = argc == 2 && !strcmp(argv[1], "--cycles");
-	bool tail = argc == 2 && !strcmp(argv[1], "--tail");
+	bool tail = argc == 2 && !strcmp(argv[1], "--tail"), long_ring = argc == 2 && !strcmp(argv[1], "--long-ring");
 
 	sliced = argc == 3 && !strcmp(argv[1], "--channels");
 	bool split_p2p = sliced && !strcmp(argv[2], "--p2p");
@@ -667,7 +701,7 @@ int main(int argc, char **argv)
 	if (argc != 2 + sliced) {
 		fprintf(stderr, "usage: it_mismatch [--channels] COLL[,COLL...] (allreduce, allgather, reduce_scatter, "
 			"broadcast, reduce, alltoall, gather, scatter), it_mismatch [--channels] --p2p, --cycles or "
-			"--tail\n");
+			"--tail or --long-ring\n");
 		return 2;
 	}
 	timeout_s = limit ? atof(limit) : 60;
@@ -676,15 +710,18 @@ int main(int argc, char **argv)
 	CHECK(sluice_comm_rank(comm, &rank));
 	CHECK(sluice_comm_size(comm, &nranks));
 	CHECK(sluice_comm_destroy(comm));
-	if (nranks < 2 || nranks > MOST_RANKS || (p2p && nranks != 2) || (cycles && nranks != 3) ||
-	    (tail && nranks != 4)) {
-		fprintf(stderr, "it_mismatch: runs on 2 to %d ranks (--p2p: 2, --cycles: 3, --tail: 4), not %d\n",
-			MOST_RANKS, nranks);
+	if (long_ring ? nranks < 4 || nranks > 64
+		      : nranks < 2 || nranks > MOST_RANKS || (p2p && nranks != 2) || (cycles && nranks != 3) ||
+				(tail && nranks != 4)) {
+		fprintf(stderr, "it_mismatch: runs on 2 to %d ranks (--p2p: 2, --cycles: 3, --tail: 4, --long-ring: 4 "
+			"to 64), not %d\n", MOST_RANKS, nranks);
 		return 2;
 	}
-	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufa));
-	CHECK(sluice_mem_alloc(ctx, MOST_BYTES, &bufb));
-	memset(bufa, 0, MOST_BYTES);
+	/* --long-ring's recv alone: many ranks on one host */
+	size_t bytes = long_ring ? SMALL * sizeof(float) : MOST_BYTES;
+	CHECK(sluice_mem_alloc(ctx, bytes, &bufa));
+	CHECK(sluice_mem_alloc(ctx, bytes, &bufb));
+	memset(bufa, 0, bytes);
 	if (split_p2p)
 		run_p2p_channels();
 	else if (p2p)
@@ -693,7 +730,9 @@ int main(int argc, char **argv)
 		run_cycles3();
 	if (tail)
 		run_tail();
-	for (const char *p = argv[1 + sliced]; *p && !p2p && !cycles && !tail;) {
+	if (long_ring)
+		run_long_ring();
+	for (const char *p = argv[1 + sliced]; *p && !p2p && !cycles && !tail && !long_ring;) {
 		size_t len = strcspn(p, ",");
 		struct mismatch list[20];
 		enum coll c;
