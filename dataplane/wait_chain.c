@@ -173,6 +173,11 @@ static void cycle_end(char *buf, size_t size, size_t *len, const struct dp_wait_
 	       "posting what another waits for", last->waits_for);
 }
 
+/* Room a cycle's sentence leaves for "rank 255 reported: ", which a peer
+ * that relays it puts before it (coll_run.c on_notice): a 24-rank ring's,
+ * without, came cut to the peers. */
+#define RELAY_ROOM 24
+
 /* The sentence of a cycle too long to say each counterpart (some 8 ranks
  * or more): each wait once ("rank 1 in recv #0 from rank 2"), and as many
  * as fit before the last with what to do, the rest counted. */
@@ -191,7 +196,7 @@ static void cycle_words_short(char *buf, size_t size, size_t *len, const struct 
 	wait_name(wait, sizeof(wait), &cycle[0], comms);
 	append(buf, size, len, "rank %u waits in %s", cycle[0].rank, wait);
 	/* room for the waits between, with ", and 99 more" */
-	room = *len + tail_len + 16 < size ? size - *len - tail_len - 16 : 0;
+	room = *len + tail_len + 16 + RELAY_ROOM < size ? size - *len - tail_len - 16 - RELAY_ROOM : 0;
 	for (; i + 1 < n; i++) {
 		char one[128];
 		int m;
@@ -226,7 +231,7 @@ static void cycle_words(char *buf, size_t size, size_t *len, const struct dp_wai
 	}
 	append(buf, size, len, ", which has not posted %s: ", counter);
 	cycle_end(buf, size, len, &cycle[n - 1], counter, comms);
-	if (*len < size || n < 3 || start >= size)
+	if (*len + RELAY_ROOM < size || n < 3 || start >= size)
 		return;
 	*len = start;
 	buf[start] = '\0';
