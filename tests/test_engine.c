@@ -2119,6 +2119,42 @@ static void test_a_chain_is_passed_along_one_call(void **state)
 	teardown_cluster();
 }
 
+/* A chain too long for a packet's payload (a small --payload) is not
+ * passed on, nor cut: one that fits is.  Node 0 waits in a recv from node
+ * 1, stalled, when node 1's notes come: one with 30 waits on other
+ * communicators ahead of node 1's own (some 900 bytes of text, past the
+ * 256-byte payload), then one with 2. */
+static void test_a_chain_past_the_payload_is_not_passed(void **state)
+{
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 1,
+			    .dst_node = 0, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .kind = SL_OP_RECV };
+	struct dp_wait_edge edge[30];
+	char text[DP_CHAIN_TEXT_LEN];
+	const struct dp_notices *told;
+	(void)state;
+
+	for (unsigned i = 0; i < 30; i++)
+		edge[i] = (struct dp_wait_edge){ .comm = 0x10000000u + i, .seq = 1000000u + i, .rank = 100,
+						 .waits_for = 101, .op = SL_OP_RECV };
+	cluster_payload = 256;
+	setup_stepped(2);
+	post_p2p(1, 0, true, 0);
+	poll_engine_ms(200); /* past its stall: node 0's recv passes chains on */
+	told = nodes[0].e.notices;
+	assert_true(dp_chain_format(edge, 30, text, sizeof(text)));
+	h.len = (uint32_t)strlen(text) + 1;
+	dp_deliver(&nodes[0].e, &h, (const uint8_t *)text);
+	if (nodes[0].e.notices != told)
+		fail_msg("node 0 passed on a chain of 31 waits past its 256-byte payload: \"%s\"",
+			 nodes[0].e.notices->why);
+	assert_true(dp_chain_format(&edge[28], 2, text, sizeof(text)));
+	h.len = (uint32_t)strlen(text) + 1;
+	dp_deliver(&nodes[0].e, &h, (const uint8_t *)text);
+	if (nodes[0].e.notices == told || strncmp(nodes[0].e.notices->why, "w2 ", 3))
+		fail_msg("node 0 did not pass on a chain of 3 waits");
+	teardown_cluster();
+}
+
 /* A legal order of the same recvs: node 2 computes past half the timeout
  * before its send to node 1, which then sends to node 0.  Every call's
  * stall note goes out, and all end well. */
@@ -4213,6 +4249,7 @@ int main(void)
 		cmocka_unit_test(test_cycles_of_recvs_are_named),
 		cmocka_unit_test(test_a_chain_of_late_sends_delivers),
 		cmocka_unit_test(test_a_chain_is_passed_along_one_call),
+		cmocka_unit_test(test_a_chain_past_the_payload_is_not_passed),
 		cmocka_unit_test(test_a_chain_goes_along_the_next_stalled_call),
 		cmocka_unit_test(test_a_cycle_entered_far_apart_is_named),
 		cmocka_unit_test(test_a_tail_of_three_names_the_cycle),
