@@ -178,8 +178,8 @@ static void cycle_end(char *buf, size_t size, size_t *len, const struct dp_wait_
  * without, came cut to the peers. */
 #define RELAY_ROOM 24
 
-/* The sentence of a cycle too long to say each counterpart (some 8 ranks
- * or more): each wait once ("rank 1 in recv #0 from rank 2"), and as many
+/* The sentence of a cycle too long to say each counterpart (some 5 ranks
+ * or more, with RELAY_ROOM): each wait once ("rank 1 in recv #0 from rank 2"), and as many
  * as fit before the last with what to do, the rest counted. */
 static void cycle_words_short(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
 			      bool comms)
