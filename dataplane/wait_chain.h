@@ -22,9 +22,8 @@
 /* The waits a note carries ahead of its sender's own: 64 make cycles of up
  * to 66 ranks visible (the sender's and the receiver's waits complete it;
  * 8, before, left a ring of waits over more than 10 ranks a bare
- * timeout).  A chain
- * is 1 KiB as a rank keeps it (65 edges of 16 bytes: 5 KiB a communicator
- * with its DP_CHAINS_KEPT and cycle_in).  A note's text ("w2", then an
+ * timeout).  A chain is 1 KiB as a rank keeps it (65 edges of 16 bytes:
+ * 5 KiB a communicator with its DP_CHAINS_KEPT and cycle_in).  A note's text ("w2", then an
  * edge in full where its communicator changes, else only whom it waits
  * for, its call and number: 31 and 18 bytes at most, 6-12 as a ring's
  * usually are) fits DP_CHAIN_TEXT_LEN whatever the edges; one that does
