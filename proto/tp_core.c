@@ -169,10 +169,18 @@ bool sl_tp_node_alive(const struct sl_tp *tp, uint16_t node)
 uint64_t sl_tp_node_silent_ns(const struct sl_tp *tp, uint16_t node)
 {
 	const struct tp_flow *f = flow_of(tp, node);
+	uint64_t heard;
 
-	if (!f || !tp_flow_waits(f) || tp->now_ns < f->progress_ns)
+	if (!f || !tp_flow_waits(f))
 		return 0;
-	return tp->now_ns - f->progress_ns;
+	/* anything heard from it counts, not only ACK progress: a peer whose
+	 * ACKs do not get through (lost, or stale) but which goes on sending is
+	 * alive; named "stopped answering" at a quarter of a communicator's
+	 * timeout, such a peer was waiting in a cycle itself */
+	heard = f->progress_ns;
+	heard = f->rcv_last_ns > heard ? f->rcv_last_ns : heard;
+	heard = f->ack_last_ns > heard ? f->ack_last_ns : heard;
+	return tp->now_ns > heard ? tp->now_ns - heard : 1; /* never 0 while something waits */
 }
 
 int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)

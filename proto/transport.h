@@ -164,9 +164,9 @@ int sl_tp_add_port(struct sl_tp *tp, struct sl_port *port);
  * SL_MAX_PATHS paths, no memory). */
 int sl_tp_add_route(struct sl_tp *tp, uint16_t node, uint16_t port_idx, const struct sl_addr *addr);
 bool sl_tp_node_alive(const struct sl_tp *tp, uint16_t node);
-/* How long node has left what was sent to it unacknowledged (the time that
- * counts towards cfg.dead_ns); 0 while nothing waits on it, or it has no
- * flow.  A caller whose own timeout is shorter names a silent peer by it. */
+/* How long node has sent nothing at all (no DATA, no ACK, no ACK progress)
+ * while what was sent to it waits (1 at least); 0 while nothing waits on
+ * it, or it has no flow.  A caller whose own timeout is shorter names a silent peer by it. */
 uint64_t sl_tp_node_silent_ns(const struct sl_tp *tp, uint16_t node);
 
 /* Queue m.  -1 when the node is unknown or dead. */

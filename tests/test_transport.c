@@ -552,6 +552,45 @@ static void test_long_hold_is_not_death(void **state)
 	harness_free(hs);
 }
 
+/* Silence is a peer that sends nothing, not one whose packets get no ACK
+ * progress through: every frame to b is lost while b goes on sending its
+ * own message (resent, as a's ACKs are lost too), and sl_tp_node_silent_ns
+ * stays within b's resend intervals (bare31 counted from the last ACK
+ * progress alone, and named a live peer "stopped answering" in the
+ * 12-rank ring test under load).  A peer whose transport is not polled
+ * at all is silent for as long. */
+static void test_a_peer_heard_from_is_not_silent(void **state)
+{
+	(void)state;
+	const uint64_t span_ns = 60000000; /* 12 rto_max */
+	struct setup s = { .dead_ns = 400000000 };
+	struct harness *hs = harness_new(&s);
+	struct sl_pkt pkts[DEPTH];
+	uint64_t silent, start;
+
+	send_msg(&hs->a, 5);
+	send_msg(&hs->b, 6);
+	for (start = hs->clock.ns; hs->clock.ns < start + span_ns; hs->clock.ns += STEP_NS) {
+		sl_tp_poll(hs->a.tp);
+		uint16_t n = hs->pb->ops->rx_burst(hs->pb, pkts, DEPTH); /* a's frames to b: lost */
+		hs->pb->ops->free(hs->pb, pkts, n);
+		sl_tp_poll(hs->b.tp);
+	}
+	silent = sl_tp_node_silent_ns(hs->a.tp, NODE_B);
+	if (silent == 0 || silent > span_ns / 4)
+		fail_msg("b sent all along, its ACKs lost for %llu ms: silent %llu us, want above 0 and at most %llu",
+			 (unsigned long long)(span_ns / 1000000), (unsigned long long)(silent / 1000),
+			 (unsigned long long)(span_ns / 4000));
+	run_to_completion(hs);
+	assert_int_equal(sl_tp_node_silent_ns(hs->a.tp, NODE_B), 0); /* nothing waits */
+	send_msg(&hs->a, 7);
+	for (start = hs->clock.ns; hs->clock.ns < start + span_ns; hs->clock.ns += STEP_NS)
+		sl_tp_poll(hs->a.tp); /* b's transport is never polled */
+	assert_true(sl_tp_node_silent_ns(hs->a.tp, NODE_B) >= span_ns - STEP_NS);
+	run_to_completion(hs);
+	harness_free(hs);
+}
+
 /* A sender at a window its receiver holds waits for the receiver's engine,
  * not for credit: each of its polls with data queued counts as a held wait,
  * none as a credit stall (a 3-rank gather leaf far ahead of its root counted
@@ -1462,6 +1501,7 @@ int main(void)
 		cmocka_unit_test(test_slow_receiver_holds_the_window),
 		cmocka_unit_test(test_slow_receiver_under_faults),
 		cmocka_unit_test(test_long_hold_is_not_death),
+		cmocka_unit_test(test_a_peer_heard_from_is_not_silent),
 		cmocka_unit_test(test_held_waits_are_not_credit_stalls),
 		cmocka_unit_test(test_lost_reopening_found_by_probe),
 		cmocka_unit_test(test_held_packets_go_with_nothing_queued),
