@@ -113,8 +113,8 @@ static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struc
  * NULL.  One call, not each: a rank whose every recv of a halo exchange
  * stalls (legal: its peers compute) passed each chain to every peer, and
  * they on to theirs, up to DP_WAIT_CHAIN_MAX hops (14^8 notes on 16
- * ranks at 8 hops).  Along one call, each note's chain takes one path of at most
- * that many hops; a cycle through another stalled call of the same rank
+ * ranks at 8 hops).  Along one call, each note's chain takes one path of
+ * at most that many hops; a cycle through another stalled call of the same rank
  * is seen once this one ends, fails or moves (dp_note_stall), not while it
  * stalls (the pair rule still sees one of two). */
 static const struct dp_coll *passing_call(const struct dp_engine *e, const struct dp_comm *comm)
@@ -207,8 +207,9 @@ static bool path_note(const struct dp_engine *e, const struct dp_comm *via, char
  * carries the cycle's name to its communicator (a training job's rank
  * that waits in an all-reduce for one in a recv on a cycle is two steps
  * from it; ranks reach a hang at different times).  Each rank on the path
- * tells those behind it in turn, while the waits fit a note (DP_WAIT_CHAIN_MAX), once a path (cycle_came): a note told again is
- * not passed on again, or each rank behind would multiply them. */
+ * tells those behind it in turn, while the waits fit a note
+ * (DP_WAIT_CHAIN_MAX), once a path (cycle_came): a note told again is not
+ * passed on again, or each rank behind would multiply them. */
 static void tail_tell(struct dp_engine *e, const struct dp_comm *via)
 {
 	char text[DP_CHAIN_TEXT_LEN];
