@@ -58,9 +58,25 @@ static int run_destroy(sluice_ctx_t *ctx, sluice_comm_t *comm, double timeout_s)
 	return 0;
 }
 
-static int run_client_timeout(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s, double dataplane_s)
+/* Rank 0's all-gather, which its peer never makes, waited for: its result,
+ * the error message in *why and the seconds the wait took in *took. */
+static sluice_result_t allgather_waited(sluice_comm_t *comm, float *buf, double client_s, double dataplane_s,
+					const char **why, double *took)
 {
 	sluice_req_t *req;
+	double t0 = now_s();
+
+	CHECK(sluice_allgather(comm, buf, buf, COUNT, SLUICE_FLOAT32, &req));
+	sluice_result_t res = sluice_wait(req);
+	*took = now_s() - t0;
+	*why = sluice_last_error();
+	printf("rank 0: wait ended after %.2f s (SLUICE_TIMEOUT=%.0f s, the dataplane's %.0f s): %s: %s\n", *took,
+	       client_s, dataplane_s, sluice_get_error_string(res), *why);
+	return res;
+}
+
+static int run_client_timeout(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s, double dataplane_s)
+{
 	float *buf;
 
 	CHECK(sluice_mem_alloc(ctx, 2 * COUNT * sizeof(float), (void **)&buf));
@@ -73,15 +89,11 @@ static int run_client_timeout(sluice_ctx_t *ctx, sluice_comm_t *comm, double cli
 		printf("rank 1: never posted\n");
 		return 0;
 	}
-	double t0 = now_s();
-	CHECK(sluice_allgather(comm, buf, buf, COUNT, SLUICE_FLOAT32, &req));
-	sluice_result_t res = sluice_wait(req);
-	double took = now_s() - t0;
-	const char *why = sluice_last_error();
+	const char *why;
+	double took;
+	sluice_result_t res = allgather_waited(comm, buf, client_s, dataplane_s, &why, &took);
 	char said[64];
 
-	printf("rank 0: wait ended after %.2f s (SLUICE_TIMEOUT=%.0f s, the dataplane's %.0f s): %s: %s\n", took,
-	       client_s, dataplane_s, sluice_get_error_string(res), why);
 	snprintf(said, sizeof(said), "made no progress for %.1f s", client_s);
 	if (res != SLUICE_ERR_TIMEOUT || !strstr(why, said)) {
 		fprintf(stderr, "rank 0: FAIL: want the dataplane's reason after the client's timeout (\"%s\"): %s\n",
@@ -109,14 +121,10 @@ static int run_dead_peer(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s
 		usleep((useconds_t)(0.4 * client_s * 1e6));
 		_exit(0);
 	}
-	double t0 = now_s();
-	CHECK(sluice_allgather(comm, buf, buf, COUNT, SLUICE_FLOAT32, &req));
-	sluice_result_t res = sluice_wait(req);
-	double took = now_s() - t0;
-	const char *why = sluice_last_error();
+	const char *why;
+	double took, t0;
+	sluice_result_t res = allgather_waited(comm, buf, client_s, dataplane_s, &why, &took);
 
-	printf("rank 0: wait ended after %.2f s (SLUICE_TIMEOUT=%.0f s, the dataplane's %.0f s): %s: %s\n", took,
-	       client_s, dataplane_s, sluice_get_error_string(res), why);
 	if (res != SLUICE_ERR_TIMEOUT || !strstr(why, "rank 1 (dataplane node 1) stopped answering") ||
 	    took > client_s + 1) {
 		fprintf(stderr, "rank 0: FAIL: want rank 1 named as gone at the client's timeout (%.0f s): %s\n",
