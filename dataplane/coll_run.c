@@ -1003,7 +1003,7 @@ void dp_flow_dead(void *engine, uint16_t node)
 		int r = comm->live ? rank_of_node(comm, node) : -1;
 		if (r < 0 || comm->peer_closed[r]) /* it is done with this communicator: sends_moot */
 			continue;
-		dp_silent_peer_sentence(why, sizeof(why), r, node, e->timeout_ns);
+		dp_silent_peer_sentence(why, sizeof(why), r, node, "nothing was acknowledged", e->timeout_ns);
 		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, comm->next_seq, true, "%s", why);
 	}
 }

@@ -18,10 +18,10 @@
 #include "comm_fail.h"
 #include "wait_notes.h"
 
-void dp_silent_peer_sentence(char *why, size_t size, int r, uint16_t node, uint64_t silent_ns)
+void dp_silent_peer_sentence(char *why, size_t size, int r, uint16_t node, const char *silence, uint64_t silent_ns)
 {
-	sl_errmsg_format(why, size, "rank %d (dataplane node %u) stopped answering: nothing was acknowledged for "
-			 "%.1f s; it may have crashed, or its dataplane stopped", r, node, (double)silent_ns / 1e9);
+	sl_errmsg_format(why, size, "rank %d (dataplane node %u) stopped answering: %s for %.1f s; it may have "
+			 "crashed, or its dataplane stopped", r, node, silence, (double)silent_ns / 1e9);
 }
 
 /* The rank whose acknowledgement k's first unacknowledged send waits for, or -1. */
@@ -100,9 +100,10 @@ static void early_cross_hint(const struct dp_coll *k, int peer, char *cause, siz
 }
 
 /* k timed out on comm, whose timeout may be shorter than the transport's
- * (a client's SLUICE_TIMEOUT below its dataplane's --timeout): a peer that
- * has left what was sent to it unacknowledged for a quarter of it (a live
- * one acknowledges in milliseconds; a stalled call pings the rank it waits
+ * (a client's SLUICE_TIMEOUT below its dataplane's --timeout): a peer from
+ * which nothing has come for a quarter of it while something sent to it
+ * waits (sl_tp_node_silent_ns: a live one answers in milliseconds, even
+ * when it holds the window; a stalled call pings the rank it waits
  * for every eighth, wait_notes.c, so one that died up to 5/8 of the
  * timeout into the stall is that silent by now) is named in why, as the
  * transport names it once the flow dies (dp_flow_dead).  The longest
@@ -124,7 +125,7 @@ static bool silent_peer(const struct dp_engine *e, const struct dp_coll *k, char
 		return false;
 	int n = snprintf(why, size, "%s #%u on rank %u made no progress for %.1f s: ", sl_coll_name(k->cmd.opcode),
 			 k->seq, comm->rank, (double)dp_comm_timeout(e, comm) / 1e9);
-	dp_silent_peer_sentence(why + n, size - (size_t)n, who, comm->node[who], longest);
+	dp_silent_peer_sentence(why + n, size - (size_t)n, who, comm->node[who], "nothing came from it", longest);
 	return true;
 }
 
@@ -138,15 +139,16 @@ void dp_coll_check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	/* local transfers in this pass may have made progress after `now` was read */
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < dp_comm_timeout(e, comm))
 		return;
-	if (silent_peer(e, k, why, sizeof(why))) {
-		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true, "%s", why);
-		return;
-	}
+	/* a cycle the notes show first: its ranks were alive to pass them on */
 	peer = dp_coll_waited_rank(k, waiting, sizeof(waiting));
 	if (dp_cycle_named(e, k, peer, why, sizeof(why), &also)) {
 		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
 		if (also)
 			comm_fail(e, also, SLUICE_ERR_MISMATCH, also->next_seq, true, "%s", why);
+		return;
+	}
+	if (silent_peer(e, k, why, sizeof(why))) {
+		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true, "%s", why);
 		return;
 	}
 	if (peer >= 0)

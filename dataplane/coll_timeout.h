@@ -8,9 +8,9 @@
 
 #include "dp.h"
 
-/* Why rank r (on node) fails its peers: nothing sent to it was
- * acknowledged for silent_ns. */
-void dp_silent_peer_sentence(char *why, size_t size, int r, uint16_t node, uint64_t silent_ns);
+/* Why rank r (on node) fails its peers: silence (what did not come from
+ * it, "nothing was acknowledged" or "nothing came from it") for silent_ns. */
+void dp_silent_peer_sentence(char *why, size_t size, int r, uint16_t node, const char *silence, uint64_t silent_ns);
 /* A timer pass over k (running or lingering): once it made no progress for
  * its communicator's timeout, fail the communicator, saying why. */
 void dp_coll_check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now);
