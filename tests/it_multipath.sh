@@ -24,7 +24,9 @@ pid=$!
 # sluice-run lives, up to most of meson's 300 s.
 ranks="" deadline=$((SECONDS + 240))
 while [ $SECONDS -lt $deadline ] && kill -0 $pid 2>/dev/null; do
-	ranks=$(pgrep -P $pid -x "$(basename "$prog")") # the ranks, not sluice-run's own subshells
+	# the ranks are children of sluice-run's worker (its only child), not of sluice-run
+	worker=$(pgrep -d, -P $pid)
+	[ -n "$worker" ] && ranks=$(pgrep -P "$worker" -x "$(basename "$prog")")
 	[ -n "$ranks" ] && break
 	sleep 0.1
 done

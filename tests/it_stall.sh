@@ -31,7 +31,8 @@ runner=$!
 
 node0="" tid=""
 for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
-	node0=$(pgrep -P "$runner" -f "sluiced --node 0 " | head -1)
+	worker=$(pgrep -d, -P "$runner") # sluice-run's worker starts the dataplanes
+	[ -n "$worker" ] && node0=$(pgrep -P "$worker" -f "sluiced --node 0 " | head -1)
 	[ -n "$node0" ] && tid=$(grep -l '^rte-worker' /proc/$node0/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5) &&
 		[ -n "$tid" ] && break
 	sleep 0.1
