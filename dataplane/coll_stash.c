@@ -292,14 +292,18 @@ static void park_held_senders(struct dp_engine *e, const struct dp_comm *posted)
 
 /* An early packet waits in its frame only for the next call, which this
  * rank is about to post (a peer that posted first), and not for a rooted
- * one, whose root runs calls ahead and would hold the frames as long: the
- * middle rank of a 3-rank broadcast gets nearly every packet early, and
- * with them kept its 256 KiB - 1 MiB calls measured 0.8x in place, in
- * rounds that noisy (perf/ALGORITHMS.md). */
+ * one whose root sends, as it runs calls ahead and would hold the frames as
+ * long: the middle rank of a 3-rank broadcast gets nearly every packet
+ * early, and with them kept its 256 KiB - 1 MiB calls measured 0.8x in
+ * place, in rounds that noisy (perf/ALGORITHMS.md).  A gather's packets go
+ * to its root, whose leaves may wait in step with it (coll_run.c
+ * sends_acked): then they come a call early at most, and were copied in
+ * and out of the stash (perf/ALGORITHMS.md, gcopy32). */
 enum sl_deliver_result dp_stash_packet(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h,
 				       const uint8_t *payload)
 {
-	bool in_place = calls_ahead(comm, h, src) == 0 && !is_rooted(h->kind & ((1u << KIND_ALGO_SHIFT) - 1));
+	uint32_t op = h->kind & ((1u << KIND_ALGO_SHIFT) - 1);
+	bool in_place = calls_ahead(comm, h, src) == 0 && (!is_rooted(op) || op == SL_OP_GATHER);
 	struct dp_stashed *s;
 	struct dp_stash_bucket *b;
 	bool full;

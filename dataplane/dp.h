@@ -95,6 +95,17 @@
  * place, their leaf on the root's core stashing what the root ran ahead
  * (perf/ALGORITHMS.md, root3). */
 #define DP_EAGER_MAX (64u << 10)
+/* Where ranks share cores (dp_idle_cfg.yield_app), a collective's leaf that
+ * only sends, to one rank (a gather's or reduce's), at least this many
+ * bytes, sends straight from the client's buffer and ends at its ACKs
+ * instead of lingering on a copy (coll_run.c sends_acked).  There the CPU
+ * per byte decides, and a lingering gather leaf's byte was copied twice at
+ * the leaf (its copy, its frame) and twice at the root (its stash, its
+ * destination): 3 ranks at 128 KiB took 17-24 us a call waiting against
+ * 51-56 lingering.  A wait costs a round trip's yields, ~6 us: a 32 KiB
+ * gather (leaves of 11 KiB) took 8.6-9.2 us waiting against 5.9-7.5
+ * (perf/ALGORITHMS.md, gcopy32). */
+#define DP_ACKED_SEND_MIN (32u << 10)
 /* Bytes of a call's local work (its own block, copied or reduced into
  * place; in place, the copy of its input and the packets deferred while it
  * was taken, or until an acknowledgement freed their destination) done in
