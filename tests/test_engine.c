@@ -951,6 +951,82 @@ static void test_eager_sends_count_their_peers(void **state)
 	teardown_cluster();
 }
 
+/*
+ * Where ranks share cores (yield_app), a gather's leaf of DP_ACKED_SEND_MIN
+ * bytes or more sends from the client's buffer and is done only at its
+ * ACKs: it copies nothing and does not linger, so the client may overwrite
+ * its buffer once done even though frames were lost and sent again (from
+ * that buffer).  The root keeps such a leaf's early packets of its next
+ * call in their frames, not copied.  A smaller leaf, or one with a core of
+ * its own, lingers on a copy as before.
+ */
+static void test_shared_core_leaves_wait_for_acks(void **state)
+{
+	struct sl_memport_faults lossy = { .drop = 0.2, .seed = 17 };
+	const uint64_t big = DP_ACKED_SEND_MIN / sizeof(int32_t);
+	const struct { bool shared; uint64_t count; bool lingers; } calls[] = {
+		{ true, big, false },
+		{ true, big / 2, true },
+		{ false, big, true },
+	};
+	(void)state;
+
+	for (unsigned c = 0; c < 3; c++) {
+		uint64_t count = calls[c].count, packets = count * sizeof(int32_t) / 1024;
+		struct sl_cpl cpl;
+		threaded.idle.yield_app = calls[c].shared;
+		setup_cluster(2, &lossy, 5ull * 1000000000);
+		for (uint64_t i = 0; i < count; i++)
+			((int32_t *)nodes[1].send)[i] = in_val(1, i);
+		post_cmd(&nodes[1], 1, SL_OP_GATHER, count, 0, SL_ALGO_ID_DIRECT);
+		for (unsigned p = 0; p < 200; p++) /* every packet out; no ACK comes while the root is not polled */
+			dp_engine_poll(&nodes[1].e);
+		bool done = sl_spsc_dequeue(&nodes[1].complete, &cpl);
+		if (done != calls[c].lingers)
+			fail_msg("call %u: a gather leaf of %llu bytes%s %s", c, (unsigned long long)(count * 4),
+				 calls[c].shared ? " on a shared core" : "",
+				 done ? "was done before its ACKs (it lingered on a copy)" : "waited for its ACKs");
+		if (nodes[1].e.comms[0].linger_bytes != (calls[c].lingers ? count * sizeof(int32_t) : 0))
+			fail_msg("call %u: the leaf copied %llu bytes to linger on", c,
+				 (unsigned long long)nodes[1].e.comms[0].linger_bytes);
+		for (unsigned p = 0; p < 1000 && nodes[0].e.count.stashed < packets / 2; p++)
+			dp_engine_poll(&nodes[0].e); /* the root takes what came of them, early */
+		if (calls[c].shared && !calls[c].lingers &&
+		    nodes[0].e.count.held_in_place != nodes[0].e.count.stashed)
+			fail_msg("call %u: the root kept %llu of the next call's %llu early packets in their frames, "
+				 "want all (a gather's leaves on shared cores wait in step with it)", c,
+				 (unsigned long long)nodes[0].e.count.held_in_place,
+				 (unsigned long long)nodes[0].e.count.stashed);
+		for (unsigned p = 0; p < 1000000 && !done; p++) {
+			dp_engine_poll(&nodes[1].e);
+			dp_engine_poll(&nodes[0].e);
+			done = sl_spsc_dequeue(&nodes[1].complete, &cpl);
+		}
+		assert_true(done);
+		assert_int_equal(cpl.status, SLUICE_OK);
+		memset(nodes[1].send, 0xee, count * sizeof(int32_t)); /* done: the client's to reuse */
+		memset(nodes[0].recv, 0xee, 2 * count * sizeof(int32_t));
+		post_cmd(&nodes[0], 1, SL_OP_GATHER, count, 0, SL_ALGO_ID_DIRECT);
+		unsigned polls = 0;
+		for (; polls < 1000000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); polls++)
+			poll_all();
+		assert_true(polls < 1000000);
+		assert_int_equal(cpl.status, SLUICE_OK);
+		for (uint64_t i = 0; i < count; i++)
+			if (((int32_t *)nodes[0].recv)[count + i] != in_val(1, i))
+				fail_msg("call %u: the root's element %llu from the leaf is %d, want %d: a frame sent "
+					 "again read the client's buffer after the leaf was done", c,
+					 (unsigned long long)i, ((int32_t *)nodes[0].recv)[count + i], in_val(1, i));
+		const struct sl_tp_stats *t = sl_tp_get_stats(nodes[1].e.tp);
+		if (t->retx_rto + t->retx_sack + t->retx_tlp == 0)
+			fail_msg("call %u: the leaf sent nothing again: the test lost no frame of it", c);
+		for (unsigned p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running); p++)
+			poll_all();
+		assert_int_equal(nodes[1].e.running, 0);
+		teardown_cluster();
+	}
+}
+
 /* Every collective, both algorithms, through whole engines over lossy, reordering links. */
 static void test_every_collective_under_faults(void **state)
 {
@@ -4259,6 +4335,7 @@ int main(void)
 		cmocka_unit_test(test_lingering_calls_copy_what_they_send),
 		cmocka_unit_test(test_eager_senders_linger),
 		cmocka_unit_test(test_eager_sends_count_their_peers),
+		cmocka_unit_test(test_shared_core_leaves_wait_for_acks),
 		cmocka_unit_test(test_early_packets_wait_in_their_frames),
 		cmocka_unit_test(test_mismatch_after_the_call_ended),
 		cmocka_unit_test(test_strided_descriptors),
