@@ -381,12 +381,13 @@ static bool sends_to_one(const struct dp_coll *k)
 	return !(is_rooted(k->cmd.opcode) && k->cmd.root == k->comm->rank) && !receives(s) && data_peers(s) == 1;
 }
 
-/* Whether k sends straight from the client's buffer and ends only at its
- * ACKs, lingering never: a collective's leaf that only sends to one rank,
- * of DP_ACKED_SEND_MIN bytes or more, where ranks share cores (dp.h).  Its
- * receiver ACKs at once (acks_may_wait), and it waits in step with it, so
- * that a gather root's early packets are of its next call, kept in their
- * frames (coll_stash.c dp_stash_packet), not copied.  Not a send: its
+/* Whether k sends straight from the client's buffer and ends at its ACKs,
+ * lingering only once it got none for DP_ACK_WAIT_NS: a collective's leaf
+ * that only sends to one rank, of DP_ACKED_SEND_MIN bytes or more, where
+ * ranks share cores (dp.h).  Its receiver ACKs at once (acks_may_wait), and
+ * it waits in step with it, so that a gather root's early packets are of
+ * its next call, kept in their frames (coll_stash.c dp_stash_packet), not
+ * copied.  Not a send: its
  * receiver keeps those in their frames anyway, so only the send's own copy
  * was saved, and 3-rank send/recv at 32-64 KiB measured 1.05-1.1x slower
  * waiting. */
@@ -408,12 +409,13 @@ static bool sends_acked(const struct dp_engine *e, const struct dp_coll *k)
  * mismatch or a lost peer found then breaks the communicator, and the next
  * call (or sluice_comm_destroy) reports it.
  */
-static bool may_linger(const struct dp_engine *e, const struct dp_coll *k)
+static bool may_linger(const struct dp_engine *e, const struct dp_coll *k, uint64_t now)
 {
 	const struct sl_sched *s = &k->sched;
 	uint64_t copy;
 
-	return !k->lingering && !k->gdev && k->status == SLUICE_OK && !sends_acked(e, k) && sl_sched_recv_done(s) &&
+	return !k->lingering && !k->gdev && k->status == SLUICE_OK &&
+	       (!sends_acked(e, k) || now >= k->last_progress_ns + DP_ACK_WAIT_NS) && sl_sched_recv_done(s) &&
 	       k->msgs_sent == k->msgs_used && !k->holding &&
 	       k->comm->nlinger < (k->to_one ? DP_LINGER_ONE_MAX : DP_LINGER_MAX) && eager(k, &copy) &&
 	       k->comm->linger_bytes + copy <= DP_LINGER_BYTES;
@@ -1648,7 +1650,7 @@ uint32_t dp_colls_progress(struct dp_engine *e)
 			if (k->status != SLUICE_OK || (sl_sched_recv_done(&k->sched) && k->msgs_unacked == 0 &&
 							 k->msgs_sent == k->msgs_used && !k->holding))
 				work += coll_finish(e, k);
-			else if (may_linger(e, k))
+			else if (may_linger(e, k, now))
 				work += coll_linger(e, k);
 		}
 		if (timers || comm->linger_ready)

@@ -106,6 +106,12 @@
  * gather (leaves of 11 KiB) took 8.6-9.2 us waiting against 5.9-7.5
  * (perf/ALGORITHMS.md, gcopy32). */
 #define DP_ACKED_SEND_MIN (32u << 10)
+/* ... unless no ACK came this long: then it lingers on a copy after all.
+ * A lost or reordered frame's ACK waits for a tail-loss probe (~0.1 ms):
+ * with 1% drops and frames held back, such a gather's median call took
+ * 123-137 us waiting, 4-16 giving up after 50 us (perf/ALGORITHMS.md,
+ * gcopy32). */
+#define DP_ACK_WAIT_NS 50000ull
 /* Bytes of a call's local work (its own block, copied or reduced into
  * place; in place, the copy of its input and the packets deferred while it
  * was taken, or until an acknowledgement freed their destination) done in

@@ -951,30 +951,41 @@ static void test_eager_sends_count_their_peers(void **state)
 	teardown_cluster();
 }
 
+/* A clock that reads set_ns, which the test moves. */
+static uint64_t set_ns;
+static uint64_t set_now(void *arg)
+{
+	(void)arg;
+	return set_ns;
+}
+
 /*
  * Where ranks share cores (yield_app), a gather's leaf of DP_ACKED_SEND_MIN
- * bytes or more sends from the client's buffer and is done only at its
- * ACKs: it copies nothing and does not linger, so the client may overwrite
- * its buffer once done even though frames were lost and sent again (from
- * that buffer).  The root keeps such a leaf's early packets of its next
- * call in their frames, not copied.  A smaller leaf, or one with a core of
- * its own, lingers on a copy as before.
+ * bytes or more sends from the client's buffer and is done at its ACKs: it
+ * copies nothing and does not linger, unless no ACK came for DP_ACK_WAIT_NS
+ * (then it lingers on a copy).  Either way the client may overwrite its
+ * buffer once done, though frames were lost and sent again.  The root keeps
+ * such a leaf's early packets of its next call in their frames, not copied.
+ * A smaller leaf, or one with a core of its own, lingers on a copy at once.
  */
 static void test_shared_core_leaves_wait_for_acks(void **state)
 {
 	struct sl_memport_faults lossy = { .drop = 0.2, .seed = 17 };
 	const uint64_t big = DP_ACKED_SEND_MIN / sizeof(int32_t);
-	const struct { bool shared; uint64_t count; bool lingers; } calls[] = {
-		{ true, big, false },
-		{ true, big / 2, true },
-		{ false, big, true },
+	const struct { bool shared; uint64_t count; bool lingers, gives_up; } calls[] = {
+		{ true, big, false, false },
+		{ true, big, false, true },
+		{ true, big / 2, true, false },
+		{ false, big, true, false },
 	};
 	(void)state;
 
-	for (unsigned c = 0; c < 3; c++) {
+	for (unsigned c = 0; c < 4; c++) {
 		uint64_t count = calls[c].count, packets = count * sizeof(int32_t) / 1024;
 		struct sl_cpl cpl;
 		threaded.idle.yield_app = calls[c].shared;
+		set_ns = 1000000000;
+		cluster_clock = (struct sl_clock){ .now_ns = set_now };
 		setup_cluster(2, &lossy, 5ull * 1000000000);
 		for (uint64_t i = 0; i < count; i++)
 			((int32_t *)nodes[1].send)[i] = in_val(1, i);
@@ -986,9 +997,20 @@ static void test_shared_core_leaves_wait_for_acks(void **state)
 			fail_msg("call %u: a gather leaf of %llu bytes%s %s", c, (unsigned long long)(count * 4),
 				 calls[c].shared ? " on a shared core" : "",
 				 done ? "was done before its ACKs (it lingered on a copy)" : "waited for its ACKs");
-		if (nodes[1].e.comms[0].linger_bytes != (calls[c].lingers ? count * sizeof(int32_t) : 0))
-			fail_msg("call %u: the leaf copied %llu bytes to linger on", c,
-				 (unsigned long long)nodes[1].e.comms[0].linger_bytes);
+		if (calls[c].gives_up) {
+			set_ns += DP_ACK_WAIT_NS;
+			for (unsigned p = 0; p < 10 && !done; p++) {
+				dp_engine_poll(&nodes[1].e);
+				done = sl_spsc_dequeue(&nodes[1].complete, &cpl);
+			}
+			if (!done)
+				fail_msg("call %u: the leaf got no ACK for DP_ACK_WAIT_NS and still waited", c);
+		}
+		bool copied = calls[c].lingers || calls[c].gives_up;
+		if (nodes[1].e.comms[0].linger_bytes != (copied ? count * sizeof(int32_t) : 0))
+			fail_msg("call %u: the leaf copied %llu bytes to linger on, want %llu", c,
+				 (unsigned long long)nodes[1].e.comms[0].linger_bytes,
+				 (unsigned long long)(copied ? count * sizeof(int32_t) : 0));
 		for (unsigned p = 0; p < 1000 && nodes[0].e.count.stashed < packets / 2; p++)
 			dp_engine_poll(&nodes[0].e); /* the root takes what came of them, early */
 		if (calls[c].shared && !calls[c].lingers &&
@@ -997,7 +1019,8 @@ static void test_shared_core_leaves_wait_for_acks(void **state)
 				 "want all (a gather's leaves on shared cores wait in step with it)", c,
 				 (unsigned long long)nodes[0].e.count.held_in_place,
 				 (unsigned long long)nodes[0].e.count.stashed);
-		for (unsigned p = 0; p < 1000000 && !done; p++) {
+		for (unsigned p = 0; p < 1000000 && !done; p++) { /* lost frames are sent again */
+			set_ns += 1000;
 			dp_engine_poll(&nodes[1].e);
 			dp_engine_poll(&nodes[0].e);
 			done = sl_spsc_dequeue(&nodes[1].complete, &cpl);
@@ -1008,8 +1031,10 @@ static void test_shared_core_leaves_wait_for_acks(void **state)
 		memset(nodes[0].recv, 0xee, 2 * count * sizeof(int32_t));
 		post_cmd(&nodes[0], 1, SL_OP_GATHER, count, 0, SL_ALGO_ID_DIRECT);
 		unsigned polls = 0;
-		for (; polls < 1000000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); polls++)
+		for (; polls < 1000000 && !sl_spsc_dequeue(&nodes[0].complete, &cpl); polls++) {
+			set_ns += 1000;
 			poll_all();
+		}
 		assert_true(polls < 1000000);
 		assert_int_equal(cpl.status, SLUICE_OK);
 		for (uint64_t i = 0; i < count; i++)
@@ -1020,8 +1045,10 @@ static void test_shared_core_leaves_wait_for_acks(void **state)
 		const struct sl_tp_stats *t = sl_tp_get_stats(nodes[1].e.tp);
 		if (t->retx_rto + t->retx_sack + t->retx_tlp == 0)
 			fail_msg("call %u: the leaf sent nothing again: the test lost no frame of it", c);
-		for (unsigned p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running); p++)
+		for (unsigned p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running); p++) {
+			set_ns += 1000;
 			poll_all();
+		}
 		assert_int_equal(nodes[1].e.running, 0);
 		teardown_cluster();
 	}
