@@ -387,10 +387,9 @@ static bool sends_to_one(const struct dp_coll *k)
  * ranks share cores (dp.h).  Its receiver ACKs at once (acks_may_wait), and
  * it waits in step with it, so that a gather root's early packets are of
  * its next call, kept in their frames (coll_stash.c dp_stash_packet), not
- * copied.  Not a send: its
- * receiver keeps those in their frames anyway, so only the send's own copy
- * was saved, and 3-rank send/recv at 32-64 KiB measured 1.05-1.1x slower
- * waiting. */
+ * copied.  Not a send: its receiver keeps those in their frames anyway,
+ * so only the send's own copy was saved, and 3-rank send/recv at 32-64 KiB
+ * measured 1.05-1.1x slower waiting. */
 static bool sends_acked(const struct dp_engine *e, const struct dp_coll *k)
 {
 	return k->to_one && e->idle.cfg.yield_app && !dp_is_p2p(k->cmd.opcode) &&
