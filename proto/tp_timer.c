@@ -39,8 +39,13 @@ uint64_t tp_rtt_sample(struct sl_tp *tp, struct tp_flow *f, uint32_t echo_ts)
 {
 	uint64_t r = (uint64_t)(uint32_t)(tp_now_us(tp) - echo_ts) * 1000;
 
-	if (r > tp->cfg.dead_ns)
-		return 0; /* an echo from before a wrap or a forged one: no information */
+	/* Longer than rto_max, which no timer waits past: not the link's RTT but
+	 * a peer whose engine stopped or was descheduled while the echoed packet
+	 * sat in its queue (or an echo from before a wrap, or a forged one).
+	 * Taken, one such sample held srtt up for dozens more (219 ms after a
+	 * 5 s stop), and with it the RTO at rto_max and tail probes off. */
+	if (r > tp->cfg.rto_max_ns)
+		return 0;
 	if (!f->rtt_valid) {
 		f->srtt_ns = r;
 		f->rttvar_ns = r / 2;

@@ -43,7 +43,8 @@ struct sl_tp_config {
 	uint32_t payload;     /* max payload bytes per DATA packet; a multiple of 16 */
 	uint32_t window;      /* max DATA packets in flight per flow, <= SL_MAX_WINDOW */
 	uint64_t rto_min_ns;  /* retransmission timeout floor */
-	uint64_t rto_max_ns;  /* and ceiling, after exponential backoff */
+	uint64_t rto_max_ns;  /* and ceiling, after exponential backoff; an RTT sample above
+				 it is a stalled peer, not the link, and is dropped */
 	uint64_t dead_ns;     /* no ACK progress this long: the peer is dead */
 	bool crc;             /* send a CRC32C trailer on every port (else only on ports
 				 that ask for one: struct sl_port's crc) */

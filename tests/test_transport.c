@@ -1042,6 +1042,41 @@ static void test_silent_peer_draws_one_rto_an_rto(void **state)
 	harness_free(hs);
 }
 
+/* A peer whose engine stopped for 16 rto_max reads the queue of originals
+ * and retransmissions at once, and its first ACK echoes a packet sent tens
+ * of milliseconds before: no RTT of the link.  That sample is dropped, so
+ * the ACK that ends the stall finds srtt and the RTO where they were (taken,
+ * it put srtt at ~8 ms over a link of a few microseconds; after a 5 s engine
+ * stop a dataplane's srtt read 219 ms and its RTO stayed at rto_max). */
+static void test_stall_is_no_rtt_sample(void **state)
+{
+	(void)state;
+	struct setup s = { .dead_ns = 400000000 };
+	struct harness *hs = harness_new(&s);
+	const uint64_t silent_ns = 80000000, rto_min_ns = 200000;
+	struct sl_tp_flow_info fi;
+	uint64_t start;
+
+	send_msg(&hs->a, 6);
+	run_to_completion(hs);
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fi), 0);
+	assert_true(fi.srtt_ns < rto_min_ns);
+	uint32_t una = fi.snd_una;
+	send_msg(&hs->a, 7); /* 3 windows */
+	for (start = hs->clock.ns; hs->clock.ns < start + silent_ns; hs->clock.ns += STEP_NS)
+		sl_tp_poll(hs->a.tp); /* b's engine stopped */
+	assert_true(sl_tp_get_stats(hs->a.tp)->retx_rto >= 5);
+	while (sl_tp_flow_info(hs->a.tp, NODE_B, &fi) == 0 && fi.snd_una == una)
+		round_once(hs);
+	if (fi.srtt_ns >= rto_min_ns || fi.rto_ns != rto_min_ns)
+		fail_msg("after a %llu ms stall: srtt %llu us, rto %llu us, want srtt under and rto at rto_min "
+			 "(%llu us)", (unsigned long long)(silent_ns / 1000000), (unsigned long long)(fi.srtt_ns / 1000),
+			 (unsigned long long)(fi.rto_ns / 1000), (unsigned long long)(rto_min_ns / 1000));
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
 /* A pass at a time its caller read (an embedded application's wait):
  * that time is the pass's, except one before the last pass's, as when
  * another thread's pass ran between the caller's read and its own: then
@@ -1515,6 +1550,7 @@ int main(void)
 		cmocka_unit_test(test_pass_timed_before_a_send_on_a_held_window),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
 		cmocka_unit_test(test_silent_peer_draws_one_rto_an_rto),
+		cmocka_unit_test(test_stall_is_no_rtt_sample),
 		cmocka_unit_test(test_late_acks_are_coalesced),
 		cmocka_unit_test(test_delayed_ack_comes_in_time),
 		cmocka_unit_test(test_flush_sends_delayed_acks),
