@@ -762,10 +762,12 @@ static void print_links(const struct dp_engine *e, const struct opts *o, struct 
 			continue;
 		fprintf(stderr, "sluiced %s: flow to node %u: in flight %u (held %u), credit %u, paths alive %u of %u, "
 			"srtt %llu us, rto %llu us; PSNs out %#x-%#x, in order from it to %#x, "
-			"its last DATA %s, last ACK %s\n", name, n, fi.in_flight, fi.held, fi.credit,
+			"its last DATA %s, last ACK %s; RTO retransmissions %u, its ACKs that retired nothing "
+			"with packets out %u, its DATA that came twice %u\n", name, n, fi.in_flight, fi.held, fi.credit,
 			fi.paths_alive, fi.paths, (unsigned long long)fi.srtt_ns / 1000,
 			(unsigned long long)fi.rto_ns / 1000, fi.snd_una, fi.snd_nxt, fi.rcv_cum,
-			ago(data, sizeof(data), fi.data_ago_ns), ago(ack, sizeof(ack), fi.ack_ago_ns));
+			ago(data, sizeof(data), fi.data_ago_ns), ago(ack, sizeof(ack), fi.ack_ago_ns),
+			fi.rto_retx, fi.acks_idle, fi.dup_rx);
 	}
 }
 

@@ -331,7 +331,8 @@ int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_inf
 					 .paths_alive = f->n_alive,
 					 .snd_una = f->snd_una, .snd_nxt = f->snd_nxt, .rcv_cum = f->rcv_cum,
 					 .data_ago_ns = f->rcv_last_ns ? tp->now_ns - f->rcv_last_ns : 0,
-					 .ack_ago_ns = f->ack_last_ns ? tp->now_ns - f->ack_last_ns : 0 };
+					 .ack_ago_ns = f->ack_last_ns ? tp->now_ns - f->ack_last_ns : 0,
+					 .rto_retx = f->rto_retx, .acks_idle = f->acks_idle, .dup_rx = f->dup_rx };
 	return 0;
 }
 

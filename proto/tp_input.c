@@ -134,6 +134,7 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 		/* even a duplicate is answered: the ACK that retires it may have been lost */
 		ack_owed(tp, f, h, port_idx, false, false);
 		tp->stats.rx_dup++;
+		f->dup_rx++;
 		f->rcv_dup = true;
 		return;
 	}
@@ -243,6 +244,8 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	ack_apply(tp, f, ack, &r);
 	if (r.progress)
 		tp_on_progress(tp, f);
+	else if (una != f->snd_nxt)
+		f->acks_idle++;
 	uint64_t delay_ns = r.clean && ack->echo_path != SL_ECHO_NONE ? tp_rtt_sample(tp, f, ack->echo_ts) : 0;
 	tp_path_echo(tp, f, ack->echo_path, ack->echo_ts, delay_ns);
 	tp->stats.ack_ce += ack->ce != 0;

@@ -123,6 +123,9 @@ struct tp_flow {
 				    message to send is looked for after it (tp_output.c) */
 	uint32_t ack_seen;       /* newest ACK number from the peer: an ACK sent before it
 				    brings no credit or hold state (wire.h) */
+	uint32_t rto_retx;       /* RTO retransmissions to the peer, */
+	uint32_t acks_idle;      /* its ACKs that retired nothing while packets were out, */
+	uint32_t dup_rx;         /* and DATA from it applied before (a hung flow's post-mortem) */
 
 	/* receiver: PSNs before rcv_cum are applied; rcv_map marks those in
 	 * [rcv_cum, rcv_cum + SL_MAX_WINDOW), bit psn % SL_MAX_WINDOW */

@@ -137,6 +137,7 @@ static uint32_t rto_scan(struct sl_tp *tp, struct tp_flow *f)
 		break;
 	}
 	if (n) {
+		f->rto_retx++;
 		f->rto_fired_ns = tp->now_ns;
 		if (tp->cfg.cc)
 			tp->cfg.cc->on_timeout(&f->cc, tp->now_ns);

@@ -245,6 +245,10 @@ struct sl_tp_flow_info {
 	 * (rcv_cum), and how long ago its last DATA and ACK came (0: never) */
 	uint32_t snd_una, snd_nxt, rcv_cum;
 	uint64_t data_ago_ns, ack_ago_ns;
+	/* whether its ACKs moved the oldest PSN: RTO retransmissions to it, its
+	 * ACKs that retired nothing while packets were out, and its DATA that
+	 * arrived twice (the engine's counters sum over every peer) */
+	uint32_t rto_retx, acks_idle, dup_rx;
 };
 /* 0, or -1 when there is no flow to node. */
 int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_info *out);

@@ -1077,6 +1077,59 @@ static void test_stall_is_no_rtt_sample(void **state)
 	harness_free(hs);
 }
 
+/* A flow's own post-mortem counters say whether its peer's ACKs moved it
+ * (session 31 could not tell from the engine's, summed over 11 peers,
+ * whether node 10's 35 duplicates were node 9's 41 RTO retransmissions).
+ * b gets a's packets but the first, then one of them again: its ACK of the
+ * copy retires nothing while the first is out, and b counts the copy.  Then
+ * b's engine stops, and a's RTO retransmissions are the flow's. */
+static void test_flow_counts_what_its_peer_acknowledged(void **state)
+{
+	(void)state;
+	struct setup s = { .dead_ns = 400000000 };
+	struct harness *hs = harness_new(&s);
+	struct sl_pkt pkts[DEPTH];
+	uint8_t again[MAX_FRAME];
+	struct sl_tp_flow_info fa, fb;
+	uint64_t start;
+
+	send_msg(&hs->a, 6);
+	sl_tp_poll(hs->a.tp);
+	uint16_t n = hs->pb->ops->rx_burst(hs->pb, pkts, DEPTH);
+	assert_true(n >= 3);
+	uint32_t again_len = pkts[1].len;
+	memcpy(again, pkts[1].data, again_len);
+	for (uint16_t i = 1; i < n; i++)
+		inject(hs->pa, pkts[i].data, pkts[i].len);
+	hs->pb->ops->free(hs->pb, pkts, n);
+	sl_tp_poll(hs->b.tp); /* SACKs all but the first */
+	sl_tp_poll(hs->a.tp);
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fa), 0);
+	assert_int_equal(fa.acks_idle, 0);
+	uint32_t first = fa.snd_una;
+	n = hs->pb->ops->rx_burst(hs->pb, pkts, DEPTH); /* whatever a resent: lost */
+	hs->pb->ops->free(hs->pb, pkts, n);
+	inject(hs->pa, again, again_len);
+	sl_tp_poll(hs->b.tp);
+	sl_tp_poll(hs->a.tp);
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fa), 0);
+	assert_int_equal(sl_tp_flow_info(hs->b.tp, NODE_A, &fb), 0);
+	assert_int_equal(fa.snd_una, first); /* the first is still out */
+	if (fa.acks_idle != 1 || fb.dup_rx != 1)
+		fail_msg("a copy b had: a counts %u ACKs that retired nothing, b %u copies, want 1 and 1",
+			 fa.acks_idle, fb.dup_rx);
+	run_to_completion(hs);
+	send_msg(&hs->a, 7);
+	for (start = hs->clock.ns; hs->clock.ns < start + 20000000; hs->clock.ns += STEP_NS)
+		sl_tp_poll(hs->a.tp); /* b's engine stopped */
+	assert_int_equal(sl_tp_flow_info(hs->a.tp, NODE_B, &fa), 0);
+	assert_true(fa.rto_retx > 0);
+	assert_int_equal(fa.rto_retx, sl_tp_get_stats(hs->a.tp)->retx_rto);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
 /* A pass at a time its caller read (an embedded application's wait):
  * that time is the pass's, except one before the last pass's, as when
  * another thread's pass ran between the caller's read and its own: then
@@ -1551,6 +1604,7 @@ int main(void)
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
 		cmocka_unit_test(test_silent_peer_draws_one_rto_an_rto),
 		cmocka_unit_test(test_stall_is_no_rtt_sample),
+		cmocka_unit_test(test_flow_counts_what_its_peer_acknowledged),
 		cmocka_unit_test(test_late_acks_are_coalesced),
 		cmocka_unit_test(test_delayed_ack_comes_in_time),
 		cmocka_unit_test(test_flush_sends_delayed_acks),
