@@ -813,15 +813,18 @@ static void local_refused(struct dp_engine *e, struct dp_coll *k, const struct s
 }
 
 /* A chunk k sends to its own rank: applied here, packet by packet, as if it
- * had arrived; gated, posted as one piece of work (the source is the
- * collective's own memory, which stays put).  False when the reducer has no
- * room yet. */
-static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_send *s)
+ * had arrived, up to most bytes (whole packets, at least one), the rest on
+ * a later call; gated, posted whole as one piece of work (the source is
+ * the collective's own memory, which stays put).  *done: the bytes applied.
+ * False when the reducer has no room yet. */
+static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_send *s, uint64_t most,
+			uint64_t *done)
 {
 	uint64_t o = 0;
 	bool chunk_done = false;
 	struct sl_action first, act;
 
+	*done = s->len; /* a refused transfer fails the call: nothing of it is left */
 	if (k->gdev && !dp_async_room(k, s->len, false))
 		return false;
 	do {
@@ -842,7 +845,7 @@ static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_
 			}
 		}
 		o += len;
-	} while (o < s->len);
+	} while (o < s->len && (k->gdev || o < most));
 	if (k->gdev) {
 		/* a send is one chunk of its reception, so the last packet completed it */
 		if (dp_async_post(e, k, &first, k->buf[s->buf] + s->off, s->len, false) == 0 && act.chunk_full)
@@ -851,6 +854,7 @@ static bool apply_local(struct dp_engine *e, struct dp_coll *k, const struct sl_
 	}
 	if (chunk_done)
 		retry_deferred(e, k);
+	*done = o;
 	return true;
 }
 
@@ -1506,15 +1510,31 @@ static bool acks_may_wait(const struct dp_engine *e, const struct dp_coll *k)
 	return !k->gdev && small_call(k) && !sends_acked(e, k);
 }
 
+/* The bytes of k's local transfers a pass may apply.  While a copying
+ * call's sends are with the transport, a slice: the transport puts
+ * TP_FLOW_BURST packets a flow on the wire a poll, and a 2-rank broadcast
+ * root copied its whole own block between its first and second bursts
+ * while the leaf, its first burst landed, waited (perf/ALGORITHMS.md,
+ * big32).  A reduction's own contribution is not sliced: receptions wait
+ * for it in the reduction order. */
+static uint64_t local_budget(const struct dp_engine *e, const struct dp_coll *k)
+{
+	bool sending = k->msgs_unacked || k->msgs_sent < k->msgs_used;
+
+	return sending && !sl_coll_reduces(k->cmd.opcode) && DP_LOCAL_BESIDE_SENDS < e->local_per_pass
+		       ? DP_LOCAL_BESIDE_SENDS : e->local_per_pass;
+}
+
 /* Copies more of k's in-place input (host) or, once it is copied, hands k's
  * ready sends to the transport and, with locals, applies its local ones, up
- * to e->local_per_pass bytes of both (dp.h DP_LOCAL_PER_PASS); without, the
- * first local one stops it.  Returns the local chunks applied, plus one for
- * a piece of the copy (work). */
+ * to e->local_per_pass bytes of both (dp.h DP_LOCAL_PER_PASS; of the local
+ * ones, local_budget's); without, the first local one stops it.  Returns
+ * the local chunks (or pieces of one) applied, plus one for a piece of the
+ * copy (work). */
 static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k, bool locals)
 {
 	struct dp_comm *comm = k->comm;
-	uint64_t local = 0;
+	uint64_t local = 0, budget = local_budget(e, k);
 	uint32_t applied = 0;
 
 	if (k->snapping && !k->gdev) {
@@ -1538,10 +1558,17 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k, bool locals)
 			break;
 		k->holding = true; /* until it is taken: the reducer or the stager may be full */
 		if (s->peer == comm->rank) {
-			if (!locals || local >= e->local_per_pass || !apply_local(e, k, s))
+			uint64_t done;
+			if (!locals || local >= budget || !apply_local(e, k, s, budget - local, &done))
 				break;
-			local += s->len;
+			local += done;
 			applied++;
+			if (done < s->len) { /* the rest on a later pass */
+				k->held.off += done;
+				k->held.xoff += done;
+				k->held.len -= done;
+				break;
+			}
 			k->holding = false;
 			continue;
 		}

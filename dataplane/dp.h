@@ -121,6 +121,8 @@
  * stall watch named it).  16 MiB (a few ms) leaves every call of up
  * to 32 MiB a rank's block as it was (perf/ALGORITHMS.md, edge25). */
 #define DP_LOCAL_PER_PASS (16ull << 20)
+/* ... and while a copying call's sends are out (coll_run.c local_budget). */
+#define DP_LOCAL_BESIDE_SENDS (256ull << 10)
 #define DP_LINGER_MAX 256
 #define DP_LINGER_ONE_MAX 2048
 #define DP_LINGER_BYTES (4u << 20)

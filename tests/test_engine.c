@@ -3412,6 +3412,54 @@ static void test_first_sends_leave_before_the_own_block(void **state)
 	teardown_cluster();
 }
 
+/* While a call's sends are out, its own block is copied a slice a pass
+ * (DP_LOCAL_BESIDE_SENDS), so the transport's next burst leaves after a
+ * slice, not after the whole block: a 2-rank 1 MiB broadcast root copied
+ * its block between its first and second bursts while the leaf waited
+ * (perf/ALGORITHMS.md, big32).  The posting pass's poll sends the first
+ * burst; the next pass's poll sends the second, after one walk's copy. */
+static void test_own_block_sliced_between_bursts(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	struct sl_port_ops ops;
+	struct sl_cpl cpl[MAXN];
+	const uint64_t count = 1 << 18; /* 1 MiB: 1024 packets, bursts of TP_FLOW_BURST */
+	(void)state;
+
+	setup_cluster(2, &none, 5ull * 1000000000);
+	first_tx.ops = ports[0][1]->ops;
+	first_tx.count = count;
+	ops = *first_tx.ops;
+	ops.tx_burst = first_tx_burst;
+	ports[0][1]->ops = &ops;
+	for (unsigned r = 0; r < 2; r++) {
+		for (uint64_t i = 0; i < count; i++)
+			((int32_t *)nodes[r].send)[i] = in_val(0, i);
+		memset(nodes[r].recv, 0xee, buf_bytes);
+	}
+	post_cmd(&nodes[0], 1, SL_OP_BROADCAST, count, 0, SL_ALGO_ID_DIRECT);
+	first_tx.landed = 0; /* not UINT64_MAX: the first burst is not looked at */
+	dp_engine_poll(&nodes[0].e);
+	first_tx.landed = UINT64_MAX;
+	dp_engine_poll(&nodes[0].e);
+	if (first_tx.landed == UINT64_MAX)
+		fail_msg("node 0's broadcast sent no second burst in its second pass");
+	if (first_tx.landed * 4 > DP_LOCAL_BESIDE_SENDS)
+		fail_msg("node 0's second burst left after %llu of its own block's %llu elements were copied: "
+			 "want at most a slice (%llu bytes) while its sends are out", (unsigned long long)first_tx.landed,
+			 (unsigned long long)count, (unsigned long long)DP_LOCAL_BESIDE_SENDS);
+	post_cmd(&nodes[1], 1, SL_OP_BROADCAST, count, 0, SL_ALGO_ID_DIRECT);
+	wait_all(cpl, 50000000);
+	ports[0][1]->ops = first_tx.ops;
+	for (unsigned r = 0; r < 2; r++) {
+		assert_int_equal(cpl[r].status, SLUICE_OK);
+		for (uint64_t i = 0; i < count; i++)
+			if (((int32_t *)nodes[r].recv)[i] != in_val(0, i))
+				fail_msg("rank %u: element %llu of the broadcast is wrong", r, (unsigned long long)i);
+	}
+	teardown_cluster();
+}
+
 /* Node i's running call on communicator 0. */
 static const struct dp_coll *running_call(unsigned i)
 {
@@ -4399,6 +4447,7 @@ int main(void)
 		cmocka_unit_test(test_small_call_leaves_the_big_calls_buffer),
 		cmocka_unit_test(test_own_block_applied_a_piece_a_pass),
 		cmocka_unit_test(test_first_sends_leave_before_the_own_block),
+		cmocka_unit_test(test_own_block_sliced_between_bursts),
 		cmocka_unit_test(test_in_place_copy_taken_a_piece_a_pass),
 		cmocka_unit_test(test_in_place_all_to_all_runs_on_its_input),
 		cmocka_unit_test(test_in_place_pairwise_runs_on_its_input),
