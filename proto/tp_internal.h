@@ -14,6 +14,10 @@
 
 #define TP_RX_BURST 32       /* frames taken from a port per poll */
 #define TP_TXQ_LEN 64        /* frames staged per port before tx_burst */
+/* ... or bytes: a receiver starts on a burst only once it is handed over,
+ * and 32 frames of 16 KiB staged whole put the sender's copy of them and
+ * the receiver's one after the other (perf/ALGORITHMS.md, big32). */
+#define TP_TXQ_BYTES (64u << 10)
 #define TP_FLOW_BURST 32     /* new DATA packets per flow per poll, for fairness */
 #define TP_SCAN_NS 20000     /* timers are scanned at most this often */
 #define TP_DUPTHRESH 3       /* SACKed PSNs above a hole that trigger fast retransmit */
@@ -159,6 +163,7 @@ struct tp_txq {
 	struct sl_pkt pkts[TP_TXQ_LEN];
 	struct sl_addr src;      /* frames' source here: built once, at sl_tp_add_port, not a frame */
 	uint16_t n;
+	uint32_t bytes;          /* the staged frames' */
 	bool no_buf;             /* alloc failed during this poll: stop asking */
 	uint64_t full_ns;        /* when the port last refused frames (tp_timer.c) */
 };

@@ -24,6 +24,9 @@ void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx)
 	if (q->n)
 		q->full_ns = tp->now_ns;
 	memmove(q->pkts, q->pkts + sent, q->n * sizeof(q->pkts[0]));
+	q->bytes = 0;
+	for (uint16_t i = 0; i < q->n; i++)
+		q->bytes += q->pkts[i].len;
 }
 
 void tp_txq_drop_all(struct sl_tp *tp)
@@ -33,6 +36,7 @@ void tp_txq_drop_all(struct sl_tp *tp)
 		if (q->n)
 			tp->ports[i]->ops->free(tp->ports[i], q->pkts, q->n);
 		q->n = 0;
+		q->bytes = 0;
 	}
 }
 
@@ -43,7 +47,7 @@ static struct sl_pkt *txq_reserve(struct sl_tp *tp, uint16_t port_idx)
 	struct tp_txq *q = &tp->txq[port_idx];
 	struct sl_port *port = tp->ports[port_idx];
 
-	if (q->n == TP_TXQ_LEN)
+	if (q->n == TP_TXQ_LEN || q->bytes >= TP_TXQ_BYTES)
 		tp_txq_flush(tp, port_idx);
 	if (q->n == TP_TXQ_LEN || q->no_buf)
 		return NULL;
@@ -70,6 +74,7 @@ static bool txq_commit(struct sl_tp *tp, uint16_t port_idx, const struct sl_addr
 		return false;
 	}
 	tp->txq[port_idx].n++;
+	tp->txq[port_idx].bytes += p->len;
 	return true;
 }
 

@@ -16,6 +16,7 @@
 
 #include "fault_port.h"
 #include "memport.h"
+#include "tp_internal.h"
 #include "transport.h"
 
 #define P 256                /* payload per packet */
@@ -1476,6 +1477,86 @@ static void test_frame_source(void **state)
 	harness_free(hs);
 }
 
+/* The most frames one tx_burst was handed (big_tx_burst wraps a port's). */
+static struct {
+	const struct sl_port_ops *ops;
+	uint16_t most;
+} handed;
+
+static uint16_t big_tx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
+{
+	if (n > handed.most)
+		handed.most = n;
+	return handed.ops->tx_burst(port, pkts, n);
+}
+
+static enum sl_deliver_result take_all(void *arg, const struct sl_hdr *h, const uint8_t *payload)
+{
+	(void)arg, (void)h, (void)payload;
+	return SL_DELIVER_DONE;
+}
+
+static void no_ack(void *arg, struct sl_tp_msg *m)
+{
+	(void)arg, (void)m;
+}
+
+static void no_death(void *arg, uint16_t node)
+{
+	(void)arg, (void)node;
+}
+
+/* A poll's burst of large frames goes to the port TP_TXQ_BYTES at a time,
+ * not whole at the poll's end: the receiver copies the first frames out
+ * while the sender builds the next.  Staged whole, a 2-rank 512 KiB
+ * broadcast's 32 frames of 16 KiB were built, then copied out, one after
+ * the other (perf/ALGORITHMS.md, big32). */
+static void test_large_frames_handed_over_early(void **state)
+{
+	enum { PAYLOAD = 8192, FRAMES = 32 };
+	const uint32_t frame = PAYLOAD + SL_FRAME_OVERHEAD + 16;
+	struct fake_clock fc = { 1000000 };
+	struct sl_clock clock = { fake_now, &fc };
+	struct sl_tp_callbacks cb = { take_all, no_ack, no_death, NULL };
+	struct sl_port *pa, *pb, wrapped;
+	struct sl_port_ops ops;
+	struct sl_memport_faults none = { 0 };
+	struct sl_tp_config cfg;
+	struct sl_tp *tp[2];
+	struct sl_addr addr;
+	static uint8_t src[PAYLOAD * FRAMES];
+	struct sl_tp_msg m = { .dst_node = NODE_B, .src = src,
+			       .hdr = { .comm = COMM, .seq = 1, .step = 3, .kind = 1, .count = sizeof(src),
+					.len = sizeof(src) } };
+	(void)state;
+
+	assert_int_equal(sl_memport_pair(&pa, &pb, frame, 2 * FRAMES, &none), 0);
+	handed.ops = pa->ops;
+	handed.most = 0;
+	ops = *pa->ops;
+	ops.tx_burst = big_tx_burst;
+	wrapped = *pa;
+	wrapped.ops = &ops;
+	for (int i = 0; i < 2; i++) {
+		sl_tp_config_default(&cfg, i ? NODE_B : NODE_A, frame);
+		cfg.payload = PAYLOAD;
+		assert_non_null(tp[i] = sl_tp_create(&cfg, &clock, &cb));
+		assert_int_equal(sl_tp_add_port(tp[i], i ? pb : &wrapped), 0);
+		sl_addr_for_node(i ? NODE_A : NODE_B, &addr);
+		assert_int_equal(sl_tp_add_route(tp[i], i ? NODE_A : NODE_B, 0, &addr), 0);
+	}
+	assert_int_equal(sl_tp_send(tp[0], &m), 0);
+	sl_tp_poll(tp[0]);
+	assert_int_equal(sl_tp_get_stats(tp[0])->data_tx, FRAMES);
+	if (handed.most > TP_TXQ_BYTES / PAYLOAD + 1)
+		fail_msg("one tx_burst was handed %u frames of %u bytes: want at most %u bytes' worth at a time",
+			 handed.most, PAYLOAD, TP_TXQ_BYTES);
+	sl_tp_poll(tp[1]); /* takes the frames in */
+	sl_tp_destroy(tp[0]);
+	sl_tp_destroy(tp[1]);
+	sl_memport_pair_free(pa, pb);
+}
+
 static uint32_t frame_from(uint8_t *buf, uint16_t src_node, uint16_t dst_node, uint8_t version,
 			   bool crc)
 {
@@ -1613,6 +1694,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_queued),
 		cmocka_unit_test(test_foreign_and_malformed),
 		cmocka_unit_test(test_frame_source),
+		cmocka_unit_test(test_large_frames_handed_over_early),
 		cmocka_unit_test(test_flows_with_work_in_turn),
 	};
 	return cmocka_run_group_tests(tests, setup_layout, NULL);
