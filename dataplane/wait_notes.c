@@ -352,7 +352,13 @@ static void ping_waited(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		return;
 	k->pinged_ns = now;
 	peer = dp_coll_waited_rank(k, waiting, sizeof(waiting));
-	if (peer >= 0 && k->comm->node[peer] != e->node && !sl_tp_node_silent_ns(e->tp, k->comm->node[peer]))
+	if (peer >= 0)
+		dp_ping(e, k, peer);
+}
+
+void dp_ping(struct dp_engine *e, const struct dp_coll *k, int peer)
+{
+	if (k->comm->node[peer] != e->node && !sl_tp_node_silent_ns(e->tp, k->comm->node[peer]))
 		dp_notices_send(e, k->comm, peer, (struct sl_hdr){ .seq = k->seq, .step = NOTICE_PING }, "");
 }
 

@@ -24,6 +24,11 @@ void dp_wait_note_came(struct dp_engine *e, struct dp_comm *comm, int src, const
  * eighth, while that rank has nothing unacknowledged. */
 void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now);
 
+/* Asks peer (a rank k waits for, on another dataplane) whether it is
+ * there: a ping, which its transport acknowledges, unless something sent
+ * to it waits for an acknowledgement already (that one asks). */
+void dp_ping(struct dp_engine *e, const struct dp_coll *k, int peer);
+
 /* k has waited a timeout, for peer (-1: no one rank): true, with the
  * sentence in why, if the notes show a cycle of waits that k is part of or
  * waits on (SLUICE_ERR_MISMATCH, not a timeout).  *also: another

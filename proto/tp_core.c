@@ -183,6 +183,15 @@ uint64_t sl_tp_node_silent_ns(const struct sl_tp *tp, uint16_t node)
 	return tp->now_ns > heard ? tp->now_ns - heard : 1; /* never 0 while something waits */
 }
 
+uint64_t sl_tp_node_heard_ns(const struct sl_tp *tp, uint16_t node)
+{
+	const struct tp_flow *f = flow_of(tp, node);
+
+	if (!f)
+		return 0;
+	return f->rcv_last_ns > f->ack_last_ns ? f->rcv_last_ns : f->ack_last_ns;
+}
+
 int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m)
 {
 	struct tp_flow *f = flow_of(tp, m->dst_node);

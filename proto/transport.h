@@ -169,6 +169,9 @@ bool sl_tp_node_alive(const struct sl_tp *tp, uint16_t node);
  * while what was sent to it waits (1 at least); 0 while nothing waits on
  * it, or it has no flow.  A caller whose own timeout is shorter names a silent peer by it. */
 uint64_t sl_tp_node_silent_ns(const struct sl_tp *tp, uint16_t node);
+/* When anything (DATA or an ACK) last came from node, on the transport's
+ * clock; 0 if nothing ever has, or it has no flow. */
+uint64_t sl_tp_node_heard_ns(const struct sl_tp *tp, uint16_t node);
 
 /* Queue m.  -1 when the node is unknown or dead. */
 int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m);

@@ -27,6 +27,11 @@
  * rank 0's block.  Rank 0's call must fail at S naming rank 1 as gone
  * ("stopped answering"): its flow was idle, and the transport declares a
  * peer dead only on unacknowledged data, at the dataplane's timeout.
+ *
+ * --late-dead-peer S: the same, but rank 1 ends 0.88 S into the call, after
+ * answering the pings rank 0's stalled call sent it until then: not silent
+ * for a quarter of S by the timeout, it was named only as the rank waited
+ * for ("made no progress ... (waiting for rank 1)").
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -106,7 +111,7 @@ static int run_client_timeout(sluice_ctx_t *ctx, sluice_comm_t *comm, double cli
 	return 0;
 }
 
-static int run_dead_peer(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s, double dataplane_s)
+static int run_dead_peer(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s, double dataplane_s, double dies_at)
 {
 	sluice_req_t *req;
 	float *buf;
@@ -118,7 +123,7 @@ static int run_dead_peer(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s
 		/* gone in the middle of the call rank 0 waits in, after acknowledging
 		 * its block: nothing runs, as for a kill (its embedded dataplane's
 		 * threads end with it), but sluice-run sees rank 0's status */
-		usleep((useconds_t)(0.4 * client_s * 1e6));
+		usleep((useconds_t)(dies_at * client_s * 1e6));
 		_exit(0);
 	}
 	const char *why;
@@ -155,8 +160,9 @@ int main(int argc, char **argv)
 	float *buf;
 	int nranks;
 
-	bool dead = argc == 3 && !strcmp(argv[1], "--dead-peer");
-	if (argc == 3 && (dead || !strcmp(argv[1], "--client-timeout"))) {
+	/* where in the call rank 1 dies, as a fraction of the client's timeout (0: it does not) */
+	double dies_at = argc != 3 ? 0 : !strcmp(argv[1], "--dead-peer") ? 0.4 : !strcmp(argv[1], "--late-dead-peer") ? 0.88 : 0;
+	if (argc == 3 && (dies_at || !strcmp(argv[1], "--client-timeout"))) {
 		client_s = atof(argv[2]);
 		if (client_s < 1 || client_s >= timeout_s) {
 			fprintf(stderr, "it_late_reason: --client-timeout takes whole seconds below the dataplanes' "
@@ -165,7 +171,7 @@ int main(int argc, char **argv)
 		}
 		setenv("SLUICE_TIMEOUT", argv[2], 1); /* this rank's libsluice's, not its dataplane's */
 	} else if (argc > 1 + destroy) {
-		fprintf(stderr, "usage: it_late_reason [--destroy | --client-timeout S | --dead-peer S]\n");
+		fprintf(stderr, "usage: it_late_reason [--destroy | --client-timeout S | --dead-peer S | --late-dead-peer S]\n");
 		return 2;
 	}
 	int want = destroy || client_s ? 2 : 3;
@@ -181,8 +187,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "it_late_reason: runs on %d ranks, not %d\n", want, nranks);
 		return 2;
 	}
-	if (dead)
-		return run_dead_peer(ctx, comm, client_s, timeout_s);
+	if (dies_at)
+		return run_dead_peer(ctx, comm, client_s, timeout_s, dies_at);
 	if (client_s)
 		return run_client_timeout(ctx, comm, client_s, timeout_s);
 	if (destroy)

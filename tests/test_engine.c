@@ -2957,11 +2957,15 @@ static void run_until(uint64_t until_ns)
 		poll_all();
 }
 
-/* Node 1's lingering calls all end by deadline_ns, its communicator failed
- * for rank 2, and its next call says so. */
+/* Node 1's lingering calls all end by deadline_ns (and the quarter of a
+ * timeout its verdict may wait for rank 2's answer: coll_timeout.c
+ * verdict; node 2, which holds the window, answers at its probes), its
+ * communicator failed for rank 2, and its next call says so. */
 static void lingering_end_naming_rank_2(uint64_t deadline_ns)
 {
 	struct sl_cpl cpl;
+
+	deadline_ns += LINGER_T_NS / 4;
 
 	for (uint64_t give_up = deadline_ns + LINGER_T_NS; nodes[1].e.lingering && engine_now(1) < give_up;)
 		poll_all();
@@ -3099,6 +3103,29 @@ static void test_dead_peer(void **state)
 			fail_msg("the timeout does not name a rank: %s", cpl[i].msg);
 	}
 	teardown_cluster();
+}
+
+/* Node 0 waits in a recv from node 1, which answers its pings until 0.9
+ * of the timeout and then dies (not polled any more): not silent for a
+ * quarter of it by the timeout, node 1 was named only as the rank waited
+ * for.  The timeout now waits for its answer (coll_timeout.c verdict) and
+ * names it as gone; a node 1 that lives on answers, and the timeout stays
+ * the plain one, naming it as the rank waited for, not as gone. */
+static void test_a_peer_dead_late_in_the_stall_is_named(void **state)
+{
+	(void)state;
+
+	for (int dies = 0; dies < 2; dies++) {
+		setup_stepped(2);
+		post_p2p(1, 0, true, 0);
+		poll_engine_ms(CYCLE_TIMEOUT_NS / 1000000 * 9 / 10);
+		nodes[1].dead = dies;
+		if (dies)
+			expect_status_saying(0, SLUICE_ERR_TIMEOUT, "rank 1 (dataplane node 1) stopped answering");
+		else
+			expect_status_saying(0, SLUICE_ERR_TIMEOUT, "made no progress for 0.3 s (waiting for rank 1)");
+		teardown_cluster();
+	}
 }
 
 /* Node 1's client leaves with its communicator not destroyed: its
@@ -4439,6 +4466,7 @@ int main(void)
 		cmocka_unit_test(test_early_packets_need_no_second_copy),
 		cmocka_unit_test(test_replayed_packets_are_forwarded_in_the_posting_pass),
 		cmocka_unit_test(test_dead_peer),
+		cmocka_unit_test(test_a_peer_dead_late_in_the_stall_is_named),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_end_when_a_peer_dies),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_time_out),
 		cmocka_unit_test(test_a_call_acknowledged_piecemeal_holds_back_no_timeout),
