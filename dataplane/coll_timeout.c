@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <sluice/errmsg.h>
 #include <sluice/sluice.h>
@@ -16,6 +17,7 @@
 #include "coll_timeout.h"
 #include "coll_wire.h"
 #include "comm_fail.h"
+#include "wait_chain.h"
 #include "wait_notes.h"
 
 void dp_silent_peer_sentence(char *why, size_t size, int r, uint16_t node, const char *silence, uint64_t silent_ns)
@@ -24,13 +26,25 @@ void dp_silent_peer_sentence(char *why, size_t size, int r, uint16_t node, const
 			 "crashed, or its dataplane stopped", r, node, silence, (double)silent_ns / 1e9);
 }
 
-/* The rank whose acknowledgement k's first unacknowledged send waits for, or -1. */
-static int acks_owed_by(const struct dp_coll *k)
+/* The ranks named in a wait for acknowledgements; the rest are counted. */
+#define OWED_NAMED 8
+
+/* The ranks whose acknowledgements k's sends (queued, or out and not
+ * acknowledged) wait for, in owes (a bit a rank); the first such send's
+ * rank, or -1. */
+static int acks_owed(const struct dp_coll *k, uint64_t owes[SL_MAX_RANKS / 64])
 {
-	for (uint32_t i = 0; i < k->msgs_sent; i++)
-		if (k->msgs[i].queued || k->msgs[i].unacked)
-			return rank_of_node(k->comm, k->msgs[i].dst_node);
-	return -1;
+	int first = -1;
+
+	memset(owes, 0, SL_MAX_RANKS / 8);
+	for (uint32_t i = 0; i < k->msgs_sent; i++) {
+		int r = rank_of_node(k->comm, k->msgs[i].dst_node);
+		if ((k->msgs[i].queued || k->msgs[i].unacked) && r >= 0) {
+			owes[r / 64] |= 1ull << (r % 64);
+			first = first < 0 ? r : first;
+		}
+	}
+	return first;
 }
 
 /* What a park has to do with k's wait, in cause (else ""): a receiver
@@ -66,14 +80,20 @@ static void park_cause(const struct dp_engine *e, const struct dp_coll *k, int p
 
 int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size)
 {
+	uint64_t owes[SL_MAX_RANKS / 64];
+	char ranks[96];
 	int peer;
 
-	if ((peer = sl_sched_waiting_on(&k->sched)) >= 0)
+	if ((peer = sl_sched_waiting_on(&k->sched)) >= 0) {
 		snprintf(waiting, size, "for rank %d", peer);
-	else if ((peer = acks_owed_by(k)) >= 0)
-		snprintf(waiting, size, "for rank %d to acknowledge", peer);
-	else
+	} else if ((peer = acks_owed(k, owes)) >= 0) {
+		/* every rank that owes them: a root whose sends several ranks
+		 * held back (none had posted the call) named the first alone */
+		dp_rank_list(ranks, sizeof(ranks), owes, k->comm->nranks, OWED_NAMED);
+		snprintf(waiting, size, "for %s to acknowledge", ranks);
+	} else {
 		snprintf(waiting, size, "for acknowledgements");
+	}
 	return peer;
 }
 
@@ -183,7 +203,7 @@ void dp_coll_check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	struct dp_comm *also;
 	uint64_t heard;
 	int peer;
-	char waiting[64], cause[320] = "", why[SL_ERRMSG_LEN];
+	char waiting[128], cause[320] = "", why[SL_ERRMSG_LEN];
 
 	/* local transfers in this pass may have made progress after `now` was read */
 	if (k->status != SLUICE_OK || now < k->last_progress_ns || now - k->last_progress_ns < dp_comm_timeout(e, comm))

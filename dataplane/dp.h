@@ -653,7 +653,9 @@ void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uin
 		  ...) __attribute__((format(printf, 5, 6)));
 
 /* coll_timeout.c: why a posted call timed out */
-/* The rank k waits for (-1: none), and how, in waiting ("for rank 2"). */
+/* The rank k waits for (-1: none), and how, in waiting ("for rank 2"; for
+ * acknowledgements, every rank that owes them: "for ranks 2 and 3 to
+ * acknowledge"); the first of those. */
 int dp_coll_waited_rank(const struct dp_coll *k, char *waiting, size_t size);
 
 /* coll_async.c: gated collectives */

@@ -133,6 +133,29 @@ static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
 	va_end(ap);
 }
 
+void dp_rank_list(char *buf, size_t size, const uint64_t *set, uint32_t nranks, unsigned most)
+{
+	unsigned n = 0, named = 0;
+	size_t len = 0;
+
+	for (uint32_t r = 0; r < nranks; r++)
+		n += (unsigned)(set[r / 64] >> (r % 64) & 1);
+	*buf = 0;
+	append(buf, size, &len, "rank%s", n > 1 ? "s" : "");
+	for (uint32_t r = 0; r < nranks && named < most; r++) {
+		if (!(set[r / 64] >> (r % 64) & 1))
+			continue;
+		named++;
+		/* the last one named takes "and", unless a count of the rest follows */
+		const char *sep = named == 1 ? " " : named == n && n <= most ? " and " : ", ";
+		append(buf, size, &len, "%s%u", sep, r);
+	}
+	if (n > most)
+		append(buf, size, &len, " and %u more", n - most);
+	if (len >= size)
+		sl_errmsg_mark_cut(buf, size, (int)len);
+}
+
 /* Edge e's call as its rank waits in it ("recv #0 from rank 1", "barrier
  * #2 for rank 1"), and its communicator if name_comm. */
 static void wait_name(char *buf, size_t size, const struct dp_wait_edge *e, bool name_comm)

@@ -67,6 +67,12 @@ uint8_t dp_counter_op(uint8_t op);
  * from rank 1", "send #0 to rank 1", "allreduce #7". */
 void dp_call_name(char *buf, size_t size, uint8_t op, uint32_t seq, int with);
 
+/* The ranks in set (a bit a rank, of nranks) as a sentence names them:
+ * "rank 2", "ranks 2 and 5", "ranks 1, 2 and 4"; past the first `most`,
+ * a count ("ranks 1, 2, 3 and 7 more").  A timeout that waits on several
+ * ranks names each (it named the first alone). */
+void dp_rank_list(char *buf, size_t size, const uint64_t *set, uint32_t nranks, unsigned most);
+
 /* The sentence for a cycle of n waits, cycle[0] this rank's and
  * cycle[n - 1] the one waiting for it: every call and what each rank has
  * not posted, and what to do. */

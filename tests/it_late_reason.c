@@ -32,6 +32,12 @@
  * answering the pings rank 0's stalled call sent it until then: not silent
  * for a quarter of S by the timeout, it was named only as the rank waited
  * for ("made no progress ... (waiting for rank 1)").
+ *
+ * --unacked, 4 ranks: rank 0 broadcasts 32 MiB (past what a peer's stash
+ * takes of a call it has not posted), rank 1 takes part, ranks 2 and 3
+ * never post.  Rank 0's sends wait for both to acknowledge, and its
+ * timeout must name both; it named the first alone ("waiting for rank 2
+ * to acknowledge").
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -149,10 +155,48 @@ static int run_dead_peer(sluice_ctx_t *ctx, sluice_comm_t *comm, double client_s
 	return 0;
 }
 
+static int run_unacked(sluice_ctx_t *ctx, sluice_comm_t *comm, double timeout_s)
+{
+	size_t count = 8u << 20; /* floats: 32 MiB */
+	sluice_req_t *req;
+	float *buf;
+
+	CHECK(sluice_mem_alloc(ctx, count * sizeof(float), (void **)&buf));
+	if (rank >= 2) {
+		/* the ranks that never post: stay until rank 0 has failed */
+		usleep((useconds_t)(2 * timeout_s * 1e6));
+		sluice_comm_destroy(comm); /* fails: rank 0's abort notice */
+		sluice_mem_free(ctx, buf);
+		sluice_finalize(ctx);
+		printf("rank %d: never posted\n", rank);
+		return 0;
+	}
+	CHECK(sluice_broadcast(comm, buf, buf, count, SLUICE_FLOAT32, 0, &req));
+	sluice_result_t res = sluice_wait(req);
+	const char *why = sluice_last_error();
+
+	printf("rank %d: %s: %s\n", rank, sluice_get_error_string(res), why);
+	if (rank == 0 && (res != SLUICE_ERR_TIMEOUT || !strstr(why, "waiting for ranks 2 and 3 to acknowledge"))) {
+		fprintf(stderr, "rank 0: FAIL: want ranks 2 and 3 named as owing acknowledgements: %s\n", why);
+		return 1;
+	}
+	if (rank == 1 && res != SLUICE_OK) {
+		fprintf(stderr, "rank 1: FAIL: its broadcast from rank 0 failed: %s\n", why);
+		return 1;
+	}
+	if (rank == 1) /* alive while rank 0 waits: its closing word would end that wait */
+		usleep((useconds_t)(2 * timeout_s * 1e6));
+	sluice_comm_destroy(comm); /* rank 0's failed: its destroy says so */
+	CHECK(sluice_mem_free(ctx, buf));
+	CHECK(sluice_finalize(ctx));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *limit = getenv("SLUICE_TIMEOUT");
 	bool destroy = argc == 2 && !strcmp(argv[1], "--destroy");
+	bool unacked = argc == 2 && !strcmp(argv[1], "--unacked");
 	double timeout_s = limit ? atof(limit) : 0, client_s = 0;
 	sluice_ctx_t *ctx;
 	sluice_comm_t *comm;
@@ -170,12 +214,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		setenv("SLUICE_TIMEOUT", argv[2], 1); /* this rank's libsluice's, not its dataplane's */
-	} else if (argc > 1 + destroy) {
-		fprintf(stderr, "usage: it_late_reason [--destroy | --client-timeout S | --dead-peer S | --late-dead-peer S]\n");
+	} else if (argc > 1 + (destroy || unacked)) {
+		fprintf(stderr, "usage: it_late_reason [--destroy | --unacked | --client-timeout S | --dead-peer S | "
+			"--late-dead-peer S]\n");
 		return 2;
 	}
-	int want = destroy || client_s ? 2 : 3;
-	if (timeout_s <= (want == 2 ? 0 : 4) || timeout_s > 30) {
+	int want = unacked ? 4 : destroy || client_s ? 2 : 3;
+	if (timeout_s <= (want == 3 ? 4 : 0) || timeout_s > 30) {
 		fprintf(stderr, "it_late_reason: set SLUICE_TIMEOUT (seconds, above 4, at most 30; sluice-run --timeout)\n");
 		return 2;
 	}
@@ -193,6 +238,8 @@ int main(int argc, char **argv)
 		return run_client_timeout(ctx, comm, client_s, timeout_s);
 	if (destroy)
 		return run_destroy(ctx, comm, timeout_s);
+	if (unacked)
+		return run_unacked(ctx, comm, timeout_s);
 	CHECK(sluice_mem_alloc(ctx, 3 * COUNT * sizeof(float), (void **)&buf));
 	for (int i = 0; i < 3 * COUNT; i++)
 		buf[i] = (float)rank;

@@ -2,7 +2,7 @@
  * test_wait_chain.c: a stall note's chain of waits as text, and the
  * sentence of a cycle (dataplane/wait_chain.h): long chains round-trip,
  * cut or overlong ones are refused, and a long cycle's sentence still ends
- * in what to do.
+ * in what to do; a set of ranks as a sentence names them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -150,6 +150,41 @@ static void test_a_long_cycle_is_said_whole(void **state)
 		}
 }
 
+/* A wait on several ranks names each (up to `most`, then counts the rest),
+ * in rank order, with "and" before the last named. */
+static void test_ranks_are_listed(void **state)
+{
+	static const struct {
+		uint32_t ranks[12];
+		unsigned n, most;
+		const char *want;
+	} cases[] = {
+		{ { 2 }, 1, 8, "rank 2" },
+		{ { 2, 3 }, 2, 8, "ranks 2 and 3" },
+		{ { 5, 1, 4 }, 3, 8, "ranks 1, 4 and 5" },
+		{ { 0, 63, 64, 255 }, 4, 8, "ranks 0, 63, 64 and 255" },
+		{ { 1, 2, 3, 4, 5, 6, 7, 8 }, 8, 8, "ranks 1, 2, 3, 4, 5, 6, 7 and 8" },
+		{ { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 }, 11, 8, "ranks 1, 2, 3, 4, 5, 6, 7, 8 and 3 more" },
+		{ { 7, 9 }, 2, 1, "ranks 7 and 1 more" },
+	};
+	char buf[96];
+	(void)state;
+
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		uint64_t set[SL_MAX_RANKS / 64] = { 0 };
+		for (unsigned i = 0; i < cases[c].n; i++)
+			set[cases[c].ranks[i] / 64] |= 1ull << (cases[c].ranks[i] % 64);
+		dp_rank_list(buf, sizeof(buf), set, SL_MAX_RANKS, cases[c].most);
+		if (strcmp(buf, cases[c].want))
+			fail_msg("case %u: \"%s\", want \"%s\"", c, buf, cases[c].want);
+	}
+	/* 64 ranks of three digits do not fit: cut, and marked so */
+	uint64_t all[SL_MAX_RANKS / 64] = { 0, 0, UINT64_MAX, 0 };
+	dp_rank_list(buf, 40, all, SL_MAX_RANKS, 64);
+	if (strlen(buf) != 39 || !strstr(buf, "..."))
+		fail_msg("a list past its room: \"%s\"", buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -157,6 +192,7 @@ int main(void)
 		cmocka_unit_test(test_a_cut_or_overlong_chain_is_refused),
 		cmocka_unit_test(test_a_chain_past_the_payload_is_not_written),
 		cmocka_unit_test(test_a_long_cycle_is_said_whole),
+		cmocka_unit_test(test_ranks_are_listed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
