@@ -108,9 +108,14 @@ static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struc
 		stall_note(e, k, mine.waits_for, text);
 }
 
-/* The call of comm's client that chains are passed on along: the oldest
- * of its calls stalled (noted, dp_note_stall) that wait for one rank, or
- * NULL.  One call, not each: a rank whose every recv of a halo exchange
+/* The call of comm's client that chains are passed on along: of its
+ * calls stalled (noted, dp_note_stall) that wait for one rank, the one
+ * stalled longest (the first to time out; of those since their posts, the
+ * first posted), or NULL.  The first posted, before: a send held by a
+ * rank outside a cycle, posted first but acknowledged in part after the
+ * recv behind it was posted, took the chains away from the cycle through
+ * that recv, and its ranks timed out bare (it_mismatch --tail, "a cycle
+ * behind a send held outside it").  One call, not each: a rank whose every recv of a halo exchange
  * stalls (legal: its peers compute) passed each chain to every peer, and
  * they on to theirs, up to DP_WAIT_CHAIN_MAX hops (14^8 notes on 16
  * ranks at 8 hops).  Along one call, each note's chain takes one path of
@@ -125,7 +130,9 @@ static const struct dp_coll *passing_call(const struct dp_engine *e, const struc
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
 		for (const struct dp_coll *k = same_client(comm, &e->comms[i]) ? e->comms[i].colls : NULL; k; k = k->next)
 			if (k->status == SLUICE_OK && k->noted_ns == k->last_progress_ns &&
-			    (!oldest || k->posted_ns < oldest->posted_ns) && own_edge(k, &w))
+			    (!oldest || k->last_progress_ns < oldest->last_progress_ns ||
+			     (k->last_progress_ns == oldest->last_progress_ns && k->posted_ns < oldest->posted_ns)) &&
+			    own_edge(k, &w))
 				oldest = k;
 	return oldest;
 }

@@ -30,7 +30,8 @@
  * late.  --channels --p2p (2 ranks, 2 channels): cycles through calls
  * split over the channels on one rank only.  --cycles (3 ranks): cycles
  * only the chains of waits show;
- * --tail (4 ranks): a rank two steps from a cycle, first to get there.
+ * --tail (4 ranks): a rank two steps from a cycle, first to get there; then a
+ * cycle through a rank's second call while its first waits outside it.
  * --long-ring (4 to 64 ranks): a ring of recvs over every rank.
  */
 #include <stdbool.h>
@@ -588,6 +589,60 @@ static void run_tail(void)
 	run_cycles(&tail, 1);
 }
 
+/* A cycle through a rank's second stalled call while its first stalls on
+ * a rank outside the cycle, 4 ranks.  Rank 1 waits in a recv from rank 2
+ * from the start; at 0.1 of the timeout rank 0 sends rank 3 32 MiB (rank
+ * 3, computing, never posts its recv: its stash takes part, then holds
+ * the rest) and waits in a recv from rank 1; at 0.3 rank 2 waits in a recv
+ * from rank 0.  Rank 0's send was posted first but moved last (the
+ * acknowledgements of what rank 3's stash took): chains went along it,
+ * the older call, to rank 3, once it stalled, and rank 2's chain, which
+ * came after, never reached rank 1, which timed out first, bare.  Every
+ * rank must get the cycle's name. */
+static void run_outside(void)
+{
+	const struct p2p_case c = {
+		"a cycle behind a send held outside it", ALLREDUCE, { { { NONE } } },
+		{ "3 ranks" CHAIN_SAID, "recv #0 from rank 1", "recv #0 from rank 2", "recv #0 from rank 0" },
+		CHAIN_END, false, { 0 },
+	};
+	size_t held = 8u << 20; /* floats: 32 MiB, past what a stash takes of a call not posted */
+	sluice_comm_t *comm;
+	sluice_req_t *outside = NULL, *req = NULL;
+	sluice_result_t res;
+	char got[1200];
+	float *big;
+
+	CHECK(sluice_mem_alloc(ctx, held * sizeof(float), (void **)&big));
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	double t0 = now_s();
+	if (rank == 0) {
+		usleep((useconds_t)(0.1 * timeout_s * 1e6));
+		CHECK(sluice_send(comm, big, held, SLUICE_FLOAT32, 3, &outside));
+		CHECK(sluice_recv(comm, bufb, SMALL, SLUICE_FLOAT32, 1, &req));
+	} else if (rank == 1) {
+		CHECK(sluice_recv(comm, bufb, SMALL, SLUICE_FLOAT32, 2, &req));
+	} else if (rank == 2) {
+		usleep((useconds_t)(0.3 * timeout_s * 1e6));
+		CHECK(sluice_recv(comm, bufb, SMALL, SLUICE_FLOAT32, 0, &req));
+	} else {
+		/* computing past the first timeout (rank 1's): a call of its own
+		 * now would wait for rank 0, another cycle through the send */
+		usleep((useconds_t)(1.2 * timeout_s * 1e6));
+	}
+	if (req && (res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
+		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank, c.what,
+			outcome(res, got, sizeof(got)));
+		failures++;
+	} else if (req) {
+		check_cycle(&c);
+	}
+	if (outside)
+		sluice_wait(outside); /* failed with the communicator */
+	after_failure(comm, c.what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
+	CHECK(sluice_mem_free(ctx, big));
+}
+
 /* --long-ring (4 to 64 ranks; the suite runs 12): a ring of recvs over
  * every rank, rank i waiting for rank i + 1, all at once (after an
  * all-reduce).  A cycle longer
@@ -730,6 +785,8 @@ int main(int argc, char **argv)
 		run_cycles3();
 	if (tail)
 		run_tail();
+	if (tail && !failures)
+		run_outside();
 	if (long_ring)
 		run_long_ring();
 	for (const char *p = argv[1 + sliced]; *p && !p2p && !cycles && !tail && !long_ring;) {

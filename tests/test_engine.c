@@ -2222,6 +2222,41 @@ static void test_a_chain_is_passed_along_one_call(void **state)
 	teardown_cluster();
 }
 
+/* A chain goes along the call stalled longest, not the one posted first:
+ * node 0 waits in a recv from node 2 (posted first) and one from node 1;
+ * the first moved after the second was posted (as a send held by a rank
+ * outside a cycle moves with each acknowledgement of what that rank's
+ * stash takes), then both stall.  Node 3's note (it waits in a recv from
+ * node 0) must go on to node 1, along the second: the one that times out
+ * first (it_mismatch --tail, "a cycle behind a send held outside it"). */
+static void test_a_chain_goes_along_the_call_stalled_longest(void **state)
+{
+	static const uint8_t text[] = "";
+	const struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 3,
+				  .dst_node = 0, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */,
+				  .kind = SL_OP_RECV, .len = 1 };
+	struct dp_coll *first;
+	(void)state;
+
+	setup_stepped(4);
+	post_p2p(2, 0, true, 0);
+	poll_engine_ms(1);
+	post_p2p(1, 0, true, 64);
+	poll_engine_ms(1);
+	first = nodes[0].e.comms[0].colls;
+	while (first && first->sched.x[0].peer != 2)
+		first = first->next;
+	assert_non_null(first);
+	first->last_progress_ns = sl_tp_poll_ns(nodes[0].e.tp); /* its progress, after the second's post */
+	poll_engine_ms(CYCLE_TIMEOUT_NS / 1000000 / 2); /* both stalled, neither timed out */
+	dp_deliver(&nodes[0].e, &h, text);
+	const struct dp_notices *told = nodes[0].e.notices;
+	if (!told || strncmp(told->why, "w2 ", 3) || !told->msgs[1].owner || told->msgs[2].owner)
+		fail_msg("node 0 passed node 3's chain to node %s, want node 1 (along the call stalled longest)",
+			 !told || strncmp(told->why, "w2 ", 3) ? "none" : told->msgs[2].owner ? "2" : "?");
+	teardown_cluster();
+}
+
 /* A chain too long for a packet's payload (a small --payload) is not
  * passed on, nor cut: one that fits is.  Node 0 waits in a recv from node
  * 1, stalled, when node 1's notes come: one with 30 waits on other
@@ -4427,6 +4462,7 @@ int main(void)
 		cmocka_unit_test(test_cycles_of_recvs_are_named),
 		cmocka_unit_test(test_a_chain_of_late_sends_delivers),
 		cmocka_unit_test(test_a_chain_is_passed_along_one_call),
+		cmocka_unit_test(test_a_chain_goes_along_the_call_stalled_longest),
 		cmocka_unit_test(test_a_chain_past_the_payload_is_not_passed),
 		cmocka_unit_test(test_a_chain_goes_along_the_next_stalled_call),
 		cmocka_unit_test(test_a_cycle_entered_far_apart_is_named),
