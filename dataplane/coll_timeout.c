@@ -119,17 +119,6 @@ static void early_cross_hint(const struct dp_coll *k, int peer, char *cause, siz
 			 comm->rank, counter, peer, counter, comm->rank, mine);
 }
 
-/* k timed out: rank who has sent nothing for silent_ns, said in why. */
-static void name_silent(const struct dp_engine *e, const struct dp_coll *k, int who, uint64_t silent_ns, char *why,
-			size_t size)
-{
-	const struct dp_comm *comm = k->comm;
-	int n = snprintf(why, size, "%s #%u on rank %u made no progress for %.1f s: ", sl_coll_name(k->cmd.opcode),
-			 k->seq, comm->rank, (double)dp_comm_timeout(e, comm) / 1e9);
-
-	dp_silent_peer_sentence(why + n, size - (size_t)n, who, comm->node[who], "nothing came from it", silent_ns);
-}
-
 /* k timed out on comm, whose timeout may be shorter than the transport's
  * (a client's SLUICE_TIMEOUT below its dataplane's --timeout): a peer from
  * which nothing has come for a quarter of it while something sent to it
@@ -154,54 +143,54 @@ static bool silent_peer(const struct dp_engine *e, const struct dp_coll *k, char
 	}
 	if (who < 0 || longest < dp_comm_timeout(e, comm) / 4)
 		return false;
-	name_silent(e, k, who, longest, why, size);
+	int n = snprintf(why, size, "%s #%u on rank %u made no progress for %.1f s: ", sl_coll_name(k->cmd.opcode),
+			 k->seq, comm->rank, (double)dp_comm_timeout(e, comm) / 1e9);
+	dp_silent_peer_sentence(why + n, size - (size_t)n, who, comm->node[who], "nothing came from it", longest);
 	return true;
 }
 
 /* How long a timeout that finds nothing to name but the rank it waits for
- * waits for that rank's answer (verdict): a quarter of the timeout, at most
- * 1 s, inside the SL_WAIT_MARGIN_S (2 s) libsluice waits past its timeout
- * for the reason. */
+ * waits for that rank's answer (verdict): a quarter of the timeout, which
+ * silent_peer needs to see a peer silent since the hold's ping, and a 64th
+ * for that ping to leave; at most 1.5 s, inside the SL_WAIT_MARGIN_S (2 s)
+ * libsluice waits past its timeout for the reason. */
 static uint64_t hold_ns(const struct dp_engine *e, const struct dp_comm *comm)
 {
-	uint64_t quarter = dp_comm_timeout(e, comm) / 4;
+	uint64_t t = dp_comm_timeout(e, comm), hold = t / 4 + t / 64;
 
-	return quarter < 1000000000ull ? quarter : 1000000000ull;
+	return hold < 1500000000ull ? hold : 1500000000ull;
 }
-
-enum verdict { BARE, HELD, GONE };
 
 /* k's timeout found nothing to name but peer, the rank it waits for.  A
  * peer that died late in the stall, having answered the pings before
  * (wait_notes.c pings it each eighth), was not silent for a quarter of the
  * timeout yet (silent_peer: its silence starts at the first ping left
  * unanswered) and was named only as the rank waited for.  So the verdict
- * waits for it, pinging it now if nothing is out to it: anything that
- * comes from it (a live peer answers in milliseconds, a loaded one within
- * the hold) gives the bare timeout at once; nothing for the whole hold,
- * GONE.  Each pass of the hold asks for a cycle (whose chains may come
- * round meanwhile) and a silent peer again (dp_coll_check_timeout). */
-static enum verdict verdict(struct dp_engine *e, struct dp_coll *k, int peer, uint64_t now)
+ * waits (true), pinging it now if nothing is out to it, until anything
+ * comes from it (a live peer answers in milliseconds) or the hold ends:
+ * then the bare timeout.  Each pass of the hold asks for a cycle (whose
+ * chains may come round meanwhile) and a silent peer again
+ * (dp_coll_check_timeout): one silent for a quarter of the timeout is
+ * named as gone, by the same rule as before, so a live peer is no more
+ * likely to be named so than it was. */
+static bool verdict_held(struct dp_engine *e, struct dp_coll *k, int peer, uint64_t now)
 {
 	uint16_t node;
 
 	if (peer < 0 || (node = k->comm->node[peer]) == e->node)
-		return BARE;
+		return false;
 	if (k->held_ns <= k->last_progress_ns) { /* this stall's first timeout pass */
 		k->held_ns = now;
 		dp_ping(e, k, peer);
-		return HELD;
+		return true;
 	}
-	if (sl_tp_node_heard_ns(e->tp, node) >= k->held_ns)
-		return BARE;
-	return now - k->held_ns < hold_ns(e, k->comm) ? HELD : GONE;
+	return sl_tp_node_heard_ns(e->tp, node) < k->held_ns && now - k->held_ns < hold_ns(e, k->comm);
 }
 
 void dp_coll_check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
 	struct dp_comm *also;
-	uint64_t heard;
 	int peer;
 	char waiting[128], cause[320] = "", why[SL_ERRMSG_LEN];
 
@@ -220,17 +209,8 @@ void dp_coll_check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true, "%s", why);
 		return;
 	}
-	switch (verdict(e, k, peer, now)) {
-	case HELD:
+	if (verdict_held(e, k, peer, now))
 		return;
-	case GONE: /* silent since it was last heard (before the hold), or for the hold */
-		heard = sl_tp_node_heard_ns(e->tp, comm->node[peer]);
-		name_silent(e, k, peer, now - (heard ? heard : k->held_ns), why, sizeof(why));
-		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true, "%s", why);
-		return;
-	case BARE:
-		break;
-	}
 	if (peer >= 0)
 		early_cross_hint(k, peer, cause, sizeof(cause));
 	if (!*cause)

@@ -314,7 +314,7 @@ struct dp_coll {
 	uint64_t passed_ns;       /* ... when the chains held were passed along it, as the passing call */
 	uint64_t looked_ns;       /* when it last looked whether it is the passing call (dp_note_stall) */
 	uint64_t pinged_ns;       /* when it last asked the rank it waits for whether it is there (ditto) */
-	uint64_t held_ns;         /* when its timeout began to wait for that rank's answer (coll_timeout.c) */
+	uint64_t held_ns;         /* when its timeout began to wait for that rank's answer (coll_timeout.c verdict_held) */
 	/* Gated collectives (device buffers, or --gate-host): packets are
 	 * posted to a reducer, and the schedule hears of each chunk once its
 	 * last ticket is done (dataplane/coll_async.c). */

@@ -2994,7 +2994,7 @@ static void run_until(uint64_t until_ns)
 
 /* Node 1's lingering calls all end by deadline_ns (and the quarter of a
  * timeout its verdict may wait for rank 2's answer: coll_timeout.c
- * verdict; node 2, which holds the window, answers at its probes), its
+ * verdict_held; node 2, which holds the window, answers at its probes), its
  * communicator failed for rank 2, and its next call says so. */
 static void lingering_end_naming_rank_2(uint64_t deadline_ns)
 {
@@ -3143,9 +3143,10 @@ static void test_dead_peer(void **state)
 /* Node 0 waits in a recv from node 1, which answers its pings until 0.9
  * of the timeout and then dies (not polled any more): not silent for a
  * quarter of it by the timeout, node 1 was named only as the rank waited
- * for.  The timeout now waits for its answer (coll_timeout.c verdict) and
- * names it as gone; a node 1 that lives on answers, and the timeout stays
- * the plain one, naming it as the rank waited for, not as gone. */
+ * for.  The timeout now waits for its answer (coll_timeout.c verdict_held)
+ * until it has been silent that long, and names it as gone; a node 1 that
+ * lives on answers, and the timeout stays the plain one, naming it as the
+ * rank waited for, not as gone. */
 static void test_a_peer_dead_late_in_the_stall_is_named(void **state)
 {
 	(void)state;
