@@ -2992,15 +2992,15 @@ static void run_until(uint64_t until_ns)
 		poll_all();
 }
 
-/* Node 1's lingering calls all end by deadline_ns (and the quarter of a
- * timeout its verdict may wait for rank 2's answer: coll_timeout.c
+/* Node 1's lingering calls all end by deadline_ns (and the quarter and 64th
+ * of a timeout its verdict may wait for rank 2's answer: coll_timeout.c
  * verdict_held; node 2, which holds the window, answers at its probes), its
  * communicator failed for rank 2, and its next call says so. */
 static void lingering_end_naming_rank_2(uint64_t deadline_ns)
 {
 	struct sl_cpl cpl;
 
-	deadline_ns += LINGER_T_NS / 4;
+	deadline_ns += LINGER_T_NS / 4 + LINGER_T_NS / 64;
 
 	for (uint64_t give_up = deadline_ns + LINGER_T_NS; nodes[1].e.lingering && engine_now(1) < give_up;)
 		poll_all();
