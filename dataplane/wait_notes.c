@@ -115,13 +115,14 @@ static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struc
  * rank outside a cycle, posted first but acknowledged in part after the
  * recv behind it was posted, took the chains away from the cycle through
  * that recv, and its ranks timed out bare (it_mismatch --tail, "a cycle
- * behind a send held outside it").  One call, not each: a rank whose every recv of a halo exchange
- * stalls (legal: its peers compute) passed each chain to every peer, and
- * they on to theirs, up to DP_WAIT_CHAIN_MAX hops (14^8 notes on 16
- * ranks at 8 hops).  Along one call, each note's chain takes one path of
- * at most that many hops; a cycle through another stalled call of the same rank
- * is seen once this one ends, fails or moves (dp_note_stall), not while it
- * stalls (the pair rule still sees one of two). */
+ * behind a send held outside it").  One call, not each: a rank whose
+ * every recv of a halo exchange stalls (legal: its peers compute) passed
+ * each chain to every peer, and they on to theirs, up to
+ * DP_WAIT_CHAIN_MAX hops (14^8 notes on 16 ranks at 8 hops).  Along one
+ * call, each note's chain takes one path of at most that many hops; a
+ * cycle through another stalled call of the same rank is seen once this
+ * one ends, fails or moves (dp_note_stall), not while it stalls (the pair
+ * rule still sees one of two). */
 static const struct dp_coll *passing_call(const struct dp_engine *e, const struct dp_comm *comm)
 {
 	const struct dp_coll *oldest = NULL;
