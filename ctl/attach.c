@@ -248,7 +248,7 @@ static struct {
 	unsigned users;          /* contexts attached to it */
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	void (*stop)(void);
-	int32_t (*drive)(int64_t now_ns); /* one engine pass from the caller's thread; -1: engine busy */
+	int32_t (*drive)(int64_t now_ns); /* one engine pass from the caller's thread (sluice/drive.h) */
 	void (*release)(bool more); /* the caller stops driving (more: it has other calls in flight) */
 } embedded = {.lock = PTHREAD_MUTEX_INITIALIZER};
 

@@ -8,7 +8,8 @@
  * share cores, SLUICE_YIELD=1), then sleeps
  * on the page's completion counter, checking now and then that the
  * dataplane is still there.  ctx->lock guards the rings and the request
- * table, so several threads may post and wait at once.  Inside a group
+ * table, so several threads may post and wait at once; a wait takes it
+ * again only once that counter moved or a check is due.  Inside a group
  * (sluice_group_start/end, per thread) calls are planned and checked at
  * once but their descriptors are held and submitted together at the end.
  */
@@ -516,20 +517,17 @@ sluice_result_t sluice_test(sluice_req_t *req)
 	return res;
 }
 
-/* Sleep until the dataplane posts a completion, or NAP_NS passes. */
-static void nap(struct sluice_ctx *ctx)
+/* Sleep until the dataplane posts a completion after seen (page->cpl_seq
+ * as the waiter last reaped), or NAP_NS passes.  One that came since, even
+ * one another thread reaped, ends the sleep at once. */
+static void nap(struct sluice_ctx *ctx, uint32_t seen)
 {
 	struct sl_client_page *page = ctx->page;
 	struct timespec ts = {.tv_nsec = NAP_NS};
-	uint32_t seen, waiting = 0;
 
 	atomic_fetch_add_explicit(&ctx->naps, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&page->client_sleeping, 1, memory_order_seq_cst);
-	seen = atomic_load_explicit(&page->cpl_seq, memory_order_seq_cst);
-	for (unsigned ch = 0; ch < ctx->nch; ch++)
-		waiting += sl_spsc_count(&ctx->complete[ch]);
-	if (waiting == 0)
-		futex(&page->cpl_seq, FUTEX_WAIT, seen, &ts);
+	futex(&page->cpl_seq, FUTEX_WAIT, seen, &ts);
 	atomic_fetch_sub_explicit(&page->client_sleeping, 1, memory_order_seq_cst);
 }
 
@@ -567,65 +565,109 @@ static sluice_result_t fail_no_completion(struct sluice_ctx *ctx, uint64_t tag)
 		       (unsigned long long)tag, ctx->cfg.timeout_s, SL_WAIT_MARGIN_S, ctx->cfg.socket);
 }
 
+/* A waiter between its turns. */
+struct waiter {
+	int64_t start, now;  /* the wait's start; the time its turns go by */
+	unsigned served;     /* turns now has served */
+	int64_t idle_since;  /* embedded: since when passes found nothing (0: one did work) */
+	bool driving;        /* embedded: this thread is the engine */
+	uint32_t seen;       /* page->cpl_seq before the last reap */
+};
+
+/* Whether a completion came since seen: the dataplane bumps page->cpl_seq
+ * after each is in its ring (and another thread may have reaped it since).
+ * A turn that finds none takes no lock. */
+static bool completions_since(const struct sluice_ctx *ctx, uint32_t seen)
+{
+	return atomic_load_explicit(&ctx->page->cpl_seq, memory_order_acquire) != seen;
+}
+
+/* One turn, ctx->lock not held: drive the embedded engine, nap or spin.
+ * Whether the clock moved on by more than an idle turn. */
+static bool wait_turn(struct sluice_ctx *ctx, struct waiter *w)
+{
+	if (w->driving) {
+		/* Embedded, this thread is the engine while it waits.  When the
+		 * engine's thread is mid-pass, yield: it may share this core, and
+		 * spinning would keep it from finishing (and from ACKing). */
+		int32_t work = ctx->drive(w->now);
+		bool idle = work == 0 || work == SL_DRIVE_YIELDED;
+
+		if (work == SL_DRIVE_BUSY)
+			sched_yield();
+		w->idle_since = !idle ? 0 : w->idle_since ? w->idle_since : w->now;
+		/* Nothing to do for a while: the engine's thread waits for the
+		 * wire, asleep (dataplane/idle.c), and so does this one. */
+		if (w->idle_since && w->now - w->idle_since > DRIVE_IDLE_NS && !ctx->cfg.busy_poll) {
+			ctx->release(false);
+			w->driving = false;
+		}
+		return work != 0;
+	}
+	/* Ranks that share cores nap at once: their dataplane's engine may
+	 * need this core to finish the call. */
+	if (ctx->cfg.yield || w->now - w->start > SPIN_NS) {
+		nap(ctx, w->seen);
+		return true;
+	}
+	atomic_fetch_add_explicit(&ctx->spins, 1, memory_order_relaxed);
+	return false;
+}
+
+/* Turns until a completion comes or now reaches until (ctx->lock let go meanwhile). */
+static void wait_turns(struct sluice_ctx *ctx, struct waiter *w, int64_t until)
+{
+	do {
+		if (w->served > SL_WAIT_STALE_TURNS) {
+			w->now = sl_now_ns();
+			w->served = 0;
+		}
+		w->served = wait_turn(ctx, w) ? SL_WAIT_STALE_TURNS + 1 : w->served + 1;
+	} while (!completions_since(ctx, w->seen) && w->now < until);
+}
+
 sluice_result_t sluice_wait(sluice_req_t *req)
 {
 	struct sluice_ctx *ctx = req_ctx(req, "sluice_wait");
-	int64_t start = sl_now_ns(), deadline, now = start, wait_ns;
 	sluice_result_t res = SLUICE_OK;
+	bool timed_out = false;
 
 	if (!ctx)
 		return SLUICE_ERR_INVALID_ARGUMENT;
+	struct waiter w = {.start = sl_now_ns(), .driving = ctx->drive != NULL};
 	/* The dataplane fails a call that has made no progress for its timeout
 	 * (the same SLUICE_TIMEOUT under sluice-run), with the reason: this wait
 	 * counts from the call's start or the last progress the dataplane
 	 * published, whichever is later, and gives the reason SL_WAIT_MARGIN_S more
 	 * to arrive.  Without progress counted, a call that moved for a while and
 	 * then stopped ended here first, with no reason. */
-	wait_ns = (int64_t)(ctx->cfg.timeout_s + SL_WAIT_MARGIN_S) * 1000000000;
-	deadline = start + wait_ns;
+	int64_t wait_ns = (int64_t)(ctx->cfg.timeout_s + SL_WAIT_MARGIN_S) * 1000000000;
+	int64_t deadline = w.start + wait_ns;
+
+	w.now = w.start;
 	pthread_mutex_lock(&ctx->lock);
 	if (!req_live(req, "sluice_wait")) {
 		pthread_mutex_unlock(&ctx->lock);
 		return SLUICE_ERR_INVALID_USAGE;
 	}
+	w.seen = atomic_load_explicit(&ctx->page->cpl_seq, memory_order_acquire);
 	reap(ctx);
-	int64_t idle_since = 0;
-	bool driving = ctx->drive != NULL, timed_out = false;
-	for (bool first = true; req->state == SL_REQ_POSTED; first = false) {
-		if (!first)
-			now = sl_now_ns();
-		if (dataplane_exited(ctx, now)) {
+	while (req->state == SL_REQ_POSTED) {
+		if (dataplane_exited(ctx, w.now)) {
 			res = fail_exited(ctx, req->tag);
 			break;
 		}
-		if (now > deadline && now > (deadline = dataplane_progress(ctx) + wait_ns)) {
+		if (w.now > deadline && w.now > (deadline = dataplane_progress(ctx) + wait_ns)) {
 			res = SLUICE_ERR_TIMEOUT;
 			timed_out = true;
 			break;
 		}
+		/* back under the lock when a check above is due */
+		int64_t until = ctx->next_hup_check < deadline + 1 ? ctx->next_hup_check : deadline + 1;
 		pthread_mutex_unlock(&ctx->lock);
-		/* Embedded, this thread is the engine while it waits.  When the
-		 * engine's thread is mid-pass, yield: it may share this core, and
-		 * spinning would keep it from finishing (and from ACKing). */
-		if (driving) {
-			int32_t work = ctx->drive(now);
-			if (work < 0)
-				sched_yield();
-			idle_since = work ? 0 : idle_since ? idle_since : now;
-			/* Nothing to do for a while: the engine's thread waits for the
-			 * wire, asleep (dataplane/idle.c), and so does this one. */
-			if (idle_since && now - idle_since > DRIVE_IDLE_NS && !ctx->cfg.busy_poll) {
-				ctx->release(false);
-				driving = false;
-			}
-		}
-		/* Ranks that share cores nap at once: their dataplane's engine
-		 * may need this core to finish the call. */
-		else if (ctx->cfg.yield || now - start > SPIN_NS)
-			nap(ctx);
-		else
-			atomic_fetch_add_explicit(&ctx->spins, 1, memory_order_relaxed);
+		wait_turns(ctx, &w, until);
 		pthread_mutex_lock(&ctx->lock);
+		w.seen = atomic_load_explicit(&ctx->page->cpl_seq, memory_order_acquire);
 		reap(ctx);
 	}
 	if (res != SLUICE_OK)

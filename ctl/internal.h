@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "sluice/abi.h"
+#include "sluice/drive.h"
 #include "sluice/sluice.h"
 
 #define SL_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -133,7 +134,7 @@ struct sluice_ctx {
 	bool ctl_broken;              /* a request timed out: replies may be out of step */
 	bool embedded;                /* holds a reference on the embedded engine */
 	int32_t (*drive)(int64_t now_ns); /* embedded: one engine pass here (waits spin on it), at the
-					   * caller's sl_now_ns(); -1: busy */
+					   * caller's sl_now_ns(); work done, or sluice/drive.h's answers */
 	void (*release)(bool more);   /* embedded: a wait stops driving, the engine's thread takes over
 				       * (more: the context has other calls in flight) */
 	uint32_t client_id;           /* from HELLO */
@@ -180,6 +181,14 @@ sluice_result_t sl_ctl_call(struct sluice_ctx *ctx, struct sl_ctl_msg *msg, int 
  * timeout (a call, a destroy waiting for its peers, a request to an engine
  * that takes no pass): its answer, with the reason, comes first. */
 #define SL_WAIT_MARGIN_S 2
+
+/* A wait's turn reads the clock unless the turn before was an idle pass or
+ * a spin that kept the core (0.1-0.3 us): its time serves again, up to this
+ * many turns in a row.  A read took 10% of a small call's samples
+ * (perf/ALGORITHMS.md, small31); the engine's pass takes the time it is
+ * given, which is so never older than these few idle turns. */
+#define SL_WAIT_STALE_TURNS 3
+
 /* Seconds the answer to msg may take: timeout_s (SLUICE_TIMEOUT) and
  * SL_WAIT_MARGIN_S; for REG SL_REG_S_PER_GIB more per GiB of its area, a
  * day more at most; SL_WAIT_MARGIN_S alone for STALLED. */

@@ -20,6 +20,7 @@
 
 #include <rte_lcore.h>
 
+#include <sluice/drive.h>
 #include <sluice/errmsg.h>
 
 #include "dp.h"
@@ -112,9 +113,12 @@ void sl_dp_embedded_stop(void)
 	pthread_join(emb.thread, NULL);
 }
 
-/* One engine pass from the application's thread: work done, or -1 when the
- * engine's own thread is in a pass (the caller should yield to it).  now_ns
- * is the caller's CLOCK_MONOTONIC time (its wait loop reads the clock anyway). */
+/* One engine pass from the application's thread: work done, SL_DRIVE_BUSY
+ * when the engine's own thread is in a pass (the caller should yield to
+ * it), or SL_DRIVE_YIELDED when the pass found nothing and this thread gave
+ * its core away (drive.h).  now_ns is the caller's CLOCK_MONOTONIC time:
+ * its wait loop reads the clock, and after an idle pass that kept the core
+ * may hand the same time again (ctl/internal.h, SL_WAIT_STALE_TURNS). */
 int32_t sl_dp_embedded_drive(int64_t now_ns)
 {
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);
@@ -142,8 +146,9 @@ int32_t sl_dp_embedded_drive(int64_t now_ns)
 	if (work == 0 && e->idle.cfg.yield_app) {
 		e->idle.count.app_yields++;
 		sched_yield();
+		return SL_DRIVE_YIELDED; /* the caller's clock is stale now */
 	}
-	return work;
+	return work < 0 ? SL_DRIVE_BUSY : work;
 }
 
 /* The application stops driving (its wait returned).  With collectives

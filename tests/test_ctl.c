@@ -1139,6 +1139,136 @@ static void wait_says_whether_calls_fly(void **state)
 	close_all(ctx, comm, buf);
 }
 
+/* A wait's turns, scripted: what each pass answers, the time it was given
+ * and the clock when it answered.  The held call completes in the last. */
+#define SCRIPT_TURNS 24
+static struct {
+	int32_t answer[SCRIPT_TURNS];
+	int64_t given[SCRIPT_TURNS], done[SCRIPT_TURNS];
+	int turns;
+} script;
+
+static int32_t drive_scripted(int64_t now_ns)
+{
+	int i = script.turns;
+
+	if (i >= SCRIPT_TURNS)
+		return 1;
+	if (i == SCRIPT_TURNS - 1)
+		release_held(0);
+	script.given[i] = now_ns;
+	script.done[i] = sl_now_ns();
+	script.turns = i + 1;
+	return script.answer[i];
+}
+
+/* A wait reads the clock once every few idle turns, not every turn (10% of
+ * a small call's samples), but always after a pass that did work or a turn
+ * that gave the core away: the engine's pass takes the time it is given. */
+static void wait_reads_the_clock_after_work(void **state)
+{
+	static const int32_t moved[] = {6, 7, 11, 15}; /* the turns that did not keep the core idle */
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	float *buf;
+	int run = 1, reused = 0;
+
+	(void)state;
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	memset(&script, 0, sizeof(script));
+	script.answer[moved[0]] = 5;
+	script.answer[moved[1]] = SL_DRIVE_YIELDED;
+	script.answer[moved[2]] = SL_DRIVE_BUSY;
+	script.answer[moved[3]] = 1;
+	ctx->drive = drive_scripted;
+	ctx->release = count_release;
+	ctx->cfg.busy_poll = true; /* no hand-back however slow the turns */
+	fake.mode = FAKE_HOLD;
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	wait_held(1);
+	assert_int_equal(sluice_wait(req), SLUICE_OK);
+	assert_int_equal(script.turns, SCRIPT_TURNS);
+	for (int i = 1; i < SCRIPT_TURNS; i++) {
+		if (script.answer[i - 1] != 0) /* a fresh read after it */
+			assert_true(script.given[i] >= script.done[i - 1]);
+		run = script.given[i] == script.given[i - 1] ? run + 1 : 1;
+		reused += run > 1;
+		assert_in_range(run, 1, SL_WAIT_STALE_TURNS + 1);
+	}
+	assert_true(reused >= 10); /* 20 idle turns follow a read, at most one in four reads again */
+	ctx->drive = NULL;
+	ctx->release = NULL;
+	close_all(ctx, comm, buf);
+}
+
+/* A waiter whose request another thread completes while it is mid-turn. */
+static struct {
+	pthread_t thread;
+	sluice_req_t *req;
+	sluice_result_t res;
+	atomic_bool ready, in_turn, reaped;
+	_Atomic int turns;
+} waiter;
+
+static int32_t drive_until_reaped(int64_t now_ns)
+{
+	(void)now_ns;
+	if (!pthread_equal(pthread_self(), waiter.thread))
+		return 0; /* the test's own thread, in sluice_test */
+	waiter.turns++;
+	waiter.in_turn = true;
+	while (!waiter.reaped)
+		usleep(100);
+	return 0;
+}
+
+static void *waiter_thread(void *unused)
+{
+	(void)unused;
+	while (!waiter.ready)
+		usleep(100);
+	waiter.res = sluice_wait(waiter.req);
+	return NULL;
+}
+
+/* A wait takes the lock only once a completion came (page->cpl_seq moved):
+ * one that another thread reaped for it counts too, or the wait would turn
+ * on until its next check (5 ms), on however many communicators. */
+static void wait_sees_a_completion_reaped_for_it(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm, *other;
+	sluice_req_t *b;
+	float *buf;
+
+	(void)state;
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	assert_int_equal(sluice_comm_init(ctx, 1, 0, NULL, &other), SLUICE_OK);
+	memset(&waiter, 0, sizeof(waiter));
+	ctx->drive = drive_until_reaped;
+	ctx->release = count_release;
+	ctx->cfg.busy_poll = true;
+	fake.mode = FAKE_HOLD;
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &waiter.req), SLUICE_OK);
+	assert_int_equal(sluice_allreduce(other, buf + 8, buf + 8, 8, SLUICE_FLOAT32, SLUICE_SUM, &b), SLUICE_OK);
+	wait_held(2);
+	assert_int_equal(pthread_create(&waiter.thread, NULL, waiter_thread, NULL), 0);
+	waiter.ready = true;
+	while (!waiter.in_turn)
+		usleep(100);
+	release_held(0);
+	assert_int_equal(sluice_test(b), SLUICE_OK); /* reaps the waiter's completion too */
+	waiter.reaped = true;
+	pthread_join(waiter.thread, NULL);
+	assert_int_equal(waiter.res, SLUICE_OK);
+	assert_int_equal(waiter.turns, 1);
+	ctx->drive = NULL;
+	ctx->release = NULL;
+	assert_int_equal(sluice_comm_destroy(other), SLUICE_OK);
+	close_all(ctx, comm, buf);
+}
+
 /* A message longer than sluice_last_error holds ends in errmsg.h's mark, not mid-word. */
 static void last_error_cut_visibly(void **state)
 {
@@ -1202,6 +1332,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(comm_init_two_ranks, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(split_over_channels, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(wait_says_whether_calls_fly, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(wait_reads_the_clock_after_work, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(wait_sees_a_completion_reaped_for_it, fake_setup, fake_teardown),
 		cmocka_unit_test(cmd_bytes_edges),
 		cmocka_unit_test(last_error_cut_visibly),
 	};
