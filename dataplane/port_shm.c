@@ -377,6 +377,8 @@ static int map_peer(struct shm_port *s, char *err, size_t errlen)
 	}
 	dir_layout(&s->peer, base, bytes, s->nbufs);
 	sl_touch(base, bytes);
+	s->port.rx_posted = &s->peer.head->posted;
+	s->port.rx_taken = &s->read;
 	/* both ends have it now: nothing is left behind if either dies */
 	atomic_store(&s->peer.head->attached, (int32_t)getpid());
 	unlink(s->peer_name);

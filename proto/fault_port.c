@@ -188,6 +188,7 @@ struct sl_port *sl_fault_port_wrap(struct sl_port *inner, const struct sl_fault_
 	fp->port.ops = &fp_ops;
 	fp->port.priv = fp;
 	fp->port.rx_keep = 0; /* its duplicates and held-back frames are its own buffers' */
+	fp->port.rx_posted = NULL; /* its rx_burst sends what came due (tick) */
 	memset(&fp->port.stats, 0, sizeof(fp->port.stats));
 	return &fp->port;
 }

@@ -291,7 +291,8 @@ uint32_t sl_tp_poll_at(struct sl_tp *tp, uint64_t now_ns)
 	}
 	tp_ack_late_due(tp, tp->now_ns);
 	for (uint16_t i = 0; i < tp->n_ports; i++) {
-		moved += tp_rx_port(tp, i);
+		if (!sl_port_rx_idle(tp->ports[i]))
+			moved += tp_rx_port(tp, i);
 		moved += tp_send_acks(tp);
 	}
 	moved += tp_send_data(tp);

@@ -286,8 +286,16 @@ bool tp_send_probe(struct sl_tp *tp, struct tp_flow *f, uint8_t path);
 uint32_t tp_send_data(struct sl_tp *tp);
 bool tp_retransmit(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, uint64_t *cause);
 bool tp_emit_data(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, bool retx);
-void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx);
+void tp_txq_push(struct sl_tp *tp, uint16_t port_idx);
 void tp_txq_drop_all(struct sl_tp *tp);
+
+/* Hand port_idx's staged frames over; a pass asks twice a port, and most
+ * ports of the shm mesh (one a peer) have none: no call for them. */
+static inline void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx)
+{
+	if (tp->txq[port_idx].n)
+		tp_txq_push(tp, port_idx);
+}
 
 /* tp_timer.c */
 uint64_t tp_rtt_sample(struct sl_tp *tp, struct tp_flow *f, uint32_t echo_ts);

@@ -12,13 +12,10 @@
 
 #include "tp_internal.h"
 
-void tp_txq_flush(struct sl_tp *tp, uint16_t port_idx)
+void tp_txq_push(struct sl_tp *tp, uint16_t port_idx)
 {
 	struct tp_txq *q = &tp->txq[port_idx];
 	struct sl_port *port = tp->ports[port_idx];
-
-	if (!q->n)
-		return;
 	uint16_t sent = port->ops->tx_burst(port, q->pkts, q->n);
 	q->n = (uint16_t)(q->n - sent);
 	if (q->n)

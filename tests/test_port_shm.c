@@ -176,6 +176,39 @@ static void buffers_fault_nothing_in(void **state)
 	b->ops->close(b);
 }
 
+/* A port tells that nothing came without a call (sl_port_rx_idle): the
+ * transport skips such a port's poll, so it must never say idle while a
+ * frame waits, nor before its peer's end is mapped. */
+static void an_idle_port_says_so(void **state)
+{
+	(void)state;
+	char err[256];
+	struct sl_port *a = sl_shm_port_open(dir, 6, 7, 0, FRAME, NBUFS, err, sizeof(err));
+	struct sl_port *b = sl_shm_port_open(dir, 7, 6, 0, FRAME, NBUFS, err, sizeof(err));
+	struct sl_pkt pk[2];
+
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_false(sl_port_rx_idle(b)); /* not up: only rx_burst can tell */
+	assert_int_equal(sl_port_wait_up(a, WAIT_MS, err, sizeof(err)), 0);
+	assert_int_equal(sl_port_wait_up(b, WAIT_MS, err, sizeof(err)), 0);
+	assert_true(sl_port_rx_idle(b));
+	assert_int_equal(a->ops->alloc(a, pk, 2), 2);
+	pk[0].len = pk[1].len = 64;
+	assert_int_equal(a->ops->tx_burst(a, pk, 2), 2);
+	assert_false(sl_port_rx_idle(b));
+	assert_true(sl_port_rx_idle(a)); /* b sent nothing */
+	for (int left = 2; left > 0; left--) {
+		assert_false(sl_port_rx_idle(b));
+		assert_int_equal(b->ops->rx_burst(b, pk, 1), 1);
+		b->ops->free(b, pk, 1);
+	}
+	assert_true(sl_port_rx_idle(b));
+	assert_int_equal(b->ops->rx_burst(b, pk, 2), 0);
+	a->ops->close(a);
+	b->ops->close(b);
+}
+
 /* Map the file a's end made before b takes its name away, as a hostile
  * peer could write it. */
 static struct shm_head *map_file(unsigned from, unsigned to, size_t *bytes)
@@ -312,6 +345,7 @@ int main(void)
 		cmocka_unit_test(forged_descriptors_are_dropped),
 		cmocka_unit_test(missing_or_wrong_peer_is_an_error),
 		cmocka_unit_test(buffers_fault_nothing_in),
+		cmocka_unit_test(an_idle_port_says_so),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
