@@ -358,6 +358,28 @@ static void test_clean_link(void **state)
 	}
 }
 
+/* A pass does not poll a port that says it has nothing (sl_port_rx_idle,
+ * the shm mesh's ports): frames wait there until it says otherwise. */
+static void test_idle_port_not_polled(void **state)
+{
+	static const _Atomic uint32_t posted;
+	static const uint32_t taken;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+
+	(void)state;
+	hs->pb->rx_posted = &posted; /* b's port says idle, however much a sends */
+	hs->pb->rx_taken = &taken;
+	send_msg(&hs->a, 0);
+	for (int i = 0; i < 20; i++)
+		round_once(hs);
+	assert_int_equal(sl_tp_get_stats(hs->b.tp)->data_rx, 0);
+	hs->pb->rx_posted = NULL; /* polled again */
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	harness_free(hs);
+}
+
 struct fault_case {
 	double drop, dup, reorder, corrupt;
 };
@@ -1663,6 +1685,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_checks),
 		cmocka_unit_test(test_clean_link),
+		cmocka_unit_test(test_idle_port_not_polled),
 		cmocka_unit_test(test_faults),
 		cmocka_unit_test(test_fault_port_link),
 		cmocka_unit_test(test_replays_from_seed),
