@@ -67,10 +67,12 @@ struct sl_port {
 	struct sl_port_counters stats;
 };
 
-/* Whether port surely has nothing to receive (a stale answer only delays a frame to the next poll). */
+/* Whether port surely has nothing to receive.  Acquire, as rx_burst's own
+ * read: an engine about to sleep looks once more after reading its wake
+ * word (dataplane/wake.h), and that look must see what its peer posted. */
 static inline bool sl_port_rx_idle(const struct sl_port *port)
 {
-	return port->rx_posted && atomic_load_explicit(port->rx_posted, memory_order_relaxed) == *port->rx_taken;
+	return port->rx_posted && atomic_load_explicit(port->rx_posted, memory_order_acquire) == *port->rx_taken;
 }
 
 /* A monotonic clock in nanoseconds; tests pass a fake one. */
