@@ -3432,6 +3432,18 @@ static uint16_t first_tx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16
 	return first_tx.ops->tx_burst(port, pkts, n);
 }
 
+/* Node 0's port to node 1 goes through first_tx_burst (ops: its copy of
+ * the port's ops, live until the test puts first_tx.ops back). */
+static void watch_first_tx(struct sl_port_ops *ops, uint64_t count)
+{
+	first_tx.ops = ports[0][1]->ops;
+	first_tx.count = count;
+	first_tx.landed = UINT64_MAX;
+	*ops = *first_tx.ops;
+	ops->tx_burst = first_tx_burst;
+	ports[0][1]->ops = ops;
+}
+
 /* A call's first sends reach the wire before its own block is copied: the
  * posting pass's transport poll sends them while the copy waits for the
  * pass's walk of the calls after it.  Copied at post, a 64 MiB block held
@@ -3446,12 +3458,7 @@ static void test_first_sends_leave_before_the_own_block(void **state)
 	(void)state;
 
 	setup_cluster(2, &none, 5ull * 1000000000);
-	first_tx.ops = ports[0][1]->ops;
-	first_tx.count = count;
-	first_tx.landed = UINT64_MAX;
-	ops = *first_tx.ops;
-	ops.tx_burst = first_tx_burst;
-	ports[0][1]->ops = &ops;
+	watch_first_tx(&ops, count);
 	for (unsigned r = 0; r < 2; r++) {
 		for (uint64_t i = 0; i < count; i++)
 			((int32_t *)nodes[r].send)[i] = in_val(r, i);
@@ -3490,11 +3497,7 @@ static void test_own_block_sliced_between_bursts(void **state)
 	(void)state;
 
 	setup_cluster(2, &none, 5ull * 1000000000);
-	first_tx.ops = ports[0][1]->ops;
-	first_tx.count = count;
-	ops = *first_tx.ops;
-	ops.tx_burst = first_tx_burst;
-	ports[0][1]->ops = &ops;
+	watch_first_tx(&ops, count);
 	for (unsigned r = 0; r < 2; r++) {
 		for (uint64_t i = 0; i < count; i++)
 			((int32_t *)nodes[r].send)[i] = in_val(0, i);
