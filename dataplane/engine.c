@@ -247,17 +247,20 @@ static uint64_t patience_ns(const struct dp_engine *e, const struct dp_ctl_req *
 	return client_sooner(e, req) ? (uint64_t)req->patience_ms * 1000000 : e->timeout_ns;
 }
 
-/* Whether e has taken no pass for limit_ns: *passes and *since are the
- * count last seen and when it was seen to move.  A slow engine that comes
- * round (a long control request, a destroy waiting for its peers) is
- * waited for; its peers give up on one that does not after as long. */
-static bool engine_stuck(const struct dp_engine *e, uint64_t limit_ns, uint64_t *passes, uint64_t *since)
+/* Whether e has taken no pass for limit_ns: *passes, *since and *ran are
+ * the count last seen, when it was seen to move and its thread's CPU time
+ * then.  A slow engine that comes round (a long control request, a destroy
+ * waiting for its peers) is waited for; its peers give up on one that does
+ * not after as long. */
+static bool engine_stuck(const struct dp_engine *e, uint64_t limit_ns, uint64_t *passes, uint64_t *since,
+			 struct dp_cpu_mark *ran)
 {
 	uint64_t now = dp_now_ns(NULL), seen = atomic_load_explicit(&e->passes, memory_order_relaxed);
 
 	if (seen != *passes) {
 		*passes = seen;
 		*since = now;
+		*ran = dp_cpu_mark(dp_engine_holder(e, NULL));
 		return false;
 	}
 	return now - *since >= limit_ns;
@@ -275,15 +278,17 @@ static const char *ctl_op_name(uint32_t op)
 }
 
 /* Why e does not come round: which engine, for how long (held_s, by
- * which measure), where the thread that holds it is, what was not done
- * (undone, may be empty), and what to do. */
-static void stuck_why(const struct dp_engine *e, double held_s, const char *measure, const char *undone, char *why)
+ * which measure), where the thread that holds it is (ran: its CPU time
+ * when the engine last came round), what was not done (undone, may be
+ * empty), and what to do. */
+static void stuck_why(const struct dp_engine *e, double held_s, const char *measure, struct dp_cpu_mark ran,
+		      const char *undone, char *why)
 {
 	char at[512];
 	bool app;
 	pid_t holder = dp_engine_holder(e, &app);
 
-	dp_stall_where(holder, app ? "the application's thread" : "its thread", at, sizeof(at));
+	dp_stall_where(holder, app ? "the application's thread" : "its thread", ran, at, sizeof(at));
 	sl_errmsg_format(why, SL_ERRMSG_LEN, "channel %u's engine (dataplane node %u) has not come round for "
 			 "%.1f s (%s): %s%s: %s", e->channel, e->node, held_s, measure, at, undone,
 			 app ? "that thread drives the engine (embedded mode) and has not come out of its pass: find "
@@ -291,26 +296,27 @@ static void stuck_why(const struct dp_engine *e, double held_s, const char *meas
 			     : "restart sluiced (its log says where the engine stopped)");
 }
 
-static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint64_t since)
+static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint64_t since, struct dp_cpu_mark ran)
 {
 	char undone[64];
 
 	snprintf(undone, sizeof(undone), "; the request %s was not applied", ctl_op_name(req->op));
 	stuck_why(e, (dp_now_ns(NULL) - since) / 1e9, client_sooner(e, req) ? "the client's SLUICE_TIMEOUT" : "its timeout",
-		  undone, req->why);
+		  ran, undone, req->why);
 	return DP_CTL_NO_ANSWER;
 }
 
 bool dp_engine_stalled(const struct dp_engine *e, uint64_t look_ns, char *why)
 {
 	uint64_t passes = atomic_load_explicit(&e->passes, memory_order_relaxed), since = dp_now_ns(NULL);
+	struct dp_cpu_mark ran = dp_cpu_mark(dp_engine_holder(e, NULL));
 
 	do {
 		usleep(1000);
 		if (atomic_load_explicit(&e->passes, memory_order_relaxed) != passes)
 			return false;
 	} while (dp_now_ns(NULL) - since < look_ns);
-	stuck_why(e, look_ns / 1e9, "as long as the dataplane looked", "", why);
+	stuck_why(e, look_ns / 1e9, "as long as the dataplane looked", ran, "", why);
 	return true;
 }
 
@@ -336,6 +342,7 @@ int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, struct dp_ct
 {
 	struct dp_ctl_call *call = calloc(1, sizeof(*call));
 	uint64_t passes = atomic_load_explicit(&e->passes, memory_order_relaxed), since = dp_now_ns(NULL);
+	struct dp_cpu_mark ran = dp_cpu_mark(dp_engine_holder(e, NULL));
 	int32_t res;
 
 	if (!call) {
@@ -350,13 +357,13 @@ int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, struct dp_ct
 	call->q.done = &call->done;
 	call->q.why = call->why;
 	while ((res = dp_ctl_late_answer(call, false, req->why)) == DP_CTL_NO_ANSWER) {
-		if (engine_stuck(e, patience_ns(e, req), &passes, &since)) {
+		if (engine_stuck(e, patience_ns(e, req), &passes, &since, &ran)) {
 			if (late) {
 				*late = call;
-				return no_answer(e, req, since);
+				return no_answer(e, req, since, ran);
 			}
 			if ((res = dp_ctl_late_answer(call, true, req->why)) == DP_CTL_NO_ANSWER)
-				return no_answer(e, req, since);
+				return no_answer(e, req, since, ran);
 			break; /* answered at the last moment */
 		}
 		usleep(call->queued ? 20 : 100);

@@ -1,10 +1,12 @@
 /*
  * stall_watch.c: where a stuck engine's thread is (stall_watch.h), read
  * from /proc/self/task/TID: its state, the system call it is in, the kernel
- * function it sleeps in, and the top of its kernel stack where readable.
+ * function it sleeps in, the top of its kernel stack where readable, and
+ * the CPU time it has had (schedstat).
  */
 #include "stall_watch.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,7 +51,25 @@ static const char *kernel_stack(pid_t tid, char *buf, size_t len)
 	return buf;
 }
 
-void dp_stall_where(pid_t tid, const char *who, char *buf, size_t len)
+struct dp_cpu_mark dp_cpu_mark(pid_t tid)
+{
+	char line[128];
+	uint64_t ns = 0;
+
+	if (tid)
+		(void)sscanf(task_file(tid, "schedstat", line, sizeof(line)), "%" SCNu64, &ns);
+	return (struct dp_cpu_mark){ tid, ns };
+}
+
+/* The CPU time thread tid has had since its mark; UINT64_MAX if unknown. */
+static uint64_t ran_since(pid_t tid, struct dp_cpu_mark since)
+{
+	struct dp_cpu_mark now = dp_cpu_mark(tid);
+
+	return since.tid == tid && since.ns && now.ns >= since.ns ? now.ns - since.ns : UINT64_MAX;
+}
+
+void dp_stall_where(pid_t tid, const char *who, struct dp_cpu_mark since, char *buf, size_t len)
 {
 	char stat[512], sc[128], wchan[64], stack[256];
 
@@ -64,15 +84,24 @@ void dp_stall_where(pid_t tid, const char *who, char *buf, size_t len)
 	kernel_stack(tid, stack, sizeof(stack));
 	if (!state || state[1] == '\0') {
 		sl_errmsg_format(buf, len, "%s %d is gone", who, (int)tid);
-	} else if (state[2] == 'R' || strcmp(sc, "running") == 0) {
-		sl_errmsg_format(buf, len, "%s %d is running: a loop that does not return", who, (int)tid);
-	} else {
+		return;
+	}
+	if (state[2] != 'R' && strcmp(sc, "running") != 0) {
 		bool in = wchan[0] && strcmp(wchan, "0") != 0;
 
 		sl_errmsg_format(buf, len, "%s %d waits in the kernel, in system call %s%s%s%s%s%s", who, (int)tid,
 				 sc[0] ? sc : "?", in ? " in " : "", in ? wchan : "", stack[0] ? " (" : "", stack,
 				 stack[0] ? ")" : "");
+		return;
 	}
+	uint64_t ran = ran_since(tid, since);
+
+	if (ran < DP_STARVED_NS)
+		sl_errmsg_format(buf, len, "%s %d is ready to run but has had %.1f ms of a CPU since it last came "
+				 "round: it waits for one (the machine is overloaded: other processes hold the CPUs)",
+				 who, (int)tid, ran / 1e6);
+	else
+		sl_errmsg_format(buf, len, "%s %d is running: a loop that does not return", who, (int)tid);
 }
 
 bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64_t now_ns,
@@ -83,6 +112,7 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64
 	if (!w->since_ns) { /* first look */
 		w->passes = passes;
 		w->since_ns = now_ns;
+		w->ran = dp_cpu_mark(tid);
 		return false;
 	}
 	if (passes != w->passes || !tid) {
@@ -91,6 +121,7 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64
 
 		w->passes = passes;
 		w->since_ns = now_ns;
+		w->ran = dp_cpu_mark(tid);
 		w->told = false;
 		if (!was)
 			return false;
@@ -100,7 +131,7 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64
 	if (w->told || now_ns - w->since_ns < DP_STALL_NS)
 		return false;
 	w->told = true;
-	dp_stall_where(tid, "its thread", at, sizeof(at));
+	dp_stall_where(tid, "its thread", w->ran, at, sizeof(at));
 	sl_errmsg_format(msg, len, "the engine has not come round for %.1f s: %s; its peers will "
 			 "find it silent", (now_ns - w->since_ns) / 1e9, at);
 	return true;

@@ -17,11 +17,26 @@
 
 #define DP_STALL_NS 2000000000ull
 
-struct dp_stall_watch {
-	uint64_t passes;    /* the engine's pass count when last seen to move */
-	uint64_t since_ns;  /* ... and when */
-	bool told;          /* the stall was reported */
+/* A pass takes microseconds: a thread that has had this much CPU time and
+ * not come round is in a loop; one that has had less waits for a CPU (a
+ * loaded machine), which /proc's state letter alike calls running. */
+#define DP_STARVED_NS 20000000ull
+
+/* A thread's CPU time at a moment, from /proc/self/task/TID/schedstat. */
+struct dp_cpu_mark {
+	pid_t tid;   /* the thread (0: none) */
+	uint64_t ns; /* the CPU time it had had by then (0: unknown) */
 };
+
+struct dp_stall_watch {
+	uint64_t passes;        /* the engine's pass count when last seen to move */
+	uint64_t since_ns;      /* ... and when */
+	struct dp_cpu_mark ran; /* ... and its thread's CPU time then */
+	bool told;              /* the stall was reported */
+};
+
+/* Thread tid's CPU time now (tid 0, or unreadable: ns 0). */
+struct dp_cpu_mark dp_cpu_mark(pid_t tid);
 
 /*
  * Look at an engine whose pass count is now passes, held up (if it is) by
@@ -35,7 +50,9 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64
 
 /* Where thread tid is, in words that begin with who and tid ("its thread
  * 12"): blocked in the kernel (in which system call and kernel function),
- * running, or gone. */
-void dp_stall_where(pid_t tid, const char *who, char *buf, size_t len);
+ * running (in a loop, or waiting for a CPU: since, its mark when the stall
+ * began, tells them apart; a mark of another thread or none reads as a
+ * loop), or gone. */
+void dp_stall_where(pid_t tid, const char *who, struct dp_cpu_mark since, char *buf, size_t len);
 
 #endif

@@ -86,7 +86,9 @@ grep -q "sluiced node 0: the engine has not come round for [0-9.]* s: its thread
 # the stop is 3 s; the watch looks every 100 ms (a 3 s stop read 2.9 s once) and load stretches it
 grep -Eq "sluiced node 0: the engine came round again after (2\.[5-9]|[3-9]\.[0-9]|[1-9][0-9]+\.[0-9]) s" "$log" ||
 	{ cat "$log"; echo "FAIL: node 0 did not say its engine came back"; exit 1; }
-if grep -q "sluiced node 1: the engine" "$log"; then
+# node 1's engine may be named only as waiting for a CPU: with a load of 27 on 2 cores it went
+# 2.8 s without coming round once (session 32), and the watch called that a loop
+if grep "sluiced node 1: the engine has not come round" "$log" | grep -vq "it waits for one (the machine is overloaded"; then
 	cat "$log"; echo "FAIL: node 1's engine, never stopped, was reported"; exit 1
 fi
 echo "it_stall: ok"

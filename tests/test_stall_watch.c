@@ -1,8 +1,9 @@
 /*
  * test_stall_watch.c: the server's watch over an engine's loop
  * (dataplane/stall_watch.h), on real threads of this process: one blocked
- * in poll(), one spinning, and a loop that keeps moving.  Time is given,
- * so the test waits only for the threads to get where they are going.
+ * in poll(), one spinning, one spinning that gets no CPU, and a loop that
+ * keeps moving.  Time is given, so the test waits only for the threads to
+ * get where they are going (and the spinning one for its CPU time).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,10 +13,12 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "stall_watch.h"
@@ -42,6 +45,29 @@ static void *spinning(void *arg)
 	return NULL;
 }
 
+/* Spinning at SCHED_IDLE on the caller's CPU (arg), which a spinning
+ * caller keeps: it waits for the CPU, runnable, as a starved engine does. */
+static void *starved(void *arg)
+{
+	cpu_set_t one;
+	struct sched_param none = { 0 };
+
+	CPU_ZERO(&one);
+	CPU_SET(*(int *)arg, &one);
+	(void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &none);
+	return spinning(NULL);
+}
+
+/* This thread's CPU time. */
+static uint64_t own_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * S + (uint64_t)ts.tv_nsec;
+}
+
 /* The thread's state letter, from /proc (after the command name's ')'). */
 static char state_of(int t)
 {
@@ -61,11 +87,11 @@ static char state_of(int t)
 	return p && p[1] ? p[2] : '?';
 }
 
-static int start(pthread_t *th, void *(*fn)(void *), char want)
+static int start(pthread_t *th, void *(*fn)(void *), void *arg, char want)
 {
 	atomic_store(&tid, 0);
 	atomic_store(&quit, false);
-	assert_int_equal(pthread_create(th, NULL, fn, NULL), 0);
+	assert_int_equal(pthread_create(th, NULL, fn, arg), 0);
 	for (int i = 0; i < 2000 && (!atomic_load(&tid) || state_of(atomic_load(&tid)) != want); i++)
 		usleep(1000);
 	assert_int_equal(state_of(atomic_load(&tid)), want);
@@ -77,7 +103,7 @@ static void a_blocked_engine_is_named_then_its_return(void **state)
 	struct dp_stall_watch w = { 0 };
 	char msg[768];
 	pthread_t th;
-	int t = start(&th, blocked, 'S');
+	int t = start(&th, blocked, NULL, 'S');
 
 	(void)state;
 	assert_false(dp_stall_check(&w, 7, t, 10 * S, msg, sizeof(msg)));
@@ -100,15 +126,47 @@ static void a_spinning_engine_is_named(void **state)
 	struct dp_stall_watch w = { 0 };
 	char msg[768];
 	pthread_t th;
-	int t = start(&th, spinning, 'R');
+	int t = start(&th, spinning, NULL, 'R');
 
 	(void)state;
 	assert_false(dp_stall_check(&w, 3, t, S, msg, sizeof(msg)));
+	/* a loop has the CPU time a pass would have taken (a loaded machine gives it slowly) */
+	for (int i = 0; i < 1000 && dp_cpu_mark(t).ns - w.ran.ns < 2 * DP_STARVED_NS; i++)
+		usleep(10000);
 	assert_true(dp_stall_check(&w, 3, t, 4 * S, msg, sizeof(msg)));
 	printf("# %s\n", msg);
 	assert_non_null(strstr(msg, "is running: a loop that does not return"));
 	atomic_store(&quit, true);
 	pthread_join(th, NULL);
+}
+
+/* Runnable all along but given next to no CPU time (a loaded machine): it
+ * waits for a CPU, and is not called a loop. */
+static void a_starved_engine_is_named_so(void **state)
+{
+	struct dp_stall_watch w = { 0 };
+	char msg[768];
+	pthread_t th;
+	cpu_set_t was, one;
+	int cpu = sched_getcpu();
+
+	(void)state;
+	assert_true(cpu >= 0);
+	assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof(was), &was), 0);
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+	int t = start(&th, starved, &cpu, 'R');
+	assert_false(dp_stall_check(&w, 3, t, S, msg, sizeof(msg)));
+	for (uint64_t from = own_cpu_ns(); own_cpu_ns() - from < 10 * DP_STARVED_NS;)
+		; /* this thread keeps the CPU they share: the other runs only when nothing else would */
+	assert_true(dp_stall_check(&w, 3, t, 4 * S, msg, sizeof(msg)));
+	printf("# %s\n", msg);
+	assert_non_null(strstr(msg, "is ready to run but has had"));
+	assert_non_null(strstr(msg, "it waits for one (the machine is overloaded"));
+	atomic_store(&quit, true);
+	pthread_join(th, NULL);
+	assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(was), &was), 0);
 }
 
 static void a_moving_or_unstarted_engine_is_quiet(void **state)
@@ -129,6 +187,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_blocked_engine_is_named_then_its_return),
 		cmocka_unit_test(a_spinning_engine_is_named),
+		cmocka_unit_test(a_starved_engine_is_named_so),
 		cmocka_unit_test(a_moving_or_unstarted_engine_is_quiet),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
