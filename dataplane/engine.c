@@ -247,11 +247,12 @@ static uint64_t patience_ns(const struct dp_engine *e, const struct dp_ctl_req *
 	return client_sooner(e, req) ? (uint64_t)req->patience_ms * 1000000 : e->timeout_ns;
 }
 
-/* Whether e has taken no pass for limit_ns: *passes, *since and *ran are
- * the count last seen, when it was seen to move and its thread's CPU time
- * then.  A slow engine that comes round (a long control request, a destroy
- * waiting for its peers) is waited for; its peers give up on one that does
- * not after as long. */
+/* Whether e has taken no pass for limit_ns: *passes and *since are the
+ * count last seen and when it was seen to move, *ran its thread's CPU time
+ * when first seen standing still (read once a standstill, not each look:
+ * a destroy looks every 20 us).  A slow engine that comes round (a long
+ * control request, a destroy waiting for its peers) is waited for; its
+ * peers give up on one that does not after as long. */
 static bool engine_stuck(const struct dp_engine *e, uint64_t limit_ns, uint64_t *passes, uint64_t *since,
 			 struct dp_cpu_mark *ran)
 {
@@ -260,9 +261,11 @@ static bool engine_stuck(const struct dp_engine *e, uint64_t limit_ns, uint64_t 
 	if (seen != *passes) {
 		*passes = seen;
 		*since = now;
-		*ran = dp_cpu_mark(dp_engine_holder(e, NULL));
+		ran->tid = 0;
 		return false;
 	}
+	if (!ran->tid)
+		*ran = dp_cpu_mark(dp_engine_holder(e, NULL));
 	return now - *since >= limit_ns;
 }
 
@@ -342,7 +345,7 @@ int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, struct dp_ct
 {
 	struct dp_ctl_call *call = calloc(1, sizeof(*call));
 	uint64_t passes = atomic_load_explicit(&e->passes, memory_order_relaxed), since = dp_now_ns(NULL);
-	struct dp_cpu_mark ran = dp_cpu_mark(dp_engine_holder(e, NULL));
+	struct dp_cpu_mark ran = { 0 };
 	int32_t res;
 
 	if (!call) {
