@@ -28,6 +28,14 @@ trap 'rm -f "$log" "$go"' EXIT
 "$run" -n 2 --daemons -v --timeout 20 -- bash -c 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' \
 	"$go" "${ranks[@]}" >"$log" 2>&1 &
 runner=$!
+# The run ends by itself (--wait-timeout's ranks when a wait fails); one that went wrong is
+# stopped after $1 s, its log shown, not left to meson's timeout, which killed one at 120 s with
+# no log at all (session 32, a load of 17-24 on 2 cores).  Its status is sluice-run's.
+end_run() {
+	for ((t = 0; t < $1 * 10; t++)); do kill -0 $runner 2>/dev/null || break; sleep 0.1; done
+	kill -0 $runner 2>/dev/null && { echo "it_stall: sluice-run had not ended $1 s later: stopped" >>"$log"; kill $runner; }
+	wait $runner
+}
 
 node0="" tid=""
 for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
@@ -37,13 +45,13 @@ for _ in $(seq 1 200); do # EAL's start is slow on a loaded machine
 		[ -n "$tid" ] && break
 	sleep 0.1
 done
-[ -n "$node0" ] && [ -n "$tid" ] || { touch "$go"; wait $runner; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
+[ -n "$node0" ] && [ -n "$tid" ] || { touch "$go"; end_run 5; cat "$log"; echo "FAIL: node 0's engine thread never showed"; exit 1; }
 
 # the ranks start before the stop when stop_after > 0: stop_after seconds after rank 0 printed
 # its table's header, in its calls by then (a fixed time from their start once stopped a loaded
 # machine's ranks in their communicator's creation, and the run then timed out elsewhere), else
 # once the stop began
-python3 - "$tid" "$go" "$stop_s" "$stop_after" "$log" <<'PY' || { touch "$go"; wait $runner; cat "$log"; echo "FAIL: could not stop thread $tid"; exit 1; }
+python3 - "$tid" "$go" "$stop_s" "$stop_after" "$log" <<'PY' || { touch "$go"; end_run 5; cat "$log"; echo "FAIL: could not stop thread $tid"; exit 1; }
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
@@ -64,7 +72,7 @@ open(sys.argv[2], "w").close()  # the ranks may start
 time.sleep(stop_s)
 libc.ptrace(DETACH, tid, 0, 0)
 PY
-wait $runner
+end_run 30
 rc=$?
 grep -E "come round|came round" "$log"
 if [ "$client" = --client-timeout ]; then
