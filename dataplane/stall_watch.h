@@ -19,7 +19,7 @@
 
 /* A pass takes microseconds: a thread that has had this much CPU time and
  * not come round is in a loop; one that has had less waits for a CPU (a
- * loaded machine), which /proc's state letter alike calls running. */
+ * loaded machine), which /proc's state letter calls running too. */
 #define DP_STARVED_NS 20000000ull
 
 /* A thread's CPU time at a moment, from /proc/self/task/TID/schedstat. */
