@@ -49,6 +49,9 @@ void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct s
 		free(n);
 		return;
 	}
+	n->abort = hdr.count != 0;
+	if (n->abort)
+		atomic_fetch_add_explicit(&e->aborts_out, 1, memory_order_relaxed);
 	n->next = e->notices;
 	e->notices = n;
 }
@@ -72,6 +75,8 @@ bool dp_notice_done(struct dp_engine *e, struct sl_tp_msg *m)
 	for (p = &e->notices; *p != n; p = &(*p)->next)
 		;
 	*p = n->next;
+	if (n->abort)
+		atomic_fetch_sub_explicit(&e->aborts_out, 1, memory_order_relaxed);
 	free(n);
 	return true;
 }

@@ -449,6 +449,7 @@ struct dp_notices {
 	struct dp_notices *next;
 	uint32_t unacked;          /* notices still owed: their msgs' owner is set */
 	uint32_t nranks;
+	bool abort;                /* a failure's notice: counted in aborts_out */
 	char why[DP_CHAIN_TEXT_LEN];   /* a failure's sentence, or a stall note's chain (longer) */
 	struct sl_tp_msg msgs[];   /* [nranks] */
 };
@@ -499,6 +500,9 @@ struct dp_engine {
 	struct dp_coll *coll_free; /* finished collectives to reuse, with their tables (coll_run.c) */
 	uint64_t coll_free_bytes;  /* their memory, at most DP_COLL_KEEP_BYTES */
 	struct dp_notices *notices; /* abort notices not yet acknowledged */
+	/* of which carry a failure: the dataplane's stop waits for them
+	 * (dp_main.c linger_for_peers), read from its thread */
+	_Atomic uint32_t aborts_out;
 	struct dp_pool pool;       /* packet copies and lingering calls' copies (pool.h) */
 	struct dp_gdev *gdev[DP_MAX_GPUS]; /* opened on the first collective on that GPU */
 	struct dp_gdev *cpu_gdev;  /* --gate-host's stand-in */

@@ -73,6 +73,9 @@
  * (several of the peers' retransmission timeouts), LINGER_MAX_NS at most. */
 #define LINGER_QUIET_NS 20000000ull
 #define LINGER_MAX_NS 500000000ull
+/* Unacknowledged abort notices hold it longer, this long at most: a peer
+ * that takes longer is gone, or starved past its own timers. */
+#define LINGER_ABORTS_NS 2000000000ull
 
 struct link {
 	uint16_t node;
@@ -862,15 +865,33 @@ static uint64_t data_seen(struct dp_engine *engines, unsigned n)
 	return sum;
 }
 
+/* Abort notices (a failure's) that the engines sent and no peer has
+ * acknowledged yet, nor died. */
+static uint32_t aborts_out(struct dp_engine *engines, unsigned n)
+{
+	uint32_t sum = 0;
+
+	for (unsigned ch = 0; ch < n; ch++)
+		sum += atomic_load_explicit(&engines[ch].aborts_out, memory_order_relaxed);
+	return sum;
+}
+
 /* Keep acknowledging until the peers fall quiet, as TCP's TIME-WAIT does: a
  * rank exits as soon as its own sends are acknowledged, and a peer whose last
  * packet to it, or that packet's ACK, was lost would otherwise resend into
- * silence until its timeout and fail (3 ranks under 1% loss did, now and then). */
+ * silence until its timeout and fail (3 ranks under 1% loss did, now and then).
+ * And until this dataplane's abort notices are acknowledged, LINGER_ABORTS_NS
+ * at most: a rank that exits right after its failed destroy took a notice
+ * still queued (behind a full window) or lost with it, and the peer that
+ * waited for it timed out without the failure's name (linger32). */
 static void linger_for_peers(struct dp_engine *engines, unsigned n)
 {
 	uint64_t start = dp_now_ns(NULL), now = start, quiet_since = start, seen = data_seen(engines, n);
 
-	while (now - quiet_since < LINGER_QUIET_NS && now - start < LINGER_MAX_NS) {
+	while (now - start < LINGER_ABORTS_NS) {
+		bool quiet = now - quiet_since >= LINGER_QUIET_NS || now - start >= LINGER_MAX_NS;
+		if (quiet && !aborts_out(engines, n))
+			break;
 		usleep(1000);
 		now = dp_now_ns(NULL);
 		uint64_t s = data_seen(engines, n);
