@@ -43,13 +43,15 @@ void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct s
 		m->src = (const uint8_t *)n->why;
 		m->owner = n;
 		n->unacked++;
+		/* a failure's, to a peer that has not closed (a closed one is
+		 * done with the communicator): the stop waits for it */
+		n->abort |= hdr.count != 0 && !comm->peer_closed[r];
 		sl_tp_send(e->tp, m);
 	}
 	if (!n->unacked) {
 		free(n);
 		return;
 	}
-	n->abort = hdr.count != 0;
 	if (n->abort)
 		atomic_fetch_add_explicit(&e->aborts_out, 1, memory_order_relaxed);
 	n->next = e->notices;

@@ -449,7 +449,7 @@ struct dp_notices {
 	struct dp_notices *next;
 	uint32_t unacked;          /* notices still owed: their msgs' owner is set */
 	uint32_t nranks;
-	bool abort;                /* a failure's notice: counted in aborts_out */
+	bool abort;                /* a failure's, owed by a peer that has not closed: counted in aborts_out */
 	char why[DP_CHAIN_TEXT_LEN];   /* a failure's sentence, or a stall note's chain (longer) */
 	struct sl_tp_msg msgs[];   /* [nranks] */
 };
