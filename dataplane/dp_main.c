@@ -702,7 +702,7 @@ static void print_counters(const struct dp_engine *e)
 		"(early or deferred packets kept in their frames %llu, past the stash's cap %llu, overran it %llu, "
 		"senders parked %llu); "
 		"credit stalls %llu, held waits %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
-		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu; "
+		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu, control frames refused %llu; "
 		"windows held %llu (refused %llu), held packets resent %llu, window probes %llu; "
 		"page faults %ld\n",
 		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted,
@@ -726,6 +726,7 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)t->paced_waits, (unsigned long long)t->rx_ce, (unsigned long long)t->ack_ce,
 		(unsigned long long)t->path_deaths, (unsigned long long)t->path_revivals,
 		(unsigned long long)t->probes_tx, (unsigned long long)t->tx_no_buf,
+		(unsigned long long)t->ctl_refused,
 		(unsigned long long)t->holds, (unsigned long long)t->rx_retry,
 		(unsigned long long)t->held_resent, (unsigned long long)t->window_probes, e->count.page_faults);
 }
@@ -766,11 +767,12 @@ static void print_links(const struct dp_engine *e, const struct opts *o, struct 
 		fprintf(stderr, "sluiced %s: flow to node %u: in flight %u (held %u), credit %u, paths alive %u of %u, "
 			"srtt %llu us, rto %llu us; PSNs out %#x-%#x, in order from it to %#x, "
 			"its last DATA %s, last ACK %s; RTO retransmissions %u, its ACKs that retired nothing "
-			"with packets out %u, its DATA that came twice %u\n", name, n, fi.in_flight, fi.held, fi.credit,
+			"with packets out %u, its DATA that came twice %u; our ACKs to it refused %u\n",
+			name, n, fi.in_flight, fi.held, fi.credit,
 			fi.paths_alive, fi.paths, (unsigned long long)fi.srtt_ns / 1000,
 			(unsigned long long)fi.rto_ns / 1000, fi.snd_una, fi.snd_nxt, fi.rcv_cum,
 			ago(data, sizeof(data), fi.data_ago_ns), ago(ack, sizeof(ack), fi.ack_ago_ns),
-			fi.rto_retx, fi.acks_idle, fi.dup_rx);
+			fi.rto_retx, fi.acks_idle, fi.dup_rx, fi.acks_refused);
 	}
 }
 

@@ -156,6 +156,7 @@ struct tp_flow {
 	uint8_t rcv_park_turn;   /* else the slot the next ACK names, if in use (else the next) */
 	struct tp_park rcv_parks[SL_PARKS_MAX];
 	uint32_t ack_nxt;        /* ACK number of the next ACK or probe to the peer */
+	uint32_t acks_refused;   /* ACKs and probes to it its port refused (stats.ctl_refused) */
 };
 
 /* Frames built but not yet taken by a port's tx_burst. */

@@ -330,8 +330,11 @@ static bool send_ack(struct sl_tp *tp, struct tp_flow *f, int path)
 	struct sl_ack ack = { .cum_psn = f->rcv_cum, .echo_ts = f->rcv_echo_ts,
 			      .credit = f->rcv_grant, .ce = f->rcv_ce, .echo_path = f->rcv_echo_path };
 
-	if (!p)
+	if (!p) {
+		tp->stats.ctl_refused++;
+		f->acks_refused++;
 		return false;
+	}
 	if (path < 0) {
 		ack.credit = credit(tp, f);
 		h.flags = f->rcv_dup ? SL_F_DSACK : 0;
@@ -362,25 +365,38 @@ bool tp_send_probe(struct sl_tp *tp, struct tp_flow *f, uint8_t path)
 	return send_ack(tp, f, path);
 }
 
-/* One ACK per flow that owes one now (tp_input.c).  An ACK that finds
- * no buffer is skipped: the sender's retransmission will ask again. */
+/* f's owed ACK, then one for each park not named yet (tp_hold.c), which
+ * echo nothing (the first did); false when its port refused one. */
+static bool ack_flow(struct sl_tp *tp, struct tp_flow *f, uint32_t *sent)
+{
+	if (!send_ack(tp, f, -1))
+		return false;
+	(*sent)++;
+	while (f->rcv_park_unsaid) {
+		f->rcv_echo_path = SL_ECHO_NONE;
+		if (!send_ack(tp, f, -1))
+			return false;
+		(*sent)++;
+	}
+	return true;
+}
+
+/* One ACK per flow that owes one now (tp_input.c).  One its port refuses
+ * (queue full, no buffer) stays owed and listed: it goes at the next port's
+ * turn or pass, built from the receive state then, not at the sender's
+ * retransmission. */
 uint32_t tp_send_acks(struct sl_tp *tp)
 {
 	uint32_t sent = 0;
+	uint16_t owed = 0;
 
 	for (uint16_t i = 0; i < tp->n_ack; i++) {
 		struct tp_flow *f = tp->flows[tp->ack_list[i]];
-		f->ack_due = f->probe_due = false;
-		sent += send_ack(tp, f, -1);
-		/* an ACK names one park: others parked since go in ACKs of their own (tp_hold.c),
-		 * which echo nothing (the first did) */
-		while (f->rcv_park_unsaid) {
-			f->rcv_echo_path = SL_ECHO_NONE;
-			if (!send_ack(tp, f, -1))
-				break;
-			sent++;
-		}
+		if (ack_flow(tp, f, &sent))
+			f->ack_due = f->probe_due = false;
+		else
+			tp->ack_list[owed++] = f->node;
 	}
-	tp->n_ack = 0;
+	tp->n_ack = owed;
 	return sent;
 }

@@ -127,6 +127,9 @@ struct sl_tp_stats {
 	uint64_t rx_bad_crc;            /* of which the CRC32C trailer did not match */
 	uint64_t rx_foreign;            /* not sluice, or from/to a node we have no flow with */
 	uint64_t tx_no_buf;             /* a poll found no tx buffer */
+	uint64_t ctl_refused;           /* ACKs and probes not queued: the port's send queue full
+					   or no tx buffer; an ACK stays owed and goes again at the
+					   next port's turn or poll, a probe at the next timer scan */
 	uint64_t flows_dead;
 	uint64_t credit_stalls;         /* polls in which a flow's window allowed a send and the
 					   receiver's credit did not (once per flow and poll) */
@@ -250,8 +253,9 @@ struct sl_tp_flow_info {
 	uint64_t data_ago_ns, ack_ago_ns;
 	/* whether its ACKs moved the oldest PSN: RTO retransmissions to it, its
 	 * ACKs that retired nothing while packets were out, and its DATA that
-	 * arrived twice (the engine's counters sum over every peer) */
-	uint32_t rto_retx, acks_idle, dup_rx;
+	 * arrived twice (the engine's counters sum over every peer); our ACKs
+	 * and probes to it that its port refused (stats.ctl_refused) */
+	uint32_t rto_retx, acks_idle, dup_rx, acks_refused;
 };
 /* 0, or -1 when there is no flow to node. */
 int sl_tp_flow_info(const struct sl_tp *tp, uint16_t node, struct sl_tp_flow_info *out);

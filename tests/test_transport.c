@@ -1278,6 +1278,82 @@ static void test_late_acks_are_coalesced(void **state)
 	}
 }
 
+/* A port that passes everything to inner but has no tx buffer while dry:
+ * the transport's ACK finds no room, as with a full send queue. */
+struct dry_port {
+	struct sl_port port;
+	struct sl_port *inner;
+	bool dry;
+};
+
+static struct sl_port *inner_of(struct sl_port *p)
+{
+	return ((struct dry_port *)p->priv)->inner;
+}
+
+static uint16_t dry_rx(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	return inner_of(p)->ops->rx_burst(inner_of(p), pkts, n);
+}
+
+static uint16_t dry_tx(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	return inner_of(p)->ops->tx_burst(inner_of(p), pkts, n);
+}
+
+static uint16_t dry_alloc(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	return ((struct dry_port *)p->priv)->dry ? 0 : inner_of(p)->ops->alloc(inner_of(p), pkts, n);
+}
+
+static void dry_free(struct sl_port *p, struct sl_pkt *pkts, uint16_t n)
+{
+	inner_of(p)->ops->free(inner_of(p), pkts, n);
+}
+
+static const struct sl_port_ops dry_ops = { .name = "dry", .rx_burst = dry_rx, .tx_burst = dry_tx,
+					    .alloc = dry_alloc, .free = dry_free };
+
+/* An ACK its port refuses is counted and stays owed: it goes at the next
+ * poll, though no new DATA asks for it, before the sender sends again.
+ * The poll calls the ACK sender only while the owed list says so: a flow
+ * owing an ACK off that list would never send it, and fail here too. */
+static void test_refused_ack_stays_owed(void **state)
+{
+	(void)state;
+	struct setup s = { .crc = false };
+	struct harness *hs = harness_new(&s);
+	struct dry_port dp = { .inner = hs->pb, .dry = true };
+	const struct sl_tp_stats *bs;
+	struct sl_tp_flow_info fi;
+
+	dp.port = *hs->pb;
+	dp.port.ops = &dry_ops;
+	dp.port.priv = &dp;
+	dp.port.rx_posted = NULL;
+	sl_tp_destroy(hs->b.tp);
+	end_init(hs, &hs->b, &dp.port, NODE_B, NODE_A, &s);
+	bs = sl_tp_get_stats(hs->b.tp);
+	send_small(&hs->a, 0, false); /* asks for its ACK at once */
+	sl_tp_poll(hs->a.tp);
+	sl_tp_poll(hs->b.tp);
+	assert_int_equal(hs->b.rx_count[msg_base[6]], 1);
+	assert_int_equal(bs->ack_tx, 0);
+	assert_int_equal(bs->ctl_refused, 1);
+	assert_int_equal(sl_tp_flow_info(hs->b.tp, NODE_A, &fi), 0);
+	assert_int_equal(fi.acks_refused, 1);
+	dp.dry = false;
+	sl_tp_poll(hs->b.tp); /* same time, nothing new came in: only the owed ACK */
+	if (bs->ack_tx != 1)
+		fail_msg("a refused ACK was dropped: %llu ACKs after the port took frames again",
+			 (unsigned long long)bs->ack_tx);
+	sl_tp_poll(hs->a.tp);
+	assert_int_equal(hs->a.acked[6], 1);
+	assert_int_equal(retx(sl_tp_get_stats(hs->a.tp)), 0);
+	assert_int_equal(bs->ctl_refused, 1);
+	harness_free(hs);
+}
+
 /* A delayed ACK goes when its delay runs out (10 us by default), before
  * the sender's tail-loss probe (20 us at least) would send the packet again. */
 static void test_delayed_ack_comes_in_time(void **state)
@@ -1711,6 +1787,7 @@ int main(void)
 		cmocka_unit_test(test_flow_counts_what_its_peer_acknowledged),
 		cmocka_unit_test(test_late_acks_are_coalesced),
 		cmocka_unit_test(test_delayed_ack_comes_in_time),
+		cmocka_unit_test(test_refused_ack_stays_owed),
 		cmocka_unit_test(test_flush_sends_delayed_acks),
 		cmocka_unit_test(test_lost_coalesced_acks_recover),
 		cmocka_unit_test(test_cancel),
