@@ -293,7 +293,7 @@ uint32_t sl_tp_poll_at(struct sl_tp *tp, uint64_t now_ns)
 	for (uint16_t i = 0; i < tp->n_ports; i++) {
 		if (!sl_port_rx_idle(tp->ports[i]))
 			moved += tp_rx_port(tp, i);
-		if (tp->n_ack) /* most ports' turns owe none: no call (~26 Ir a port) */
+		if (tp->n_ack) /* most turns owe none: no call (~19 Ir each) */
 			moved += tp_send_acks(tp);
 	}
 	moved += tp_send_data(tp);
