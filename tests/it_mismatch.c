@@ -255,9 +255,18 @@ static sluice_result_t post_step(sluice_comm_t *comm, enum coll coll, const stru
 	}
 }
 
-/* The sentence names the cycle (each of c->said) and ends in what to do. */
-static void check_cycle(const struct p2p_case *c)
+/* A wait of case c ended with res: SLUICE_ERR_MISMATCH, whose sentence
+ * names the cycle (each of c->said) and ends in what to do. */
+static void expect_cycle(const struct p2p_case *c, sluice_result_t res)
 {
+	char got[1200];
+
+	if (res != SLUICE_ERR_MISMATCH) {
+		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank, c->what,
+			outcome(res, got, sizeof(got)));
+		failures++;
+		return;
+	}
 	const char *msg = sluice_last_error(), *end = strstr(msg, c->end);
 	bool said = true;
 
@@ -322,13 +331,7 @@ static void run_cycles(const struct p2p_case *cases, int n)
 	for (int i = 0; i < n; i++) {
 		if (req[i])
 			res[i] = sluice_wait(req[i]);
-		if (res[i] != SLUICE_ERR_MISMATCH) {
-			fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank,
-				cases[i].what, outcome(res[i], got, sizeof(got)));
-			failures++;
-		} else {
-			check_cycle(&cases[i]);
-		}
+		expect_cycle(&cases[i], res[i]);
 	}
 	/* the cycles are found at the timeout: the peers hear of them at once */
 	for (int i = 0; i < n; i++) {
@@ -527,13 +530,7 @@ static void run_second_call(void)
 	} else {
 		CHECK(sluice_recv(comm, in, SMALL, SLUICE_UINT32, 0, &req));
 	}
-	if ((res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
-		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank, c.what,
-			outcome(res, got, sizeof(got)));
-		failures++;
-	} else {
-		check_cycle(&c);
-	}
+	expect_cycle(&c, sluice_wait(req));
 	if (ahead && (res = sluice_wait(ahead)) != SLUICE_OK) { /* the prefetch and its send were legal */
 		fprintf(stderr, "rank %d: %s: the first %s: %s\n", rank, c.what, rank ? "send" : "recv",
 			outcome(res, got, sizeof(got)));
@@ -609,8 +606,6 @@ static void run_outside(void)
 	size_t held = 8u << 20; /* floats: 32 MiB, past what a stash takes of a call not posted */
 	sluice_comm_t *comm;
 	sluice_req_t *outside = NULL, *req = NULL;
-	sluice_result_t res;
-	char got[1200];
 	float *big;
 
 	CHECK(sluice_mem_alloc(ctx, held * sizeof(float), (void **)&big));
@@ -630,13 +625,8 @@ static void run_outside(void)
 		 * now would wait for rank 0, another cycle through the send */
 		usleep((useconds_t)(1.2 * timeout_s * 1e6));
 	}
-	if (req && (res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
-		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank, c.what,
-			outcome(res, got, sizeof(got)));
-		failures++;
-	} else if (req) {
-		check_cycle(&c);
-	}
+	if (req)
+		expect_cycle(&c, sluice_wait(req));
 	if (outside)
 		sluice_wait(outside); /* failed with the communicator */
 	after_failure(comm, c.what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
@@ -650,12 +640,11 @@ static void run_outside(void)
  * rank. */
 static void run_long_ring(void)
 {
-	char count[64], got[1200];
+	char count[64];
 	const struct p2p_case ring = { .what = "a ring of recvs over every rank",
 				       .said = { count, "recv #0 from rank " }, .end = CHAIN_END };
 	sluice_comm_t *comm;
 	sluice_req_t *req;
-	sluice_result_t res;
 
 	struct call together = { .coll = ALLREDUCE, .count = 1, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
 
@@ -666,13 +655,7 @@ static void run_long_ring(void)
 	CHECK(sluice_wait(req));
 	double t0 = now_s();
 	CHECK(sluice_recv(comm, bufb, SMALL, SLUICE_FLOAT32, (rank + 1) % nranks, &req));
-	if ((res = sluice_wait(req)) != SLUICE_ERR_MISMATCH) {
-		fprintf(stderr, "rank %d: %s: %s, want SLUICE_ERR_MISMATCH naming the cycle\n", rank, ring.what,
-			outcome(res, got, sizeof(got)));
-		failures++;
-	} else {
-		check_cycle(&ring);
-	}
+	expect_cycle(&ring, sluice_wait(req));
 	after_failure(comm, ring.what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
 }
 
