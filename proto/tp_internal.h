@@ -164,9 +164,7 @@ struct tp_txq {
 	struct sl_pkt pkts[TP_TXQ_LEN];
 	struct sl_addr src;      /* frames' source here: built once, at sl_tp_add_port, not a frame */
 	uint16_t n;
-	uint32_t bytes;          /* staged since the last hand-over: a burst the port refused
-				    is tried again at the next TP_TXQ_BYTES (or a full queue),
-				    not at every frame staged behind it */
+	uint32_t bytes;          /* the staged frames' */
 	bool no_buf;             /* alloc failed during this poll: stop asking */
 	uint64_t full_ns;        /* when the port last refused frames (tp_timer.c) */
 };

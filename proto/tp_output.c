@@ -22,6 +22,8 @@ void tp_txq_push(struct sl_tp *tp, uint16_t port_idx)
 		q->full_ns = tp->now_ns;
 	memmove(q->pkts, q->pkts + sent, q->n * sizeof(q->pkts[0]));
 	q->bytes = 0;
+	for (uint16_t i = 0; i < q->n; i++)
+		q->bytes += q->pkts[i].len;
 }
 
 void tp_txq_drop_all(struct sl_tp *tp)
