@@ -234,16 +234,19 @@ static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, 
 	e->count.stash_overflows++;
 	dp_comm_fail(e, comm, SLUICE_ERR_NO_MEMORY, comm->next_seq,
 		     "rank %d sent %" PRIu64 " KiB of calls not posted here (#%u, %u packets) while a call waits on "
-		     "it, past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): either its dataplane "
-		     "ignores its held window and parked calls (a misbehaving or older build), or calls of several "
-		     "communicators that rank posted first send that much ahead of the one this rank waits on (a "
-		     "flow parks up to %d: post calls on the communicators in one order on every rank, or raise the "
-		     "limit)", src, e->stash_past_cap_bytes >> 10, h->seq, comm->nstash, SL_PARKS_MAX);
+		     "it, past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): its dataplane ignores "
+		     "its held window or parked calls: a misbehaving build, or an older one (which parks the calls "
+		     "of %d communicators a flow at most, where this one parks all %d an engine has): run one build "
+		     "on every rank, or raise the limit",
+		     src, e->stash_past_cap_bytes >> 10, h->seq, comm->nstash, SL_PARKS_LOW, DP_MAX_COMMS);
 	return true;
 }
 
 /* Park src's calls on comm from the first not posted here; a hold of src
- * on comm gives way to it, so that what a call waits for behind them comes. */
+ * on comm gives way to it, so that what a call waits for behind them comes.
+ * A flow parks every communicator an engine has: stash_park fails only for
+ * a node without a flow. */
+_Static_assert(SL_PARKS_MAX >= DP_MAX_COMMS, "a flow parks the calls of every communicator of its engine");
 static bool park_sender(struct dp_engine *e, struct dp_comm *comm, uint32_t src)
 {
 	if (!sl_tp_park(e->tp, comm->node[src], comm->key32, comm->next_seq))
@@ -266,8 +269,8 @@ static bool park_sender(struct dp_engine *e, struct dp_comm *comm, uint32_t src)
  * from the first not posted here and sends the rest), the stash takes only
  * what the sender had out when the park reached it, and stash_unpark lets
  * the calls come once one is posted.  False (hold it then): no posted call
- * waits on src, a point-to-point packet (its seq is the pair's, not the
- * communicator's), or src's flow parks SL_PARKS_MAX other communicators.
+ * waits on src, or a point-to-point packet (its seq is the pair's, not
+ * the communicator's).
  */
 static bool stash_park(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
 {

@@ -48,9 +48,10 @@
  * long as the call waited.  A legal order reached it too (a peer's call on
  * another communicator, posted there first, sending more than the limit
  * ahead of the one this rank waits on: perf/ALGORITHMS.md, soak21); now
- * that call is parked (coll_stash.c stash_park), but a flow parks up to
- * SL_PARKS_MAX communicators at once, so the default stays a quarter of
- * the machine's memory, at least this floor, and sluiced --stash-limit /
+ * that call is parked (coll_stash.c stash_park), on every communicator at
+ * once (a flow parks SL_PARKS_MAX, at least DP_MAX_COMMS), but a peer of an
+ * older build parks four at most, so the default stays a quarter of the
+ * machine's memory, at least this floor, and sluiced --stash-limit /
  * SLUICE_STASH_LIMIT set it. */
 #define DP_STASH_LIMIT_FLOOR (256ull << 20)
 /* The same in payload bytes, for packets of calls past the next one, so

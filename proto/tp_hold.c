@@ -159,18 +159,24 @@ uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f)
  *
  * Up to SL_PARKS_MAX communicators at once (B and C of two communicators,
  * both in front of A), each in a slot of its own: every ACK lists the
- * slots in use (sl_ack.parks) and names one of them, a new or changed one
- * first and the others in turn, so the sender learns each within a few
- * ACKs, and an unpark with the next ACK whatever it names.  A lost ACK is
- * made up by the next: a parked sender with nothing out probes (as a held
- * one), whose answer says it all again.  A fifth communicator is not
- * parked (sl_tp_park says so): the engine holds its sender instead.
+ * slots in use and names some, a new or changed one first and the others
+ * in turn, so the sender learns each within a few ACKs, and an unpark with
+ * the next ACK whatever it names.  The first SL_PARKS_LOW slots are listed
+ * and named as before session 33 (SL_F_PARK, sl_ack.parks: a peer from
+ * then reads them), the rest beside them (SL_F_PARK_MORE), so an ACK names
+ * one of each.  A new park takes the lowest free slot.  A lost
+ * ACK is made up by the next: a parked sender with nothing out probes (as
+ * a held one), whose answer says it all again.  Past SL_PARKS_MAX (as many
+ * as a dataplane engine has communicators) sl_tp_park says no: the engine
+ * would hold that sender instead.
  */
+#define PARKS_LOW_MASK ((uint64_t)SL_ACK_PARK_SLOTS)
+
 static int rcv_park_slot(const struct tp_flow *f, uint32_t comm)
 {
-	for (unsigned slots = f->rcv_park_slots; slots; slots &= slots - 1)
-		if (f->rcv_parks[__builtin_ctz(slots)].comm == comm)
-			return __builtin_ctz(slots);
+	for (uint64_t slots = f->rcv_park_slots; slots; slots &= slots - 1)
+		if (f->rcv_parks[__builtin_ctzll(slots)].comm == comm)
+			return __builtin_ctzll(slots);
 	return -1;
 }
 
@@ -179,17 +185,17 @@ bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq)
 	struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
 	int i = f ? rcv_park_slot(f, comm) : -1;
 
-	if (!f || (i < 0 && f->rcv_park_slots == (1u << SL_PARKS_MAX) - 1))
+	if (!f || (i < 0 && !~f->rcv_park_slots))
 		return false;
 	if (i >= 0 && f->rcv_parks[i].seq == seq)
 		return true;
 	if (i < 0) {
-		i = __builtin_ctz(~f->rcv_park_slots);
-		f->rcv_park_slots |= (uint8_t)(1u << i);
+		i = __builtin_ctzll(~f->rcv_park_slots);
+		f->rcv_park_slots |= 1ull << i;
 		tp->stats.parks++;
 	}
 	f->rcv_parks[i] = (struct tp_park){ .comm = comm, .seq = seq };
-	f->rcv_park_unsaid |= (uint8_t)(1u << i);
+	f->rcv_park_unsaid |= 1ull << i;
 	state_ack_due(tp, f);
 	return true;
 }
@@ -201,44 +207,71 @@ void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm)
 
 	if (i < 0)
 		return;
-	f->rcv_park_slots &= (uint8_t)~(1u << i);
-	f->rcv_park_unsaid &= (uint8_t)~(1u << i);
+	f->rcv_park_slots &= ~(1ull << i);
+	f->rcv_park_unsaid &= ~(1ull << i);
 	state_ack_due(tp, f);
 }
 
-/* Receiver: an ACK (or probe) says what it parks: the slots in use, and
- * by name one that no ACK named since it changed, else the next in turn. */
-void tp_park_ack(struct tp_flow *f, struct sl_hdr *h, struct sl_ack *ack)
+/* Receiver: the slot of those in part (a nonempty subset of f's) that the
+ * next ACK names: one no ACK named since it changed, else the next in
+ * part's turn. */
+static unsigned park_named(struct tp_flow *f, uint64_t part, uint8_t *turn)
 {
-	if (!f->rcv_park_slots)
-		return;
-	unsigned turn = f->rcv_park_turn, slots = f->rcv_park_slots;
-	unsigned i = f->rcv_park_unsaid ? __builtin_ctz(f->rcv_park_unsaid)
-					: __builtin_ctz(slots >> turn ? slots >> turn << turn : slots);
+	uint64_t slots = f->rcv_park_slots & part, unsaid = f->rcv_park_unsaid & part;
+	unsigned i = unsaid ? __builtin_ctzll(unsaid) : __builtin_ctzll(slots >> *turn ? slots >> *turn << *turn : slots);
 
-	f->rcv_park_unsaid &= (uint8_t)~(1u << i);
-	f->rcv_park_turn = (uint8_t)((i + 1) % SL_PARKS_MAX);
-	h->flags |= SL_F_PARK;
-	h->comm = f->rcv_parks[i].comm;
-	h->seq = f->rcv_parks[i].seq;
-	ack->parks = (uint8_t)(slots | i << SL_ACK_PARK_NAMED_SHIFT);
+	f->rcv_park_unsaid &= ~(1ull << i);
+	*turn = (uint8_t)((i + 1) % SL_PARKS_MAX);
+	return i;
 }
 
-/* Sender: a current ACK's parks (or none): the slot it names, and those it
- * lists that an earlier ACK named (one not named yet waits for its turn).
- * What the queue walk skipped (park_skip) is walked again when they change. */
+/* Receiver: an ACK (or probe) says what it parks: the slots in use, and by
+ * name one of the first SL_PARKS_LOW and one of the rest. */
+void tp_park_ack(struct tp_flow *f, struct sl_hdr *h, struct sl_ack *ack)
+{
+	if (f->rcv_park_slots & PARKS_LOW_MASK) {
+		unsigned i = park_named(f, PARKS_LOW_MASK, &f->rcv_park_turn[0]);
+		h->flags |= SL_F_PARK;
+		h->comm = f->rcv_parks[i].comm;
+		h->seq = f->rcv_parks[i].seq;
+		ack->parks = (uint8_t)(f->rcv_park_slots & PARKS_LOW_MASK) | (uint8_t)(i << SL_ACK_PARK_NAMED_SHIFT);
+	}
+	if (f->rcv_park_slots & ~PARKS_LOW_MASK) {
+		unsigned i = park_named(f, ~PARKS_LOW_MASK, &f->rcv_park_turn[1]);
+		h->flags |= SL_F_PARK_MORE;
+		h->offset = f->rcv_park_slots & ~PARKS_LOW_MASK;
+		h->step = (uint16_t)i;
+		h->count = (uint64_t)f->rcv_parks[i].comm << 32 | f->rcv_parks[i].seq;
+	}
+}
+
+/* Sender: of the slots an ACK lists (listed), those an earlier ACK named
+ * (one not named yet waits for its turn), and the one it names, written;
+ * *fresh when that one is new or moved. */
+static uint64_t park_learn(struct tp_flow *f, uint64_t listed, unsigned named, uint32_t comm, uint32_t seq,
+			   bool *fresh)
+{
+	struct tp_park *p = &f->parks[named];
+
+	*fresh |= !(f->park_slots >> named & 1) || p->comm != comm || p->seq != seq;
+	*p = (struct tp_park){ .comm = comm, .seq = seq };
+	return (listed & f->park_slots) | 1ull << named;
+}
+
+/* Sender: a current ACK's parks (or none).  What the queue walk skipped
+ * (park_skip) is walked again when they change.  A named slot past the
+ * table (a forged step) makes the ACK's SL_F_PARK_MORE part say nothing. */
 void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h, const struct sl_ack *ack)
 {
-	unsigned slots = 0, named;
+	uint64_t slots = 0;
 	bool fresh = false;
 
-	if (h->flags & SL_F_PARK) {
-		named = ack->parks >> SL_ACK_PARK_NAMED_SHIFT & (SL_PARKS_MAX - 1);
-		slots = (ack->parks & SL_ACK_PARK_SLOTS & f->park_slots) | 1u << named;
-		struct tp_park *p = &f->parks[named];
-		fresh = !(f->park_slots >> named & 1) || p->comm != h->comm || p->seq != h->seq;
-		*p = (struct tp_park){ .comm = h->comm, .seq = h->seq };
-	}
+	if (h->flags & SL_F_PARK)
+		slots |= park_learn(f, ack->parks & PARKS_LOW_MASK, ack->parks >> SL_ACK_PARK_NAMED_SHIFT & (SL_PARKS_LOW - 1),
+				    h->comm, h->seq, &fresh);
+	if ((h->flags & SL_F_PARK_MORE) && h->step >= SL_PARKS_LOW && h->step < SL_PARKS_MAX)
+		slots |= park_learn(f, h->offset & ~PARKS_LOW_MASK, h->step, (uint32_t)(h->count >> 32),
+				    (uint32_t)h->count, &fresh);
 	if (fresh && !f->held) {
 		f->persist_ns = f->rto_ns; /* probes, should the ACK that lifts it be lost */
 		f->persist_next_ns = tp->now_ns + f->persist_ns;
@@ -247,7 +280,7 @@ void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 		f->progress_ns = tp->now_ns; /* it answers: not dead, only not posted yet */
 	if (fresh || slots != f->park_slots)
 		f->park_skip = NULL;
-	f->park_slots = (uint8_t)slots;
+	f->park_slots = slots;
 }
 
 bool sl_tp_msg_parked(const struct sl_tp *tp, const struct sl_tp_msg *m, uint32_t *seq)

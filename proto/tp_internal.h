@@ -120,8 +120,8 @@ struct tp_flow {
 	uint32_t n_held;         /* slots held */
 	uint64_t persist_ns;     /* window probe interval while held, doubling per probe */
 	uint64_t persist_next_ns; /* and when the next one is due */
-	uint8_t park_slots;      /* bit i: the peer's last ACK parks our messages in_call_order
-				    on parks[i] (SL_F_PARK, sl_ack.parks): they wait queued */
+	uint64_t park_slots;     /* bit i: the peer's last ACK parks our messages in_call_order
+				    on parks[i] (SL_F_PARK, SL_F_PARK_MORE): they wait queued */
 	struct tp_park parks[SL_PARKS_MAX];
 	struct sl_tp_msg *park_skip; /* while parked: the queue up to it is parked, so the next
 				    message to send is looked for after it (tp_output.c) */
@@ -149,11 +149,12 @@ struct tp_flow {
 	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
 	bool rcv_holding;        /* the engine held this sender: the window ends at rcv_hold_psn */
 	uint32_t rcv_hold_psn;   /* until sl_tp_resume (tp_hold.c) */
-	uint8_t rcv_park_slots;  /* bit i: the engine parked the sender's calls on rcv_parks[i],
+	uint64_t rcv_park_slots; /* bit i: the engine parked the sender's calls on rcv_parks[i],
 				    until sl_tp_unpark (tp_hold.c) */
-	uint8_t rcv_park_unsaid; /* of those, parked or moved since an ACK named them: each is
+	uint64_t rcv_park_unsaid; /* of those, parked or moved since an ACK named them: each is
 				    named by an ACK of its own, in the same pass */
-	uint8_t rcv_park_turn;   /* else the slot the next ACK names, if in use (else the next) */
+	uint8_t rcv_park_turn[2]; /* else the slot the next ACK names, if in use (else the next),
+				    of the first SL_PARKS_LOW ([0]) and of the rest ([1]) */
 	struct tp_park rcv_parks[SL_PARKS_MAX];
 	uint32_t ack_nxt;        /* ACK number of the next ACK or probe to the peer */
 	uint32_t acks_refused;   /* ACKs and probes to it its port refused (stats.ctl_refused) */
@@ -258,8 +259,8 @@ static inline const struct tp_park *tp_park_of(const struct tp_flow *f, const st
 {
 	if (!m->in_call_order)
 		return NULL;
-	for (unsigned slots = f->park_slots; slots; slots &= slots - 1) {
-		const struct tp_park *p = &f->parks[__builtin_ctz(slots)];
+	for (uint64_t slots = f->park_slots; slots; slots &= slots - 1) {
+		const struct tp_park *p = &f->parks[__builtin_ctzll(slots)];
 		if (m->hdr.comm == p->comm && (int32_t)(m->hdr.seq - p->seq) >= 0)
 			return p;
 	}

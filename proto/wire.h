@@ -25,11 +25,18 @@
  * not posted, naming them in the ACK header's comm and seq; a version 2
  * peer that does not know it sends them on, and the receiver stashes them
  * as before the flag (bounded by its stash limit), so the version stays.
- * A receiver parks up to SL_PARKS_MAX communicators at once, in slots: the
- * ACK body's former reserved byte (sl_ack.parks) lists the slots in use and
- * which one the header names, each ACK naming the next in turn.  A sender
- * that reads the byte as 0 (a peer from before it) sees one park in slot 0;
- * one that does not read it takes each ACK's named park as the only one.
+ * A receiver parks up to SL_PARKS_LOW communicators at once in the first
+ * slots: the ACK body's former reserved byte (sl_ack.parks) lists those in
+ * use and which one the header names, each ACK naming the next in turn.  A
+ * sender that reads the byte as 0 (a peer from before it) sees one park in
+ * slot 0; one that does not read it takes each ACK's named park as the only
+ * one.  Flag bit 13 on an ACK (SL_F_PARK_MORE) carries the slots past those,
+ * up to SL_PARKS_MAX, in header fields an ACK left 0: offset lists them
+ * (bit i: slot i), step names one, count holds its comm and seq.  A peer
+ * from before it ignores them: as a sender it sends those communicators'
+ * calls on, and the receiver stashes them as before the flag (bounded by
+ * its stash limit); as a receiver it parks four at most.  So the version
+ * stays.
  * A control message (SL_F_CTRL) of step 2 is a stall note (the engine's
  * wait_notes.c dp_note_stall): the call its sender waits in, opcode in kind and
  * number in seq, with status 0 in count; a version 2 peer that does not
@@ -100,6 +107,11 @@ enum sl_hdr_flags {
 				 communicator comm (the header's fields): the sender holds back
 				 their messages not yet sent and sends its others, until an ACK
 				 without the flag, or whose sl_ack.parks lacks its slot, lifts it */
+	SL_F_PARK_MORE = 1u << 13, /* ACK: parks in slots SL_PARKS_LOW and up, as SL_F_PARK's:
+				 the header's offset lists those in use (bit i: slot i), step
+				 names one (SL_PARKS_LOW..SL_PARKS_MAX - 1), and count holds its
+				 comm (high 32 bits) and seq (low 32); an ACK without the flag,
+				 or whose offset lacks a slot, lifts it */
 };
 
 /* DATA and probe ACKs: the sender's path (port x UDP source port) in flags
@@ -110,17 +122,21 @@ enum sl_hdr_flags {
 #define SL_MAX_PATHS 16
 #define SL_ECHO_NONE 0xff
 
-/* sl_ack.parks: bits 0..3 the receiver's park slots in use, bits 4..5 the
- * slot that an SL_F_PARK ACK's comm and seq name (in use, whatever bits
- * 0..3 say).  Four slots: a rank waits on a call of one communicator while
- * calls of up to four others, posted first by the peer, are parked. */
-#define SL_PARKS_MAX 4
+/* A flow's park slots: the first SL_PARKS_LOW in sl_ack.parks, bits 0..3
+ * those in use, bits 4..5 the one that an SL_F_PARK ACK's comm and seq name
+ * (in use, whatever bits 0..3 say); the rest, up to SL_PARKS_MAX, under
+ * SL_F_PARK_MORE.  Sixty-four: a rank waits on a call of one communicator
+ * while calls of up to all its engine's others (dataplane DP_MAX_COMMS),
+ * posted first by the peer, are parked. */
+#define SL_PARKS_LOW 4
+#define SL_PARKS_MAX 64
 #define SL_ACK_PARK_SLOTS 0x0fu
 #define SL_ACK_PARK_NAMED_SHIFT 4
-/* the named slot is read as (parks >> SHIFT) & (SL_PARKS_MAX - 1): a forged byte cannot name a slot past the table */
-_Static_assert(SL_ACK_PARK_SLOTS == (1u << SL_PARKS_MAX) - 1 && (SL_PARKS_MAX & (SL_PARKS_MAX - 1)) == 0 &&
-		       SL_PARKS_MAX <= 1u << (8 - SL_ACK_PARK_NAMED_SHIFT),
+/* the named low slot is read as (parks >> SHIFT) & (SL_PARKS_LOW - 1): a forged byte cannot name a slot past them */
+_Static_assert(SL_ACK_PARK_SLOTS == (1u << SL_PARKS_LOW) - 1 && (SL_PARKS_LOW & (SL_PARKS_LOW - 1)) == 0 &&
+		       SL_PARKS_LOW <= 1u << (8 - SL_ACK_PARK_NAMED_SHIFT),
 	       "sl_ack.parks: one bit a slot below the named slot's index, a power of two of slots");
+_Static_assert(SL_PARKS_MAX == 64, "SL_F_PARK_MORE: one bit of the header's 64-bit offset a slot");
 
 /* The IPv4 header's ECN field (RFC 3168), in struct sl_hdr.ip_ecn. */
 enum sl_ecn {

@@ -11,13 +11,18 @@
  * posted (coll_stash.c stash_park).  With BIG > 1, rank 0 posts BIG such
  * calls, each on a communicator of its own, before A: a flow parked one
  * communicator at a time, and the second one's data filled the stash up to
- * the limit; now it parks up to four.  Every result is checked exactly.
- * usage: it_cross_order [B_MIB [ROUNDS [BIG]]]
+ * the limit; then it parked up to four, and a fifth filled it (a flow's
+ * park table had four slots); now it parks as many as the engine has
+ * communicators.  With "reverse", the other ranks post the big calls in the
+ * opposite order to rank 0's, last first: waiting for the last, they park
+ * all the others at once.  Every result is checked exactly.
+ * usage: it_cross_order [B_MIB [ROUNDS [BIG [reverse]]]]
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <sluice/sluice.h>
 
@@ -26,7 +31,7 @@ static int rank, nranks;
 #include "it_common.h"
 
 #define A_COUNT 4096
-#define MAX_BIG 6
+#define MAX_BIG 8
 
 /* Rank r's input element i of call c (0: A, 1..: the big ones): small, so sums are exact. */
 static int32_t input(int r, size_t i, int c)
@@ -60,6 +65,7 @@ int main(int argc, char **argv)
 {
 	size_t b_count = (size_t)(argc > 1 ? atol(argv[1]) : 32) << 20 >> 2;
 	int rounds = argc > 2 ? atoi(argv[2]) : 2, big = argc > 3 ? atoi(argv[3]) : 1, failures = 0;
+	bool reverse = argc > 4 && strcmp(argv[4], "reverse") == 0;
 	sluice_ctx_t *ctx;
 	sluice_comm_t *comm[1 + MAX_BIG];
 	int32_t *a_buf, *b_buf[MAX_BIG];
@@ -67,6 +73,10 @@ int main(int argc, char **argv)
 
 	if (big < 1 || big > MAX_BIG) {
 		fprintf(stderr, "it_cross_order: BIG %d: want 1 to %d calls in front of A\n", big, MAX_BIG);
+		return 2;
+	}
+	if (argc > 4 && !reverse) {
+		fprintf(stderr, "it_cross_order: %s: want \"reverse\" or nothing after BIG\n", argv[4]);
 		return 2;
 	}
 	CHECK(sluice_init(&ctx));
@@ -92,7 +102,8 @@ int main(int argc, char **argv)
 		} else {
 			CHECK(sluice_allreduce(comm[0], a_buf, a_buf, A_COUNT, SLUICE_INT32, SLUICE_SUM, &a));
 			CHECK(sluice_wait(a));
-			for (int c = 0; c < big; c++) {
+			for (int i = 0; i < big; i++) {
+				int c = reverse ? big - 1 - i : i;
 				CHECK(sluice_allreduce(comm[1 + c], b_buf[c], b_buf[c], b_count, SLUICE_INT32, SLUICE_SUM,
 						       &b[c]));
 				CHECK(sluice_wait(b[c]));
@@ -109,7 +120,7 @@ int main(int argc, char **argv)
 		CHECK(sluice_comm_destroy(comm[c]));
 	CHECK(sluice_finalize(ctx));
 	if (rank == 0 || failures)
-		printf("it_cross_order rank %d of %d: %d rounds of %d calls of %zu MiB behind A, %d failures\n", rank,
-		       nranks, rounds, big, b_count >> 18, failures);
+		printf("it_cross_order rank %d of %d: %d rounds of %d calls of %zu MiB behind A%s, %d failures\n", rank,
+		       nranks, rounds, big, b_count >> 18, reverse ? ", posted in reverse" : "", failures);
 	return failures ? 1 : 0;
 }

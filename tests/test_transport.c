@@ -31,6 +31,7 @@
 #define COMM 0xc0ffee
 #define COMM2 0xc0ff2e       /* other communicators, whose calls share the flow */
 #define COMM3 0xc0ff3e
+#define COMM_N(n) (COMM | (uint32_t)(n) << 24) /* communicator n of many parked at once */
 #define SPACE 65536
 
 /* The messages: empty, tiny, around one packet, many packets, more than a window. */
@@ -91,7 +92,7 @@ static enum sl_deliver_result on_deliver(void *arg, const struct sl_hdr *h, cons
 {
 	struct end *e = arg;
 
-	assert_true(h->comm == COMM || h->comm == COMM2 || h->comm == COMM3);
+	assert_true((h->comm & 0xffffff) == COMM || h->comm == COMM2 || h->comm == COMM3);
 	assert_true(h->seq < N_ALL);
 	assert_true(h->offset >= msg_base[h->seq]);
 	assert_true(h->offset + h->len <= msg_base[h->seq] + msg_size[h->seq]);
@@ -870,6 +871,74 @@ static void test_two_parks_on_one_flow(void **state)
 	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM, 1));
 	if (sl_tp_park(hs->b.tp, NODE_A, COMM + SL_PARKS_MAX, 0))
 		fail_msg("a flow took a park past its SL_PARKS_MAX (%d)", SL_PARKS_MAX);
+	harness_free(hs);
+}
+
+/* Eight communicators parked on one flow at once (a rank waits on a call of
+ * a ninth, which the peer posted after all eight): the first four listed
+ * and named in sl_ack.parks, as a peer from before session 33 reads them,
+ * the rest under SL_F_PARK_MORE.  The pass's ACKs list every slot and name
+ * each once (message i's communicator takes slot i - 1); the parked calls
+ * wait, 0 bytes, while a message not in call order goes; lifted one at a
+ * time, later slots before earlier ones, each call comes alone while the
+ * others stay parked. */
+static void test_eight_parks_on_one_flow(void **state)
+{
+	(void)state;
+	static const int lift[] = { 6, 2, 8, 5, 1, 7, 3, 4 };
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	struct sl_pkt pkts[DEPTH];
+	const uint8_t *payload;
+	uint32_t named = 0, lifted = 0;
+	uint16_t n;
+	struct sl_hdr h;
+	struct sl_ack ack;
+
+	for (int i = 1; i <= 8; i++) {
+		hs->a.msgs[i].in_call_order = true;
+		hs->a.msgs[i].hdr.comm = COMM_N(i);
+		assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM_N(i), (uint32_t)i));
+	}
+	sl_tp_poll(hs->b.tp);
+	n = hs->pa->ops->rx_burst(hs->pa, pkts, DEPTH);
+	for (uint16_t k = 0; k < n; k++) {
+		assert_int_equal(sl_wire_parse(pkts[k].data, pkts[k].len, &h, &payload, &ack), SL_PARSE_OK);
+		unsigned low = ack.parks >> SL_ACK_PARK_NAMED_SHIFT;
+		if (h.type != SL_T_ACK || !(h.flags & SL_F_PARK) || !(h.flags & SL_F_PARK_MORE) ||
+		    (ack.parks & SL_ACK_PARK_SLOTS) != 0xf || h.offset != 0xf0 || h.comm != COMM_N(low + 1) ||
+		    h.seq != low + 1 || h.step < 4 || h.step > 7 ||
+		    h.count != ((uint64_t)COMM_N(h.step + 1) << 32 | (h.step + 1)))
+			fail_msg("ACK %u: flags %#x, parks %#x, comm %#x #%u, offset %#llx, step %u, count %#llx: want "
+				 "slots 0-3 in sl_ack.parks naming one, 4-7 in offset, step naming one", k, h.flags,
+				 ack.parks, h.comm, h.seq, (unsigned long long)h.offset, h.step,
+				 (unsigned long long)h.count);
+		named |= 1u << low | 1u << h.step;
+	}
+	if (n != 4 || named != 0xff)
+		fail_msg("the pass's %u ACKs named slots %#x: want four naming each of the eight once", n, named);
+	for (uint16_t k = 0; k < n; k++)
+		inject(hs->pb, pkts[k].data, pkts[k].len);
+	hs->pa->ops->free(hs->pa, pkts, n);
+	for (int i = 8; i >= 0; i--)
+		send_msg(&hs->a, i); /* 0: not in call order */
+	for (int i = 0; i < 4000; i++)
+		round_once(hs);
+	assert_int_equal(hs->a.acked[0], 1);
+	for (int k = 0; k < 8; k++) {
+		for (int i = 1; i <= 8; i++)
+			if (!(lifted >> i & 1) && (hs->a.acked[i] || bytes_of(&hs->b, i)))
+				fail_msg("%u bytes of message %d arrived (acknowledged: %u) while its communicator (slot "
+					 "%d) is parked, after %d lifted", bytes_of(&hs->b, i), i, hs->a.acked[i], i - 1, k);
+		sl_tp_unpark(hs->b.tp, NODE_A, COMM_N(lift[k]));
+		lifted |= 1u << lift[k];
+		for (int r = 0; r < MAX_ROUNDS && !hs->a.acked[lift[k]]; r++)
+			round_once(hs);
+		assert_int_equal(hs->a.acked[lift[k]], 1);
+	}
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
+	assert_int_equal(sl_tp_get_stats(hs->b.tp)->parks, 8);
 	harness_free(hs);
 }
 
@@ -1775,6 +1844,7 @@ int main(void)
 		cmocka_unit_test(test_held_packets_go_with_nothing_queued),
 		cmocka_unit_test(test_parked_call_waits_and_the_rest_goes),
 		cmocka_unit_test(test_two_parks_on_one_flow),
+		cmocka_unit_test(test_eight_parks_on_one_flow),
 		cmocka_unit_test(test_stale_hold_after_reopening),
 		cmocka_unit_test(test_peer_dies_while_holding_packets),
 		cmocka_unit_test(test_peer_dies_while_a_message_waits),
