@@ -122,7 +122,6 @@ struct tp_flow {
 	uint64_t persist_next_ns; /* and when the next one is due */
 	uint64_t park_slots;     /* bit i: the peer's last ACK parks our messages in_call_order
 				    on parks[i] (SL_F_PARK, SL_F_PARK_MORE): they wait queued */
-	struct tp_park parks[SL_PARKS_MAX];
 	struct sl_tp_msg *park_skip; /* while parked: the queue up to it is parked, so the next
 				    message to send is looked for after it (tp_output.c) */
 	uint32_t ack_seen;       /* newest ACK number from the peer: an ACK sent before it
@@ -155,9 +154,14 @@ struct tp_flow {
 				    named by an ACK of its own, in the same pass */
 	uint8_t rcv_park_turn[2]; /* else the slot the next ACK names, if in use (else the next),
 				    of the first SL_PARKS_LOW ([0]) and of the rest ([1]) */
-	struct tp_park rcv_parks[SL_PARKS_MAX];
 	uint32_t ack_nxt;        /* ACK number of the next ACK or probe to the peer */
 	uint32_t acks_refused;   /* ACKs and probes to it its port refused (stats.ctl_refused) */
+
+	/* the parks' contents (sender: park_slots, receiver: rcv_park_slots),
+	 * read only while parked: last, so that their 1 KiB does not come
+	 * between the fields a packet or an ACK uses */
+	struct tp_park parks[SL_PARKS_MAX];
+	struct tp_park rcv_parks[SL_PARKS_MAX];
 };
 
 /* Frames built but not yet taken by a port's tx_burst. */
