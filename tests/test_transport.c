@@ -823,6 +823,9 @@ static void test_two_parks_on_one_flow(void **state)
 		lens[i] = take_ack_to_a(hs, frames[i], &h, &ack);
 		assert_true(h.flags & SL_F_PARK);
 		assert_int_equal(ack.parks & SL_ACK_PARK_SLOTS, 3);
+		/* four parks or fewer: the ACK a peer from before session 33 sent and reads */
+		assert_false(h.flags & SL_F_PARK_MORE);
+		assert_true(h.offset == 0 && h.step == 0 && h.count == 0);
 		named |= h.comm == COMM && h.seq == 6 ? 1 : h.comm == COMM2 && h.seq == 7 ? 2 : 4;
 	}
 	if (named != 3)
