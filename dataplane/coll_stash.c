@@ -12,6 +12,7 @@
  * engine's pool through dp_packet_keep and go back through dp_packet_put.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -219,6 +220,22 @@ static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, in
 	return comm->nstash >= DP_STASH_MAX && !waits_on(e, comm->node[src]);
 }
 
+/* Why a sender reached the stash limit with packet h, and what to do:
+ * a send waits for its recv and is not parked (stash_park), so a send
+ * posted before a call that this rank waits on first is taken in whole;
+ * a call's sender parks when asked, unless its build is older or broken. */
+static void overflow_cause(const struct sl_hdr *h, char *cause, size_t size)
+{
+	if (packet_is_p2p(h))
+		snprintf(cause, size, "a send is not parked as a call is: post the recv before waiting on a call that "
+				      "rank posts after the send, or raise the limit");
+	else
+		snprintf(cause, size, "its dataplane ignores its held window or parked calls: a misbehaving build, or "
+				      "an older one (which parks the calls of %d communicators a flow at most, where "
+				      "this one parks all %d an engine has): run one build on every rank, or raise the "
+				      "limit", SL_PARKS_LOW, DP_MAX_COMMS);
+}
+
 /*
  * Taken past the cap, early packets are bounded by the engine's
  * stash_limit: an honest sender is parked there (stash_park), or held and
@@ -229,16 +246,17 @@ static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, in
  */
 static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
 {
+	char cause[256];
+
 	if (comm->nstash < DP_STASH_MAX || e->stash_past_cap_bytes + h->len <= e->stash_limit)
 		return false;
 	e->count.stash_overflows++;
+	overflow_cause(h, cause, sizeof(cause));
 	dp_comm_fail(e, comm, SLUICE_ERR_NO_MEMORY, comm->next_seq,
-		     "rank %d sent %" PRIu64 " KiB of calls not posted here (#%u, %u packets) while a call waits on "
-		     "it, past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): its dataplane ignores "
-		     "its held window or parked calls: a misbehaving build, or an older one (which parks the calls "
-		     "of %d communicators a flow at most, where this one parks all %d an engine has): run one build "
-		     "on every rank, or raise the limit",
-		     src, e->stash_past_cap_bytes >> 10, h->seq, comm->nstash, SL_PARKS_LOW, DP_MAX_COMMS);
+		     "rank %d sent %" PRIu64 " KiB of %s not posted here (#%u, %u packets) while a call waits on it, "
+		     "past the stash limit (sluiced --stash-limit, SLUICE_STASH_LIMIT): %s",
+		     src, e->stash_past_cap_bytes >> 10, packet_is_p2p(h) ? "sends whose recv is" : "calls", h->seq,
+		     comm->nstash, cause);
 	return true;
 }
 

@@ -1658,23 +1658,22 @@ static void test_a_starving_call_is_not_stopped_by_a_full_stash(void **state)
 }
 
 /* A sender that ignores its held window while this rank's call waits for
- * it (forged packets, for a call two ahead, fed to the engine as its port
- * would): past the stash's cap each one took a block, malloc'd once the
- * pool's arena was used, for as long as the call waited.  Now the
- * communicator fails at the engine's stash_limit, saying why, and the
- * waiting call with it. */
-static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
+ * it (forged packets of kind, for a call or send two ahead, fed to the
+ * engine as its port would): past the stash's cap each one took a block,
+ * malloc'd once the pool's arena was used, for as long as the call waited.
+ * Now the communicator fails at the engine's stash_limit, saying why
+ * (cause), and the waiting call with it. */
+static void stash_cap_bounded(uint8_t kind, const char *cause)
 {
 	struct sl_memport_faults none = { 0 };
 	static uint8_t payload[16384];
 	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .src_node = 0, .dst_node = 1,
-			    .comm = 0xabcd, .seq = 2, .kind = SL_OP_ALLREDUCE, .len = sizeof(payload) };
+			    .comm = 0xabcd, .seq = 2, .kind = kind, .len = sizeof(payload) };
 	const uint64_t limit = 64ull << 20; /* sluiced --stash-limit 64 */
 	uint64_t most = DP_STASH_MAX + limit / sizeof(payload) + 1, sent = 0;
 	struct dp_engine *e = &nodes[1].e;
 	struct sl_cpl cpl;
 	uint64_t deadline = 0;
-	(void)state;
 
 	setup_cluster(2, &none, 10ull * 1000000000);
 	assert_true(e->stash_limit >= DP_STASH_LIMIT_FLOOR); /* the default: a quarter of memory */
@@ -1691,6 +1690,8 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 			 (unsigned long long)(sent - DP_STASH_MAX), (unsigned long long)(e->stash_past_cap_bytes >> 20));
 	assert_int_equal(e->comms[0].failed, SLUICE_ERR_NO_MEMORY);
 	assert_non_null(strstr(e->comms[0].why, "--stash-limit"));
+	if (!strstr(e->comms[0].why, cause))
+		fail_msg("the stash overrun's message does not say \"%s\": %s", cause, e->comms[0].why);
 	assert_true(e->stash_past_cap_bytes <= limit);
 	assert_int_equal(e->count.stash_overflows, 1);
 	cpl = next_completion(1, true);
@@ -1700,6 +1701,21 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	if (strlen(cpl.msg) >= SL_ERRMSG_LEN - 1)
 		fail_msg("the stash overrun's message filled SL_ERRMSG_LEN (%u): cut: %s", SL_ERRMSG_LEN, cpl.msg);
 	teardown_cluster();
+}
+
+static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
+{
+	(void)state;
+	stash_cap_bounded(SL_OP_ALLREDUCE, "ignores its held window or parked calls");
+}
+
+/* The same with a send's packets: a send is not parked (coll_stash.c
+ * stash_park), so an honest peer's send posted before a call this rank
+ * waits on reaches the limit; the message says so, not a broken build. */
+static void test_an_early_send_past_the_stash_cap_is_bounded(void **state)
+{
+	(void)state;
+	stash_cap_bounded(SL_OP_SEND, "a send is not parked as a call is: post the recv before");
 }
 
 /* Without a stall note, a peer's early send that this rank has no recv for
@@ -4497,6 +4513,7 @@ int main(void)
 		cmocka_unit_test(test_a_cycle_across_communicators_is_named),
 		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
 		cmocka_unit_test(test_a_sender_past_the_stash_cap_is_bounded),
+		cmocka_unit_test(test_an_early_send_past_the_stash_cap_is_bounded),
 		cmocka_unit_test(test_a_packet_sent_again_before_its_turn_is_bounded),
 		cmocka_unit_test(test_honest_packets_before_their_turn_leave_room),
 		cmocka_unit_test(test_two_ahead_do_not_hold_a_waiting_call),
