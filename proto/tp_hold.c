@@ -218,7 +218,8 @@ void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm)
 static unsigned park_named(struct tp_flow *f, uint64_t part, uint8_t *turn)
 {
 	uint64_t slots = f->rcv_park_slots & part, unsaid = f->rcv_park_unsaid & part;
-	unsigned i = unsaid ? __builtin_ctzll(unsaid) : __builtin_ctzll(slots >> *turn ? slots >> *turn << *turn : slots);
+	uint64_t from_turn = slots >> *turn << *turn;
+	unsigned i = __builtin_ctzll(unsaid ? unsaid : from_turn ? from_turn : slots);
 
 	f->rcv_park_unsaid &= ~(1ull << i);
 	*turn = (uint8_t)((i + 1) % SL_PARKS_MAX);
@@ -267,8 +268,8 @@ void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	bool fresh = false;
 
 	if (h->flags & SL_F_PARK)
-		slots |= park_learn(f, ack->parks & PARKS_LOW_MASK, ack->parks >> SL_ACK_PARK_NAMED_SHIFT & (SL_PARKS_LOW - 1),
-				    h->comm, h->seq, &fresh);
+		slots |= park_learn(f, ack->parks & PARKS_LOW_MASK,
+				    ack->parks >> SL_ACK_PARK_NAMED_SHIFT & (SL_PARKS_LOW - 1), h->comm, h->seq, &fresh);
 	if ((h->flags & SL_F_PARK_MORE) && h->step >= SL_PARKS_LOW && h->step < SL_PARKS_MAX)
 		slots |= park_learn(f, h->offset & ~PARKS_LOW_MASK, h->step, (uint32_t)(h->count >> 32),
 				    (uint32_t)h->count, &fresh);

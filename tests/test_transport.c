@@ -931,8 +931,9 @@ static void test_eight_parks_on_one_flow(void **state)
 	for (int k = 0; k < 8; k++) {
 		for (int i = 1; i <= 8; i++)
 			if (!(lifted >> i & 1) && (hs->a.acked[i] || bytes_of(&hs->b, i)))
-				fail_msg("%u bytes of message %d arrived (acknowledged: %u) while its communicator (slot "
-					 "%d) is parked, after %d lifted", bytes_of(&hs->b, i), i, hs->a.acked[i], i - 1, k);
+				fail_msg("%u bytes of message %d arrived (acknowledged: %u) while its communicator "
+					 "(slot %d) is parked, after %d lifted",
+					 bytes_of(&hs->b, i), i, hs->a.acked[i], i - 1, k);
 		sl_tp_unpark(hs->b.tp, NODE_A, COMM_N(lift[k]));
 		lifted |= 1u << lift[k];
 		for (int r = 0; r < MAX_ROUNDS && !hs->a.acked[lift[k]]; r++)
