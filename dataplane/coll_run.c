@@ -381,18 +381,27 @@ static bool sends_to_one(const struct dp_coll *k)
 	return !(is_rooted(k->cmd.opcode) && k->cmd.root == k->comm->rank) && !receives(s) && data_peers(s) == 1;
 }
 
+/* Whether k is a scatter's root: it sends its peers' blocks, receives nothing. */
+static bool scatter_root(const struct dp_coll *k)
+{
+	return k->cmd.opcode == SL_OP_SCATTER && k->cmd.root == k->comm->rank;
+}
+
 /* Whether k sends straight from the client's buffer and ends at its ACKs,
  * lingering only once it got none for DP_ACK_WAIT_NS: a collective's leaf
- * that only sends to one rank, of DP_ACKED_SEND_MIN bytes or more, where
- * ranks share cores (dp.h).  Its receiver ACKs at once (acks_may_wait), and
- * it waits in step with it, so that a gather root's early packets are of
- * its next call, kept in their frames (coll_stash.c dp_stash_packet), not
- * copied.  Not a send: its receiver keeps those in their frames anyway,
- * so only the send's own copy was saved, and 3-rank send/recv at 32-64 KiB
- * measured 1.05-1.1x slower waiting. */
+ * that only sends to one rank, or a scatter's root, of DP_ACKED_SEND_MIN
+ * bytes or more, where ranks share cores (dp.h).  Its receivers ACK at once
+ * (acks_may_wait), and it waits in step with them, so that a gather root's
+ * early packets are of its next call, kept in their frames (coll_stash.c
+ * dp_stash_packet), not copied; a scatter root copied its peers' blocks
+ * twice lingering, into its copy and into the frames (3 ranks, 64-128 KiB:
+ * 1.3-1.9x the mean call of one that waits; perf/ALGORITHMS.md, gin33).
+ * Not a send: its receiver keeps those in their frames anyway, so only the
+ * send's own copy was saved, and 3-rank send/recv at 32-64 KiB measured
+ * 1.05-1.1x slower waiting. */
 static bool sends_acked(const struct dp_engine *e, const struct dp_coll *k)
 {
-	return k->to_one && e->idle.cfg.yield_app && !dp_is_p2p(k->cmd.opcode) &&
+	return (k->to_one || scatter_root(k)) && e->idle.cfg.yield_app && !dp_is_p2p(k->cmd.opcode) &&
 	       k->sched.bytes[SL_BUF_SEND] + k->sched.bytes[SL_BUF_RECV] >= DP_ACKED_SEND_MIN;
 }
 

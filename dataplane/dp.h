@@ -97,8 +97,8 @@
  * (perf/ALGORITHMS.md, root3). */
 #define DP_EAGER_MAX (64u << 10)
 /* Where ranks share cores (dp_idle_cfg.yield_app), a collective's leaf that
- * only sends, to one rank (a gather's or reduce's), at least this many
- * bytes, sends straight from the client's buffer and ends at its ACKs
+ * only sends, to one rank (a gather's or reduce's), or a scatter's root, of
+ * at least this many bytes, sends straight from the client's buffer and ends at its ACKs
  * instead of lingering on a copy (coll_run.c sends_acked).  There the CPU
  * per byte decides, and a lingering gather leaf's byte was copied twice at
  * the leaf (its copy, its frame) and twice at the root (its stash, its

@@ -1054,6 +1054,96 @@ static void test_shared_core_leaves_wait_for_acks(void **state)
 	}
 }
 
+/*
+ * Where ranks share cores, a scatter's root of DP_ACKED_SEND_MIN bytes or
+ * more sends its peers' blocks from the client's buffer and is done at their
+ * ACKs, as a gather's leaf is: no lingering copy (the root copied those
+ * blocks twice, into the copy and into the frames), unless no ACK came for
+ * DP_ACK_WAIT_NS.  Its leaves take the blocks, some sent again, right after
+ * the root's client overwrote its buffer.  A smaller root, or one with a
+ * core of its own, lingers on a copy at once.
+ */
+static void test_shared_core_scatter_root_waits_for_acks(void **state)
+{
+	struct sl_memport_faults lossy = { .drop = 0.2, .seed = 23 };
+	const uint64_t big = DP_ACKED_SEND_MIN / sizeof(int32_t) / 4; /* the root's 3 blocks and its recv */
+	const struct { bool shared; uint64_t count; bool lingers, gives_up; } calls[] = {
+		{ true, big, false, false },
+		{ true, big, false, true },
+		{ true, big / 2, true, false },
+		{ false, big, true, false },
+	};
+	(void)state;
+
+	for (unsigned c = 0; c < 4; c++) {
+		uint64_t count = calls[c].count, peers_bytes = 2 * count * sizeof(int32_t);
+		struct sl_cpl cpl;
+		threaded.idle.yield_app = calls[c].shared;
+		set_ns = 1000000000;
+		cluster_clock = (struct sl_clock){ .now_ns = set_now };
+		setup_cluster(3, &lossy, 5ull * 1000000000);
+		for (uint64_t i = 0; i < 3 * count; i++)
+			((int32_t *)nodes[0].send)[i] = in_val(0, i);
+		post_cmd(&nodes[0], 1, SL_OP_SCATTER, count, 0, SL_ALGO_ID_DIRECT);
+		for (unsigned p = 0; p < 200; p++) /* every packet out; no ACK comes while the leaves are not polled */
+			dp_engine_poll(&nodes[0].e);
+		bool done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
+		if (done != calls[c].lingers)
+			fail_msg("call %u: a scatter root of %llu-byte blocks%s %s", c, (unsigned long long)(count * 4),
+				 calls[c].shared ? " on a shared core" : "",
+				 done ? "was done before its ACKs (it lingered on a copy)" : "waited for its ACKs");
+		if (calls[c].gives_up) {
+			set_ns += DP_ACK_WAIT_NS;
+			for (unsigned p = 0; p < 10 && !done; p++) {
+				dp_engine_poll(&nodes[0].e);
+				done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
+			}
+			if (!done)
+				fail_msg("call %u: the root got no ACK for DP_ACK_WAIT_NS and still waited", c);
+		}
+		bool copied = calls[c].lingers || calls[c].gives_up;
+		if (nodes[0].e.comms[0].linger_bytes != (copied ? peers_bytes : 0))
+			fail_msg("call %u: the root copied %llu bytes to linger on, want %llu", c,
+				 (unsigned long long)nodes[0].e.comms[0].linger_bytes,
+				 (unsigned long long)(copied ? peers_bytes : 0));
+		for (unsigned p = 0; p < 1000000 && !done; p++) { /* the leaves stash what comes; lost frames come again */
+			set_ns += 1000;
+			poll_all();
+			done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
+		}
+		assert_true(done);
+		assert_int_equal(cpl.status, SLUICE_OK);
+		memset(nodes[0].send, 0xee, 3 * count * sizeof(int32_t)); /* done: the client's to reuse */
+		for (unsigned r = 1; r < 3; r++) {
+			memset(nodes[r].recv, 0xee, count * sizeof(int32_t));
+			post_cmd(&nodes[r], 1, SL_OP_SCATTER, count, 0, SL_ALGO_ID_DIRECT);
+		}
+		for (unsigned r = 1; r < 3; r++) {
+			unsigned polls = 0;
+			for (; polls < 1000000 && !sl_spsc_dequeue(&nodes[r].complete, &cpl); polls++) {
+				set_ns += 1000;
+				poll_all();
+			}
+			assert_true(polls < 1000000);
+			assert_int_equal(cpl.status, SLUICE_OK);
+			for (uint64_t i = 0; i < count; i++)
+				if (((int32_t *)nodes[r].recv)[i] != in_val(0, r * count + i))
+					fail_msg("call %u: leaf %u's element %llu is %d, want %d: a frame sent again "
+						 "read the client's buffer after the root was done", c, r,
+						 (unsigned long long)i, ((int32_t *)nodes[r].recv)[i], in_val(0, r * count + i));
+		}
+		const struct sl_tp_stats *t = sl_tp_get_stats(nodes[0].e.tp);
+		if (t->retx_rto + t->retx_sack + t->retx_tlp == 0)
+			fail_msg("call %u: the root sent nothing again: the test lost no frame of it", c);
+		for (unsigned p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running || nodes[2].e.running); p++) {
+			set_ns += 1000;
+			poll_all();
+		}
+		assert_int_equal(nodes[0].e.running, 0);
+		teardown_cluster();
+	}
+}
+
 /* Every collective, both algorithms, through whole engines over lossy, reordering links. */
 static void test_every_collective_under_faults(void **state)
 {
@@ -4497,6 +4587,7 @@ int main(void)
 		cmocka_unit_test(test_eager_senders_linger),
 		cmocka_unit_test(test_eager_sends_count_their_peers),
 		cmocka_unit_test(test_shared_core_leaves_wait_for_acks),
+		cmocka_unit_test(test_shared_core_scatter_root_waits_for_acks),
 		cmocka_unit_test(test_early_packets_wait_in_their_frames),
 		cmocka_unit_test(test_mismatch_after_the_call_ended),
 		cmocka_unit_test(test_strided_descriptors),
