@@ -1106,7 +1106,8 @@ static void test_shared_core_scatter_root_waits_for_acks(void **state)
 			fail_msg("call %u: the root copied %llu bytes to linger on, want %llu", c,
 				 (unsigned long long)nodes[0].e.comms[0].linger_bytes,
 				 (unsigned long long)(copied ? peers_bytes : 0));
-		for (unsigned p = 0; p < 1000000 && !done; p++) { /* the leaves stash what comes; lost frames come again */
+		/* the leaves stash what comes; lost frames come again */
+		for (unsigned p = 0; p < 1000000 && !done; p++) {
 			set_ns += 1000;
 			poll_all();
 			done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
@@ -1130,12 +1131,14 @@ static void test_shared_core_scatter_root_waits_for_acks(void **state)
 				if (((int32_t *)nodes[r].recv)[i] != in_val(0, r * count + i))
 					fail_msg("call %u: leaf %u's element %llu is %d, want %d: a frame sent again "
 						 "read the client's buffer after the root was done", c, r,
-						 (unsigned long long)i, ((int32_t *)nodes[r].recv)[i], in_val(0, r * count + i));
+						 (unsigned long long)i, ((int32_t *)nodes[r].recv)[i],
+						 in_val(0, r * count + i));
 		}
 		const struct sl_tp_stats *t = sl_tp_get_stats(nodes[0].e.tp);
 		if (t->retx_rto + t->retx_sack + t->retx_tlp == 0)
 			fail_msg("call %u: the root sent nothing again: the test lost no frame of it", c);
-		for (unsigned p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running || nodes[2].e.running); p++) {
+		for (unsigned p = 0; p < 100000 && (nodes[0].e.running || nodes[1].e.running || nodes[2].e.running);
+		     p++) {
 			set_ns += 1000;
 			poll_all();
 		}
