@@ -1170,11 +1170,14 @@ static const char *check_cmd(struct dp_engine *e, struct dp_client *c, const str
  * pass: 3.0 s of a 2-rank 1 GiB call's 3.2, while the peer, unanswered,
  * backed its RTO off and resent its window (perf/ALGORITHMS.md, big27).
  * Its packets then wait for the acknowledgement of the send that reads
- * where they land (offer): about a window of them, not the input.
+ * where they land (offer): about a window of them, not the input.  So
+ * does one whose copy, taken in a pass, would hold its sends back longer
+ * than that wait (DP_INPUT_GATE_MIN: its input, own block included).
  */
 static bool runs_on_input(const struct dp_engine *e, const struct dp_coll *k, uint64_t snap)
 {
-	return !k->gdev && snap > e->local_per_pass && sl_sched_input_gate_ok(&k->sched);
+	return !k->gdev && (snap > e->local_per_pass || snap > DP_INPUT_GATE_MIN) &&
+	       sl_sched_input_gate_ok(&k->sched);
 }
 
 /* Scratch and, in place when the schedule asks, a copy of the input to run

@@ -124,6 +124,15 @@
 #define DP_LOCAL_PER_PASS (16ull << 20)
 /* ... and while a copying call's sends are out (coll_run.c local_budget). */
 #define DP_LOCAL_BESIDE_SENDS (256ull << 10)
+/* An in-place all-to-all whose input is larger than this runs on its input
+ * (coll_run.c runs_on_input) even where a pass would take its copy: the
+ * copy went ahead of every send, and a peer's packet waiting for the
+ * acknowledgement of the send that reads where it lands costs less.  2 and
+ * 3 ranks, 512 KiB-1 MiB calls: 0.84-0.91 of the time.  At 256 KiB the
+ * two were even (2 ranks 0.90-1.10, 3 ranks 1.02-1.08); below, the copy is
+ * the cheaper: 2-rank 32 KiB calls took 3x as long on the input
+ * (perf/ALGORITHMS.md, big33). */
+#define DP_INPUT_GATE_MIN (256ull << 10)
 #define DP_LINGER_MAX 256
 #define DP_LINGER_ONE_MAX 2048
 #define DP_LINGER_BYTES (4u << 20)
