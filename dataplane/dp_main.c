@@ -702,7 +702,8 @@ static void print_counters(const struct dp_engine *e)
 		"(early or deferred packets kept in their frames %llu, past the stash's cap %llu, overran it %llu, "
 		"senders parked %llu); "
 		"credit stalls %llu, held waits %llu, paced waits %llu, CE received %llu, CE echoes %llu, "
-		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu, control frames refused %llu; "
+		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu, control frames refused %llu, "
+		"bursts handed to ports %llu (refused in part %llu); "
 		"windows held %llu (refused %llu), held packets resent %llu, window probes %llu; "
 		"page faults %ld\n",
 		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted,
@@ -726,7 +727,8 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)t->paced_waits, (unsigned long long)t->rx_ce, (unsigned long long)t->ack_ce,
 		(unsigned long long)t->path_deaths, (unsigned long long)t->path_revivals,
 		(unsigned long long)t->probes_tx, (unsigned long long)t->tx_no_buf,
-		(unsigned long long)t->ctl_refused,
+		(unsigned long long)t->ctl_refused, (unsigned long long)t->tx_bursts,
+		(unsigned long long)t->tx_refused,
 		(unsigned long long)t->holds, (unsigned long long)t->rx_retry,
 		(unsigned long long)t->held_resent, (unsigned long long)t->window_probes, e->count.page_faults);
 }

@@ -18,8 +18,11 @@ void tp_txq_push(struct sl_tp *tp, uint16_t port_idx)
 	struct sl_port *port = tp->ports[port_idx];
 	uint16_t sent = port->ops->tx_burst(port, q->pkts, q->n);
 	q->n = (uint16_t)(q->n - sent);
-	if (q->n)
+	tp->stats.tx_bursts++;
+	if (q->n) {
 		q->full_ns = tp->now_ns;
+		tp->stats.tx_refused++;
+	}
 	memmove(q->pkts, q->pkts + sent, q->n * sizeof(q->pkts[0]));
 	q->bytes = 0;
 	for (uint16_t i = 0; i < q->n; i++)

@@ -127,6 +127,9 @@ struct sl_tp_stats {
 	uint64_t rx_bad_crc;            /* of which the CRC32C trailer did not match */
 	uint64_t rx_foreign;            /* not sluice, or from/to a node we have no flow with */
 	uint64_t tx_no_buf;             /* a poll found no tx buffer */
+	uint64_t tx_bursts;             /* frames handed to a port (tx_burst calls; on af_packet a
+					   system call each) */
+	uint64_t tx_refused;            /* of which the port took not all: the rest stays staged */
 	uint64_t ctl_refused;           /* ACKs and probes not queued: the port's send queue full
 					   or no tx buffer; an ACK stays owed and goes again at the
 					   next port's turn or poll, a probe at the next timer scan */
