@@ -287,6 +287,7 @@ uint32_t sl_tp_poll_at(struct sl_tp *tp, uint64_t now_ns)
 		tp->now_ns = now_ns;
 	for (uint16_t i = 0; i < tp->n_ports; i++) {
 		tp->txq[i].no_buf = false;
+		tp->txq[i].refused = false;
 		tp_txq_flush(tp, i); /* what the port refused last time goes first */
 	}
 	tp_ack_late_due(tp, tp->now_ns);

@@ -171,6 +171,9 @@ struct tp_txq {
 	uint16_t n;
 	uint32_t bytes;          /* the staged frames' */
 	bool no_buf;             /* alloc failed during this poll: stop asking */
+	bool refused;            /* the port refused frames during this poll: they go again at
+				    its end (or the next poll's start), not at every frame
+				    staged behind them (perf/ALGORITHMS.md, ab33) */
 	uint64_t full_ns;        /* when the port last refused frames (tp_timer.c) */
 };
 

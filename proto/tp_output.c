@@ -3,7 +3,8 @@
  * while the window and receiver credit allow; in-flight packets are rebuilt
  * from the message's own bytes when retransmitted (no copy is kept); ACKs
  * are built from the receive bitmap.  Frames are staged per port and handed
- * over in bursts; what a port refuses stays staged for the next poll.
+ * over in bursts; what a port refuses stays staged, and goes again at the
+ * poll's end and the next poll's start, not at every frame staged behind it.
  * A flow sends while its window (congestion control's, or the fixed one) and
  * the receiver's credit allow; a flow paced below one packet per RTT waits
  * on the timing wheel (twheel.h) until its next send is due.
@@ -21,6 +22,7 @@ void tp_txq_push(struct sl_tp *tp, uint16_t port_idx)
 	tp->stats.tx_bursts++;
 	if (q->n) {
 		q->full_ns = tp->now_ns;
+		q->refused = true;
 		tp->stats.tx_refused++;
 	}
 	memmove(q->pkts, q->pkts + sent, q->n * sizeof(q->pkts[0]));
@@ -47,7 +49,7 @@ static struct sl_pkt *txq_reserve(struct sl_tp *tp, uint16_t port_idx)
 	struct tp_txq *q = &tp->txq[port_idx];
 	struct sl_port *port = tp->ports[port_idx];
 
-	if (q->n == TP_TXQ_LEN || q->bytes >= TP_TXQ_BYTES)
+	if (!q->refused && (q->n == TP_TXQ_LEN || q->bytes >= TP_TXQ_BYTES))
 		tp_txq_flush(tp, port_idx);
 	if (q->n == TP_TXQ_LEN || q->no_buf)
 		return NULL;

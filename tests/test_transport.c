@@ -1728,6 +1728,57 @@ static void test_large_frames_handed_over_early(void **state)
 	sl_memport_pair_free(pa, pb);
 }
 
+/* A port that refuses frames is handed them again at the poll's end, not at
+ * every frame staged behind them: staged bytes stayed above TP_TXQ_BYTES, and
+ * each frame built after a refusal called tx_burst again (on af_packet a
+ * system call each).  Nothing refused is lost: it all arrives once the
+ * receiver reads (perf/ALGORITHMS.md, ab33). */
+static void test_refused_port_retried_at_poll_end(void **state)
+{
+	enum { PAYLOAD = 8192, FRAMES = 32, FIFO = 2 };
+	const uint32_t frame = PAYLOAD + SL_FRAME_OVERHEAD + 16;
+	struct fake_clock fc = { 1000000 };
+	struct sl_clock clock = { fake_now, &fc };
+	struct sl_tp_callbacks cb = { take_all, no_ack, no_death, NULL };
+	struct sl_port *pa, *pb;
+	struct sl_memport_faults none = { 0 };
+	struct sl_tp_config cfg;
+	struct sl_tp *tp[2];
+	struct sl_addr addr;
+	static uint8_t src[PAYLOAD * FRAMES];
+	struct sl_tp_msg m = { .dst_node = NODE_B, .src = src,
+			       .hdr = { .comm = COMM, .seq = 1, .step = 3, .kind = 1, .count = sizeof(src),
+					.len = sizeof(src) } };
+	(void)state;
+
+	assert_int_equal(sl_memport_pair(&pa, &pb, frame, FIFO, &none), 0);
+	for (int i = 0; i < 2; i++) {
+		sl_tp_config_default(&cfg, i ? NODE_B : NODE_A, frame);
+		cfg.payload = PAYLOAD;
+		assert_non_null(tp[i] = sl_tp_create(&cfg, &clock, &cb));
+		assert_int_equal(sl_tp_add_port(tp[i], i ? pb : pa), 0);
+		sl_addr_for_node(i ? NODE_A : NODE_B, &addr);
+		assert_int_equal(sl_tp_add_route(tp[i], i ? NODE_A : NODE_B, 0, &addr), 0);
+	}
+	const struct sl_tp_stats *as = sl_tp_get_stats(tp[0]);
+	assert_int_equal(sl_tp_send(tp[0], &m), 0);
+	sl_tp_poll(tp[0]); /* b does not read: the port takes FIFO frames */
+	assert_int_equal(as->data_tx, FRAMES);
+	assert_true(as->tx_refused > 0);
+	if (as->tx_bursts > 2)
+		fail_msg("a refusing port was handed frames %llu times in one poll: want at most 2 "
+			 "(the hand-over it refused, then the poll's end)", (unsigned long long)as->tx_bursts);
+	for (int i = 0; i < 100 && sl_tp_get_stats(tp[1])->data_rx < FRAMES; i++) {
+		sl_tp_poll(tp[1]);
+		sl_tp_poll(tp[0]);
+	}
+	assert_int_equal(sl_tp_get_stats(tp[1])->data_rx, FRAMES);
+	assert_int_equal(as->retx_rto + as->retx_sack + as->retx_tlp, 0);
+	sl_tp_destroy(tp[0]);
+	sl_tp_destroy(tp[1]);
+	sl_memport_pair_free(pa, pb);
+}
+
 static uint32_t frame_from(uint8_t *buf, uint16_t src_node, uint16_t dst_node, uint8_t version,
 			   bool crc)
 {
@@ -1869,6 +1920,7 @@ int main(void)
 		cmocka_unit_test(test_foreign_and_malformed),
 		cmocka_unit_test(test_frame_source),
 		cmocka_unit_test(test_large_frames_handed_over_early),
+		cmocka_unit_test(test_refused_port_retried_at_poll_end),
 		cmocka_unit_test(test_flows_with_work_in_turn),
 	};
 	return cmocka_run_group_tests(tests, setup_layout, NULL);
