@@ -328,7 +328,7 @@ void tr_describe(const struct tr_source *s, const struct sl_trace_rec *rec, char
 	size_t n = (size_t)snprintf(out, len, "dir=%s node=%u peer_node=%u rank=%d peer_rank=%d %s psn=%" PRIu32
 				    " flags=%s%s%s%s%s",
 				    dir, s->node, peer, tr_rank_of(c, s->node), tr_rank_of(c, peer),
-				    p.type == SL_TRACE_T_ACK ? "ACK" : "DATA", p.psn, p.flags ? "" : "none",
+				    p.type == SL_TRACE_T_ACK ? "ACK" : p.type == SL_TRACE_T_LAST ? "LAST" : "DATA", p.psn, p.flags ? "" : "none",
 				    p.flags & SL_TRACE_F_RETX ? "+RETX" : "", p.flags & SL_TRACE_F_CTRL ? "+CTRL" : "",
 				    p.flags & SL_TRACE_F_VOID ? "+VOID" : "", p.flags & SL_TRACE_F_CRC ? "+CRC" : "");
 	if (n >= len)

@@ -1016,6 +1016,7 @@ void dp_flow_dead(void *engine, uint16_t node)
 	struct dp_engine *e = engine;
 	char why[SL_ERRMSG_LEN];
 
+	dp_notices_last_words(e, node); /* it may be stopped, not dead: its port keeps them */
 	for (struct dp_notices *n = e->notices, *next; n; n = next) {
 		next = n->next;
 		for (uint32_t r = 0; r < n->nranks; r++) {

@@ -83,6 +83,17 @@ bool dp_notice_done(struct dp_engine *e, struct sl_tp_msg *m)
 	return true;
 }
 
+void dp_notices_last_words(struct dp_engine *e, int node)
+{
+	for (struct dp_notices *n = e->notices; n; n = n->next) {
+		for (uint32_t r = 0; r < n->nranks && n->abort; r++) {
+			const struct sl_tp_msg *m = &n->msgs[r];
+			if (m->owner && (node < 0 || m->dst_node == node))
+				sl_tp_send_last(e->tp, m);
+		}
+	}
+}
+
 /* After the transport is gone (nothing of theirs is in flight any more). */
 void dp_notices_free_all(struct dp_engine *e)
 {

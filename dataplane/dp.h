@@ -563,6 +563,9 @@ int32_t dp_engine_try_poll(struct dp_engine *e, uint64_t now_ns); /* work done, 
  * stops polling for a while (sleeps or parks), unless another thread is in
  * a pass (which then polls on). */
 void dp_engine_flush_acks(struct dp_engine *e);
+/* The dataplane stops (the engine's thread has returned): its last words
+ * (dp_notices_last_words), from the caller's thread. */
+void dp_engine_last_words(struct dp_engine *e);
 /* Queue a control request; req->done is set to 1 + result once applied
  * (0, 1: refused with the server's status, DP_CTL_STATUS + s: refused with
  * sluice_result_t s).  False when full.  Any thread may post. */
@@ -662,6 +665,11 @@ enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH, NO
  * live peer (-1). */
 void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text);
 void dp_notices_free_all(struct dp_engine *e);
+/* The failures' notices (dp_notices.abort) not acknowledged yet, once more
+ * as last words (wire.h SL_T_LAST), which no window holds back and a port
+ * keeps after its sender exits: to node, whose flow died, or (node < 0) to
+ * every peer owing one, as the dataplane stops. */
+void dp_notices_last_words(struct dp_engine *e, int node);
 /* Fail comm (every running collective with it) and tell its peers. */
 void dp_comm_fail(struct dp_engine *e, struct dp_comm *comm, int32_t status, uint32_t seq, const char *fmt,
 		  ...) __attribute__((format(printf, 5, 6)));

@@ -705,7 +705,7 @@ static void print_counters(const struct dp_engine *e)
 		"paths died %llu revived %llu, probes %llu, tx no-buffer %llu, control frames refused %llu, "
 		"bursts handed to ports %llu (refused in part %llu); "
 		"windows held %llu (refused %llu), held packets resent %llu, window probes %llu; "
-		"page faults %ld\n",
+		"last words sent %llu (not taken %llu) received %llu; page faults %ld\n",
 		engine_name(e, name, sizeof(name)), (unsigned long long)e->count.colls_posted,
 		(unsigned long long)e->count.colls_done,
 		(unsigned long long)e->count.colls_failed, (unsigned long long)e->count.cmd_rejected,
@@ -730,7 +730,9 @@ static void print_counters(const struct dp_engine *e)
 		(unsigned long long)t->ctl_refused, (unsigned long long)t->tx_bursts,
 		(unsigned long long)t->tx_refused,
 		(unsigned long long)t->holds, (unsigned long long)t->rx_retry,
-		(unsigned long long)t->held_resent, (unsigned long long)t->window_probes, e->count.page_faults);
+		(unsigned long long)t->held_resent, (unsigned long long)t->window_probes,
+		(unsigned long long)t->last_tx, (unsigned long long)t->last_refused, (unsigned long long)t->last_rx,
+		e->count.page_faults);
 }
 
 /* Each link's own frame counts and what the transport still holds for it,
@@ -887,7 +889,8 @@ static uint32_t aborts_out(struct dp_engine *engines, unsigned n)
  * And until this dataplane's abort notices are acknowledged, LINGER_ABORTS_NS
  * at most: a rank that exits right after its failed destroy took a notice
  * still queued (behind a full window) or lost with it, and the peer that
- * waited for it timed out without the failure's name (linger32). */
+ * waited for it timed out without the failure's name (linger32).  What is
+ * still unacknowledged after that goes as last words (dp_engine_last_words). */
 static void linger_for_peers(struct dp_engine *engines, unsigned n)
 {
 	uint64_t start = dp_now_ns(NULL), now = start, quiet_since = start, seen = data_seen(engines, n);
@@ -998,8 +1001,10 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	linger_for_peers(engines, o->channels);
 	for (unsigned ch = 0; ch < o->channels; ch++)
 		atomic_store(&engines[ch].stop, true);
-	for (unsigned ch = 0; ch < o->channels; ch++)
+	for (unsigned ch = 0; ch < o->channels; ch++) {
 		rte_eal_wait_lcore(lcore + ch);
+		dp_engine_last_words(&engines[ch]);
+	}
 	for (unsigned ch = 0; ch < o->channels && !o->quiet; ch++) {
 		print_counters(&engines[ch]);
 		dp_idle_print(&engines[ch]);

@@ -580,6 +580,24 @@ void dp_engine_flush_acks(struct dp_engine *e)
 	atomic_store_explicit(&e->busy, false, memory_order_release);
 }
 
+void dp_engine_last_words(struct dp_engine *e)
+{
+	bool expected = false;
+
+	if (!atomic_load_explicit(&e->aborts_out, memory_order_relaxed))
+		return;
+	/* an embedded application's pass, if one is in, ends within microseconds: a stuck one costs them */
+	for (int i = 0; i < 1000 && !atomic_compare_exchange_weak_explicit(&e->busy, &expected, true,
+			memory_order_acquire, memory_order_relaxed); i++) {
+		expected = false;
+		usleep(10);
+	}
+	if (expected)
+		return;
+	dp_notices_last_words(e, -1);
+	atomic_store_explicit(&e->busy, false, memory_order_release);
+}
+
 /* Whether the engine has nothing to run but lingering calls, which can
  * wait for the next pass (as sl_dp_embedded_release counts it); false
  * while another thread is in a pass. */

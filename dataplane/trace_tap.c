@@ -28,7 +28,8 @@
 
 _Static_assert(SL_TRACE_OFF_HDR == SL_ETH_LEN + SL_IP_LEN + SL_UDP_LEN, "trace.h: frame layout");
 _Static_assert(SL_TRACE_OFF_BODY == SL_FRAME_OVERHEAD && SL_TRACE_ACK_LEN == SL_ACK_LEN, "trace.h: lengths");
-_Static_assert(SL_TRACE_UDP_PORT == SL_UDP_PORT && SL_TRACE_T_DATA == SL_T_DATA && SL_TRACE_T_ACK == SL_T_ACK,
+_Static_assert(SL_TRACE_UDP_PORT == SL_UDP_PORT && SL_TRACE_T_DATA == SL_T_DATA && SL_TRACE_T_ACK == SL_T_ACK &&
+		       SL_TRACE_T_LAST == SL_T_LAST,
 	       "trace.h: port and types");
 _Static_assert(SL_TRACE_F_RETX == SL_F_RETX && SL_TRACE_F_CTRL == SL_F_CTRL && SL_TRACE_F_VOID == SL_F_VOID &&
 	       SL_TRACE_F_CRC == SL_F_CRC, "trace.h: flags");

@@ -264,6 +264,18 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 		tp_detect_losses(tp, f);
 }
 
+/* A last word (wire.h SL_T_LAST): a control message, delivered as it
+ * comes, whatever the flow's state; nothing is acknowledged or marked. */
+static void rx_last(struct sl_tp *tp, const struct sl_hdr *h, const uint8_t *payload)
+{
+	if (!(h->flags & SL_F_CTRL)) {
+		tp->stats.rx_malformed++;
+		return;
+	}
+	tp->stats.last_rx++;
+	(void)tp->cb.deliver(tp->cb.arg, h, payload);
+}
+
 static struct tp_flow *rx_flow(const struct sl_tp *tp, const struct sl_hdr *h)
 {
 	if (h->dst_node != tp->cfg.local_node || h->src_node >= SL_MAX_NODES)
@@ -291,8 +303,10 @@ static void rx_frame(struct sl_tp *tp, const struct sl_pkt *pkt, uint16_t port_i
 		tp->stats.rx_foreign++;
 	else if (h.type == SL_T_DATA)
 		rx_data(tp, f, &h, payload, port_idx);
-	else
+	else if (h.type == SL_T_ACK)
 		rx_ack(tp, f, &h, &ack, port_idx);
+	else
+		rx_last(tp, &h, payload);
 }
 
 uint32_t tp_rx_port(struct sl_tp *tp, uint16_t port_idx)

@@ -161,6 +161,29 @@ bool tp_retransmit(struct sl_tp *tp, struct tp_flow *f, uint32_t psn, uint64_t *
 	return true;
 }
 
+bool sl_tp_send_last(struct sl_tp *tp, const struct sl_tp_msg *m)
+{
+	struct tp_flow *f = m->dst_node < SL_MAX_NODES ? tp->flows[m->dst_node] : NULL;
+	const struct tp_path *pp = f && (m->hdr.flags & SL_F_CTRL) ? &f->paths[tp_path_pick(f, -1)] : NULL;
+	struct sl_pkt *p = pp ? txq_reserve(tp, pp->port_idx) : NULL;
+	struct sl_hdr h = m->hdr;
+
+	h.flags = SL_F_CTRL;
+	h.psn = 0;
+	if (p)
+		hdr_common(tp, f, pp->port_idx, &h, SL_T_LAST);
+	if (p && txq_commit(tp, pp->port_idx, &pp->addr, pp->entropy, p, &h, m->src, NULL)) {
+		/* now: its sender may be about to exit, and a staged frame dies with it */
+		tp_txq_flush(tp, pp->port_idx);
+		if (!tp->txq[pp->port_idx].n) {
+			tp->stats.last_tx++;
+			return true;
+		}
+	}
+	tp->stats.last_refused++; /* one left staged goes at the next poll, if one comes */
+	return false;
+}
+
 /* Packets the flow may have in flight: the congestion window (at least one:
  * below that, pacing spaces them) or the fixed window. */
 uint32_t tp_flow_window(const struct sl_tp *tp, const struct tp_flow *f)

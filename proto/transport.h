@@ -100,7 +100,9 @@ enum sl_deliver_result {
 };
 
 struct sl_tp_callbacks {
-	/* A DATA packet, exactly once per PSN.  payload holds h->len bytes. */
+	/* A DATA packet, exactly once per PSN; or a last word (h->type
+	 * SL_T_LAST: sl_tp_send_last), whose result is not read.  payload
+	 * holds h->len bytes. */
 	enum sl_deliver_result (*deliver)(void *arg, const struct sl_hdr *h, const uint8_t *payload);
 	/* Every packet of m is acknowledged: m and its source may be reused. */
 	void (*acked)(void *arg, struct sl_tp_msg *m);
@@ -151,6 +153,9 @@ struct sl_tp_stats {
 					   our messages) for its state, in case the ACK that reopened
 					   it was lost */
 	uint64_t parks;                 /* times this receiver parked a sender's calls (sl_tp_park) */
+	uint64_t last_tx, last_rx;      /* last words (sl_tp_send_last) handed to a port, and delivered */
+	uint64_t last_refused;          /* last words a port did not take at once (full, no buffer):
+					   lost, unless still staged when a poll comes */
 };
 
 struct sl_tp;
@@ -181,6 +186,15 @@ uint64_t sl_tp_node_heard_ns(const struct sl_tp *tp, uint16_t node);
 
 /* Queue m.  -1 when the node is unknown or dead. */
 int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m);
+/* Control message m (SL_F_CTRL, one packet) once more as a last word
+ * (wire.h SL_T_LAST), outside its flow's stream, handed to the port now,
+ * dead node or not: for a message the stream can no longer deliver (the
+ * flow died, or the caller stops with it unacknowledged).  The receiver
+ * delivers it unordered and may see it twice (the stream's copy too): only
+ * for messages whose delivery is idempotent.  False (counted in
+ * last_refused) when the node is unknown, m is no control message or does
+ * not fit a frame, or the port did not take it at once. */
+bool sl_tp_send_last(struct sl_tp *tp, const struct sl_tp_msg *m);
 /* The engine can take packets again: reopen every window a HOLD or RETRY
  * closed (the ACKs that say so go out in the next poll).  Cheap when none is
  * closed; a lost reopening is found by the sender's window probe. */

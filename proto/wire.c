@@ -265,7 +265,7 @@ enum sl_parse_result sl_wire_parse(const uint8_t *frame, uint32_t len, struct sl
 	h->ip_ecn = frame[OFF_IP + 1] & 3;
 	if (h->version != SL_WIRE_VERSION)
 		return SL_PARSE_BAD_VERSION;
-	if (h->type != SL_T_DATA && h->type != SL_T_ACK)
+	if (h->type != SL_T_DATA && h->type != SL_T_ACK && h->type != SL_T_LAST)
 		return SL_PARSE_BAD_TYPE;
 	r = check_lengths(frame, len, h);
 	if (r != SL_PARSE_OK)

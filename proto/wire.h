@@ -60,6 +60,13 @@
  * rank behind it times out as before), so the version stays.  Stall notes
  * now go out after an eighth of a timeout without progress rather than
  * half: nothing on the wire changes.
+ * Type 3 (SL_T_LAST), a last word: a control message (SL_F_CTRL, as DATA
+ * carries one) sent once outside the PSN stream, unacknowledged, by a
+ * dataplane whose stream to the peer can no longer carry it (the flow died,
+ * or the dataplane stops with it still unacknowledged); psn is 0.  A frame
+ * a port took outlives its sender, a queued packet does not.  A version 2
+ * peer that does not know it drops it as a bad type (and times out as
+ * before), so the version stays.
  */
 #ifndef SLUICE_WIRE_H
 #define SLUICE_WIRE_H
@@ -82,6 +89,7 @@
 enum sl_pkt_type {
 	SL_T_DATA = 1, /* payload for (comm, seq, step) at offset */
 	SL_T_ACK = 2,  /* cumulative PSN + SACK bitmap, in the ACK body */
+	SL_T_LAST = 3, /* a control message outside the PSN stream (a last word): see above */
 };
 
 enum sl_hdr_flags {

@@ -2,14 +2,17 @@
  * it_notice_exit.c: a rank of the abort-notice-outlives-its-sender
  * integration test (it_notice_exit.sh), 2 ranks, embedded.
  *
- * Rank 0 is stopped (SIGSTOP, by a child that resumes it STOP_S later)
- * while it receives rank 1's small sends.  Rank 1, whose dataplane's window
+ * Rank 0 is stopped (SIGSTOP, by a child that resumes it argv[1] seconds
+ * later, 1.8 by default) while it receives rank 1's small sends.  Rank 1, whose dataplane's window
  * is 4 packets and whose timeout is 1 s, fills that window, fails its next
  * send naming rank 0 as silent, destroys, finalizes and exits; its abort
  * notice waits behind the full window, so only a dataplane whose stop
  * waits for the notice's acknowledgement delivers it.  Rank 0, resumed
  * while rank 1's process is still in that wait, must fail with rank 1's
- * reason ("rank 1 reported"), not with its own timeout later.
+ * reason ("rank 1 reported"), not with its own timeout later.  Stopped
+ * for longer than that wait (LINGER_ABORTS_NS, 2 s), rank 0 resumes after
+ * rank 1 exited: only the last word that rank 1's stop hands its port
+ * (wire.h SL_T_LAST) can bring the reason then.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -22,17 +25,15 @@
 
 #include <sluice/sluice.h>
 
-#define STOP_S 1.8 /* rank 1 fails ~1.1 s into the stop and lingers 2 s at most */
-
 static int rank = -1;
 
 #include "it_common.h"
 
-/* A child stops this process now and resumes it STOP_S later. */
-static void stop_me_for_a_while(void)
+/* A child stops this process now and resumes it stop_s later. */
+static void stop_me_for_a_while(double stop_s)
 {
 	pid_t me = getpid(), child = fork();
-	struct timespec t = { .tv_sec = (time_t)STOP_S, .tv_nsec = (long)((STOP_S - (int)STOP_S) * 1e9) };
+	struct timespec t = { .tv_sec = (time_t)stop_s, .tv_nsec = (long)((stop_s - (int)stop_s) * 1e9) };
 
 	if (child < 0) {
 		perror("it_notice_exit: fork");
@@ -46,7 +47,7 @@ static void stop_me_for_a_while(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	sluice_ctx_t *ctx;
 	sluice_comm_t *comm;
@@ -56,6 +57,8 @@ int main(void)
 	unsigned calls = 0;
 	const char *me = getenv("SLUICE_RANK");
 	static char args[2048];
+	/* rank 1 fails ~1.1 s into the stop and lingers 2 s at most */
+	double stop_s = argc > 1 ? atof(argv[1]) : 1.8;
 
 	/* rank 1's own settings, before its dataplane starts */
 	if (me && strcmp(me, "1") == 0) {
@@ -72,7 +75,7 @@ int main(void)
 	CHECK(sluice_wait(req));
 	do {
 		if (rank == 0 && calls == 100)
-			stop_me_for_a_while();
+			stop_me_for_a_while(stop_s);
 		r = rank ? sluice_send(comm, buf, 1, SLUICE_INT32, 0, &req)
 			 : sluice_recv(comm, buf, 1, SLUICE_INT32, 1, &req);
 		r = r != SLUICE_OK ? r : sluice_wait(req);

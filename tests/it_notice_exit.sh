@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # it_notice_exit.sh: rank 1 fails and exits while rank 0 is stopped, its
 # abort notice behind a full window; rank 0, resumed, must hear it
-# (it_notice_exit.c says how).
-# usage: it_notice_exit.sh SLUICE_RUN IT_NOTICE_EXIT
+# (it_notice_exit.c says how; STOP_S: how long rank 0 is stopped).
+# usage: it_notice_exit.sh SLUICE_RUN IT_NOTICE_EXIT [STOP_S]
 set -u
-run=$1 prog=$2
-out=$(timeout -k 5 60 "$run" -n 2 --embedded --timeout 10 -- "$prog" 2>&1)
+run=$1 prog=$2 stop_s=${3:-1.8}
+out=$(timeout -k 5 60 "$run" -n 2 --embedded --timeout 10 -- "$prog" "$stop_s" 2>&1)
 rc=$?
 grep "^it_notice_exit" <<<"$out"
 [ $rc -ne 124 ] || { echo "FAIL: it hung; log:"; tail -20 <<<"$out"; exit 1; }

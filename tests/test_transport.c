@@ -1080,6 +1080,50 @@ static void test_dead_peer(void **state)
 	harness_free(hs);
 }
 
+/* A last word (sl_tp_send_last) is delivered once, outside the stream:
+ * nothing acknowledged for it, the stream's next packet still in order;
+ * and it goes to a peer whose flow died (it may only be stopped), where
+ * sl_tp_send refuses.  A message that is no control message does not go so. */
+static void test_last_word_outside_the_stream(void **state)
+{
+	(void)state;
+	const uint64_t dead_ns = 2000000;
+	struct setup s = { .dead_ns = dead_ns };
+	struct harness *hs = harness_new(&s);
+	const struct sl_tp_stats *as = sl_tp_get_stats(hs->a.tp), *bs = sl_tp_get_stats(hs->b.tp);
+	struct sl_tp_msg last = hs->a.msgs[6];
+	uint64_t start;
+
+	last.hdr.len = 16; /* one packet */
+	last.src = hs->a.src + last.hdr.offset;
+	assert_false(sl_tp_send_last(hs->a.tp, &last));
+	assert_int_equal(as->last_refused, 1);
+	last.hdr.flags = SL_F_CTRL;
+	assert_true(sl_tp_send_last(hs->a.tp, &last));
+	sl_tp_poll(hs->b.tp);
+	assert_int_equal(bs->last_rx, 1);
+	assert_int_equal(hs->b.rx_count[msg_base[6]], 1);
+	assert_int_equal(bs->ack_tx, 0);
+	send_msg(&hs->a, 7);
+	for (int i = 0; i < 2000 && !hs->a.acked[7]; i++)
+		round_once(hs);
+	assert_int_equal(hs->a.acked[7], 1);
+	assert_int_equal(bs->rx_dup + bs->rx_out_of_window, 0);
+	send_msg(&hs->a, 8);
+	start = hs->clock.ns;
+	while (sl_tp_node_alive(hs->a.tp, NODE_B)) { /* b does not poll: the flow dies */
+		assert_true(hs->clock.ns < start + 2 * dead_ns);
+		sl_tp_poll(hs->a.tp);
+		hs->clock.ns += STEP_NS;
+	}
+	assert_true(sl_tp_send_last(hs->a.tp, &last));
+	assert_int_equal(as->last_tx, 2);
+	sl_tp_poll(hs->b.tp);
+	assert_int_equal(bs->last_rx, 2);
+	assert_int_equal(hs->b.rx_count[msg_base[6]], 2);
+	harness_free(hs);
+}
+
 /* A peer that does not read for many RTOs while the port's FIFO is full
  * (a memif peer descheduled): nothing is lost, so nothing goes again, and
  * no path dies; it all arrives once the peer reads. */
@@ -1904,6 +1948,7 @@ int main(void)
 		cmocka_unit_test(test_peer_dies_while_holding_packets),
 		cmocka_unit_test(test_peer_dies_while_a_message_waits),
 		cmocka_unit_test(test_dead_peer),
+		cmocka_unit_test(test_last_word_outside_the_stream),
 		cmocka_unit_test(test_poll_at_never_goes_back),
 		cmocka_unit_test(test_pass_timed_before_a_send_on_a_held_window),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),

@@ -45,6 +45,7 @@
 #define SL_TRACE_UDP_PORT 0x51ceu
 #define SL_TRACE_T_DATA 1u
 #define SL_TRACE_T_ACK 2u
+#define SL_TRACE_T_LAST 3u /* a last word: a control message outside the PSN stream */
 #define SL_TRACE_F_RETX 1u /* the sluice header's flags */
 #define SL_TRACE_F_CTRL 2u
 #define SL_TRACE_F_VOID 4u
