@@ -39,6 +39,10 @@
 
 /* How long SL_CTL_STALLED watches each engine for a pass. */
 #define STALL_LOOK_NS 100000000ull
+/* A stall that ended this long before STALLED, past the client's own
+ * SLUICE_TIMEOUT, is the reason its wait ran out: libsluice's margin for
+ * its wait (SL_WAIT_MARGIN_S) and again for this answer. */
+#define STALL_RECENT_MARGIN_NS 4000000000ull
 
 struct server;
 
@@ -68,6 +72,7 @@ struct server {
 	struct conn conns[DP_MAX_CLIENTS];
 	pthread_mutex_t lock;             /* what connections share: comm_owner, the trace taps */
 	int comm_owner[DP_MAX_COMMS];     /* client index holding each comm slot, -1 = free */
+	pthread_mutex_t stall_lock;       /* stall: the server's loop and STALLED's answers look */
 	struct dp_stall_watch stall[SL_MAX_CHANNELS];
 };
 
@@ -459,15 +464,32 @@ static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m
 /* The first engine that takes no pass while the server looks (a working
  * one takes one every millisecond at most, idle.c), in r: a client's wait
  * that timed out asks, so that it can say why rather than time out bare. */
-static void do_stalled(struct server *s, struct sl_ctl_reply *r)
+static void look_at_engine(struct server *s, unsigned ch, uint64_t now);
+
+/* An engine stuck now, or one that came round again after a stall that the
+ * client's wait ran out in (a whole process stopped past the client's
+ * timeout: the client gave up before the engine's first pass). */
+static void do_stalled(struct server *s, int ci, struct sl_ctl_reply *r)
 {
 	char why[SL_ERRMSG_LEN];
+	uint64_t patience = s->conns[ci].patience_ms ? s->conns[ci].patience_ms * 1000000ull : s->e[0]->timeout_ns;
+	bool ended = false;
 
 	for (unsigned ch = 0; ch < s->nch; ch++) {
 		if (dp_engine_stalled(s->e[ch], STALL_LOOK_NS, why)) {
 			reply_err(r, SLUICE_ERR_TIMEOUT, "%s", why);
 			return;
 		}
+	}
+	for (unsigned ch = 0; ch < s->nch && !ended; ch++) {
+		pthread_mutex_lock(&s->stall_lock);
+		uint64_t now = dp_now_ns(NULL); /* under the lock: the looks' times never go back */
+		look_at_engine(s, ch, now); /* the server's loop may not have seen it come round yet */
+		ended = dp_stall_ended(&s->stall[ch], now, patience + STALL_RECENT_MARGIN_NS, why, sizeof(why));
+		pthread_mutex_unlock(&s->stall_lock);
+		if (ended)
+			reply_err(r, SLUICE_ERR_TIMEOUT, "channel %u's engine (dataplane node %u) %s; the client's "
+				  "wait ran out in that time", ch, s->e[ch]->node, why);
 	}
 }
 
@@ -495,7 +517,7 @@ static void handle(struct server *s, int ci, const struct sl_ctl_msg *m, int fd,
 	case SL_CTL_COMM_CREATE: do_comm_create(s, ci, m, r); break;
 	case SL_CTL_COMM_DESTROY: do_comm_destroy(s, ci, m, r); break;
 	case SL_CTL_INFO: break;
-	case SL_CTL_STALLED: do_stalled(s, r); break;
+	case SL_CTL_STALLED: do_stalled(s, ci, r); break;
 	case SL_CTL_TRACE_ATTACH:
 		pthread_mutex_lock(&s->lock);
 		*reply_fd = dp_trace_attach(s->cfg->trace, s->e[0], m, r);
@@ -731,22 +753,29 @@ static int open_listener(const char *path, char *err, size_t len)
 }
 
 /* An engine stuck in a call is named on stderr, with where it is
- * (stall_watch.h): from the server's loop, which waits on no engine. */
-static void watch_engines(struct server *s)
+ * (stall_watch.h).  Under stall_lock. */
+static void look_at_engine(struct server *s, unsigned ch, uint64_t now)
 {
-	uint64_t now = dp_now_ns(NULL);
+	const struct dp_engine *e = s->e[ch];
 	char msg[768];
 
-	for (unsigned ch = 0; ch < s->nch; ch++) {
-		const struct dp_engine *e = s->e[ch];
-		if (!dp_stall_check(&s->stall[ch], atomic_load_explicit(&e->passes, memory_order_relaxed),
-				    dp_engine_holder(e, NULL), now, msg, sizeof(msg)))
-			continue;
-		if (ch)
-			fprintf(stderr, "sluiced node %u channel %u: %s\n", e->node, ch, msg);
-		else
-			fprintf(stderr, "sluiced node %u: %s\n", e->node, msg);
-	}
+	if (!dp_stall_check(&s->stall[ch], atomic_load_explicit(&e->passes, memory_order_relaxed),
+			    dp_engine_holder(e, NULL), now, msg, sizeof(msg)))
+		return;
+	if (ch)
+		fprintf(stderr, "sluiced node %u channel %u: %s\n", e->node, ch, msg);
+	else
+		fprintf(stderr, "sluiced node %u: %s\n", e->node, msg);
+}
+
+/* From the server's loop, which waits on no engine. */
+static void watch_engines(struct server *s)
+{
+	pthread_mutex_lock(&s->stall_lock);
+	uint64_t now = dp_now_ns(NULL);
+	for (unsigned ch = 0; ch < s->nch; ch++)
+		look_at_engine(s, ch, now);
+	pthread_mutex_unlock(&s->stall_lock);
 }
 
 int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const struct dp_server_cfg *cfg,
@@ -757,6 +786,7 @@ int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const str
 	if (s.listen_fd < 0)
 		return -1;
 	pthread_mutex_init(&s.lock, NULL);
+	pthread_mutex_init(&s.stall_lock, NULL);
 	for (int i = 0; i < DP_MAX_COMMS; i++)
 		s.comm_owner[i] = -1;
 	if (ready)
@@ -775,6 +805,7 @@ int dp_server_run(struct dp_engine *const *engines, unsigned nengines, const str
 		if (s.conns[i].running)
 			pthread_join(s.conns[i].thread, NULL);
 	pthread_mutex_destroy(&s.lock);
+	pthread_mutex_destroy(&s.stall_lock);
 	close(s.listen_fd);
 	unlink(cfg->socket_path);
 	return 0;

@@ -119,6 +119,8 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64
 		bool was = w->told;
 		uint64_t took = now_ns - w->since_ns;
 
+		if (took >= DP_STALL_NS && tid)
+			w->last = (struct dp_stall_end){ now_ns, took, ran_since(tid, w->ran) };
 		w->passes = passes;
 		w->since_ns = now_ns;
 		w->ran = dp_cpu_mark(tid);
@@ -134,5 +136,25 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64
 	dp_stall_where(tid, "its thread", w->ran, at, sizeof(at));
 	sl_errmsg_format(msg, len, "the engine has not come round for %.1f s: %s; its peers will "
 			 "find it silent", (now_ns - w->since_ns) / 1e9, at);
+	return true;
+}
+
+bool dp_stall_ended(const struct dp_stall_watch *w, uint64_t now_ns, uint64_t window_ns, char *msg, size_t len)
+{
+	const struct dp_stall_end *l = &w->last;
+	char ran[192] = "";
+
+	if (!l->at_ns || now_ns < l->at_ns || now_ns - l->at_ns > window_ns)
+		return false;
+	/* the mark is the watch's last look before the stall: up to a look's
+	 * interval (100 ms) of ordinary passes is counted in the stall */
+	if (l->ran_ns < DP_STARVED_NS || l->ran_ns < l->took_ns / 8)
+		snprintf(ran, sizeof(ran), ": its thread had %.1f ms of a CPU in that time, so it was hardly run "
+			 "(its process stopped by a signal or a debugger, or the machine overloaded)", l->ran_ns / 1e6);
+	else if (l->ran_ns != UINT64_MAX)
+		snprintf(ran, sizeof(ran), ": its thread ran %.1f ms in that time, in a pass that did not return "
+			 "(a loop or a slow call)", l->ran_ns / 1e6);
+	sl_errmsg_format(msg, len, "came round again %.1f s ago, after %.1f s without a pass%s",
+			 (now_ns - l->at_ns) / 1e9, l->took_ns / 1e9, ran);
 	return true;
 }

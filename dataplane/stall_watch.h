@@ -28,11 +28,21 @@ struct dp_cpu_mark {
 	uint64_t ns; /* the CPU time it had had by then (0: unknown) */
 };
 
+/* A stall that ended: when the engine came round again, after how long
+ * without a pass, and the CPU time its thread had meanwhile (UINT64_MAX:
+ * unknown). */
+struct dp_stall_end {
+	uint64_t at_ns, took_ns, ran_ns;
+};
+
 struct dp_stall_watch {
 	uint64_t passes;        /* the engine's pass count when last seen to move */
 	uint64_t since_ns;      /* ... and when */
 	struct dp_cpu_mark ran; /* ... and its thread's CPU time then */
 	bool told;              /* the stall was reported */
+	struct dp_stall_end last; /* the latest stall of DP_STALL_NS or more to end (at_ns 0: none),
+				     reported or not: its whole process stopped, the watch sees
+				     only its end */
 };
 
 /* Thread tid's CPU time now (tid 0, or unreadable: ns 0). */
@@ -47,6 +57,12 @@ struct dp_cpu_mark dp_cpu_mark(pid_t tid);
  */
 bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64_t now_ns,
 		    char *msg, size_t len);
+
+/* The latest stall that ended within window_ns before now_ns, in words
+ * that follow the engine's name ("came round again 0.2 s ago, after 4.3 s
+ * without a pass: its thread had 0.0 ms of a CPU ..."): a client whose
+ * wait ran out during it learns why.  False if none. */
+bool dp_stall_ended(const struct dp_stall_watch *w, uint64_t now_ns, uint64_t window_ns, char *msg, size_t len);
 
 /* Where thread tid is, in words that begin with who and tid ("its thread
  * 12"): blocked in the kernel (in which system call and kernel function),

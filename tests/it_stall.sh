@@ -17,12 +17,21 @@
 # end with the dataplane's answer that the engine is stuck and where its
 # thread is (before: libsluice's "the dataplane ... is stuck or a rank
 # stopped", which named nothing).
-# usage: it_stall.sh SLUICE_RUN SLUICE_PERF [--client-timeout | --wait-timeout]
+# --process-stop: as --wait-timeout, but node 0's whole process is stopped
+# (SIGSTOP) for 4 s, 2 s into the calls (a rank stopped in its first calls
+# may be in a request to its dataplane, not a wait): rank 0's wait runs
+# out at 3 s (SLUICE_TIMEOUT and libsluice's 2 s) and asks while the
+# process is stopped; the answer, given once it runs again, must name the
+# engine that came round again after its stall and say that its thread had
+# (next to) no CPU in it (before: the engine was passing again by then, and
+# the answer named nothing).
+# usage: it_stall.sh SLUICE_RUN SLUICE_PERF [--client-timeout | --wait-timeout | --process-stop]
 set -u
 run=$1 perf=$2 client=${3:-}
-ranks=("$perf" -b 8 -e 8 -n 5 -w 1) stop_s=3 stop_after=0
+ranks=("$perf" -b 8 -e 8 -n 5 -w 1) stop_s=3 stop_after=0 whole=0
 [ "$client" = --client-timeout ] && ranks=(env SLUICE_TIMEOUT=1 "${ranks[@]}")
 [ "$client" = --wait-timeout ] && ranks=(env SLUICE_TIMEOUT=1 "$perf" -b 8 -e 8 -n 100000000 -w 1) stop_s=5 stop_after=1
+[ "$client" = --process-stop ] && ranks=(env SLUICE_TIMEOUT=1 "$perf" -b 8 -e 8 -n 100000000 -w 1) stop_s=4 stop_after=2 whole=1
 log=$(mktemp /tmp/sl-stall.XXXXXX) go=$(mktemp -u /tmp/sl-stall-go.XXXXXX)
 trap 'rm -f "$log" "$go"' EXIT
 "$run" -n 2 --daemons -v --timeout 20 -- bash -c 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"' \
@@ -51,11 +60,12 @@ done
 # its table's header, in its calls by then (a fixed time from their start once stopped a loaded
 # machine's ranks in their communicator's creation, and the run then timed out elsewhere), else
 # once the stop began
-python3 - "$tid" "$go" "$stop_s" "$stop_after" "$log" <<'PY' || { touch "$go"; end_run 5; cat "$log"; echo "FAIL: could not stop thread $tid"; exit 1; }
-import ctypes, os, sys, time
+python3 - "$tid" "$go" "$stop_s" "$stop_after" "$log" "$whole" "$node0" <<'PY' || { touch "$go"; end_run 5; cat "$log"; echo "FAIL: could not stop thread $tid"; exit 1; }
+import ctypes, os, signal, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
 tid, stop_s, after = int(sys.argv[1]), float(sys.argv[3]), float(sys.argv[4])
+whole, pid = sys.argv[6] == "1", int(sys.argv[7])
 if after:
     open(sys.argv[2], "w").close()
     for _ in range(1200):
@@ -65,6 +75,11 @@ if after:
     else:
         sys.exit("rank 0 printed no table header within 60 s")
     time.sleep(after)
+if whole:
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(stop_s)
+    os.kill(pid, signal.SIGCONT)
+    sys.exit(0)
 if libc.ptrace(SEIZE, tid, 0, 0) or libc.ptrace(INTERRUPT, tid, 0, 0):
     sys.exit(f"ptrace: {os.strerror(ctypes.get_errno())}")
 os.waitpid(tid, WALL)
@@ -80,6 +95,11 @@ if [ "$client" = --client-timeout ]; then
 	grep -Eq "channel 0's engine \(dataplane node 0\) has not come round for 1\.[0-9] s \(the client's SLUICE_TIMEOUT\): its thread $tid .*the request to add a client was not applied" "$log" ||
 		{ cat "$log"; echo "FAIL: rank 0's HELLO did not end at its SLUICE_TIMEOUT naming node 0's engine thread $tid"; exit 1; }
 	echo "it_stall: ok" # the ranks, and so the daemons, end before the stall does: the watch is the plain mode's
+	exit 0
+elif [ "$client" = --process-stop ]; then
+	grep -Eq "sluice_wait: request [0-9]+ got no completion .* says: channel 0's engine \(dataplane node 0\) came round again [0-9.]+ s ago, after ([3-9]|[1-9][0-9]+)\.[0-9] s without a pass: its thread had [0-9.]+ ms of a CPU in that time" "$log" ||
+		{ cat "$log"; echo "FAIL: rank 0's wait did not end with the dataplane naming node 0's engine, stopped with its process"; exit 1; }
+	echo "it_stall: ok"
 	exit 0
 elif [ "$client" = --wait-timeout ]; then
 	grep -Eq "sluice_wait: request [0-9]+ got no completion .* says: channel 0's engine \(dataplane node 0\) has not come round for 0\.1 s \(as long as the dataplane looked\): its thread $tid " "$log" ||

@@ -169,6 +169,31 @@ static void a_starved_engine_is_named_so(void **state)
 	assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(was), &was), 0);
 }
 
+/* A stall whose whole process was stopped is seen only as it ends: it is
+ * kept, with the CPU time the thread had, for a client whose wait ran out
+ * in it (the dataplane's STALLED answer), within the window asked for. */
+static void an_ended_stall_is_kept_for_a_late_question(void **state)
+{
+	struct dp_stall_watch w = { 0 };
+	char msg[768];
+	pthread_t th;
+	int t = start(&th, blocked, NULL, 'S');
+
+	(void)state;
+	assert_false(dp_stall_check(&w, 7, t, 10 * S, msg, sizeof(msg)));
+	assert_false(dp_stall_ended(&w, 10 * S, 5 * S, msg, sizeof(msg)));
+	assert_false(dp_stall_check(&w, 8, t, 14 * S, msg, sizeof(msg))); /* unreported: said nothing */
+	assert_true(dp_stall_ended(&w, 14 * S + S / 2, 5 * S, msg, sizeof(msg)));
+	printf("# %s\n", msg);
+	assert_non_null(strstr(msg, "came round again 0.5 s ago, after 4.0 s without a pass: its thread had "));
+	assert_non_null(strstr(msg, "so it was hardly run"));
+	assert_false(dp_stall_check(&w, 9, t, 15 * S, msg, sizeof(msg))); /* 1 s: no stall, the last one stays */
+	assert_true(dp_stall_ended(&w, 19 * S, 5 * S, msg, sizeof(msg)));
+	assert_false(dp_stall_ended(&w, 19 * S + 1, 5 * S, msg, sizeof(msg)));
+	pthread_cancel(th);
+	pthread_join(th, NULL);
+}
+
 static void a_moving_or_unstarted_engine_is_quiet(void **state)
 {
 	struct dp_stall_watch w = { 0 };
@@ -188,6 +213,7 @@ int main(void)
 		cmocka_unit_test(a_blocked_engine_is_named_then_its_return),
 		cmocka_unit_test(a_spinning_engine_is_named),
 		cmocka_unit_test(a_starved_engine_is_named_so),
+		cmocka_unit_test(an_ended_stall_is_kept_for_a_late_question),
 		cmocka_unit_test(a_moving_or_unstarted_engine_is_quiet),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
