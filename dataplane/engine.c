@@ -582,17 +582,19 @@ void dp_engine_flush_acks(struct dp_engine *e)
 
 void dp_engine_last_words(struct dp_engine *e)
 {
-	bool expected = false;
+	bool got = false;
 
 	if (!atomic_load_explicit(&e->aborts_out, memory_order_relaxed))
 		return;
 	/* an embedded application's pass, if one is in, ends within microseconds: a stuck one costs them */
-	for (int i = 0; i < 1000 && !atomic_compare_exchange_weak_explicit(&e->busy, &expected, true,
-			memory_order_acquire, memory_order_relaxed); i++) {
-		expected = false;
-		usleep(10);
+	for (int i = 0; i < 1000 && !got; i++) {
+		bool expected = false;
+		got = atomic_compare_exchange_strong_explicit(&e->busy, &expected, true, memory_order_acquire,
+							      memory_order_relaxed);
+		if (!got)
+			usleep(10);
 	}
-	if (expected)
+	if (!got)
 		return;
 	dp_notices_last_words(e, -1);
 	atomic_store_explicit(&e->busy, false, memory_order_release);
