@@ -8,7 +8,7 @@
 
 local sluice = Proto("sluice", "sluice collective transport")
 
-local types = { [1] = "DATA", [2] = "ACK" }
+local types = { [1] = "DATA", [2] = "ACK", [3] = "LAST" } -- LAST: a control message outside the PSN stream
 local kinds = { [1] = "allreduce", [2] = "allgather", [3] = "reduce_scatter", [4] = "broadcast",
                 [5] = "reduce", [6] = "alltoall", [7] = "barrier", [8] = "send", [9] = "recv",
                 [10] = "gather", [11] = "scatter", [12] = "alltoallv" }
@@ -135,7 +135,7 @@ function sluice.dissector(buf, pinfo, tree)
 	if ty == 2 and rest >= ACK_LEN then
 		local cum, n = dissect_ack(buf(HDR_LEN, ACK_LEN), t)
 		info = string.format("%s cum=%d sacked=%d", info, cum, n)
-	elseif ty == 1 then
+	elseif ty == 1 or ty == 3 then
 		info = string.format("%s comm=0x%08x seq=%d %s step=%d off=%s len=%d", info, buf(12, 4):uint(),
 			buf(16, 4):uint(), kinds[bit.band(buf(22, 1):uint(), 0x1f)] or "kind?", buf(20, 2):uint(),
 			tostring(buf(32, 8):uint64()), body)
