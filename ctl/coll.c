@@ -531,16 +531,24 @@ static void nap(struct sluice_ctx *ctx, uint32_t seen)
 	atomic_fetch_sub_explicit(&page->client_sleeping, 1, memory_order_seq_cst);
 }
 
-/* The latest progress the dataplane has published for this process's calls (abi.h, sl_channel_bell). */
-static int64_t dataplane_progress(const struct sluice_ctx *ctx)
+/* When a wait whose calls last moved at the latest progress the dataplane
+ * has published for this process's calls (abi.h, sl_channel_bell) gives
+ * up: wait_ns after it, or SL_WAIT_MARGIN_S after the latest verdict a
+ * timed-out call waits for (a long timeout's waits past the margin: a
+ * peer that died late in the stall is named only then). */
+static int64_t dataplane_deadline(const struct sluice_ctx *ctx, int64_t wait_ns)
 {
-	int64_t latest = 0;
+	int64_t progress = 0, verdict = 0;
 
 	for (unsigned ch = 0; ch < ctx->nch; ch++) {
 		int64_t p = (int64_t)atomic_load_explicit(&ctx->page->bell[ch].progress_ns, memory_order_relaxed);
-		latest = p > latest ? p : latest;
+		int64_t v = (int64_t)atomic_load_explicit(&ctx->page->bell[ch].verdict_ns, memory_order_relaxed);
+		progress = p > progress ? p : progress;
+		verdict = v > verdict ? v : verdict;
 	}
-	return latest;
+	progress += wait_ns;
+	verdict += (int64_t)SL_WAIT_MARGIN_S * 1000000000;
+	return progress > verdict ? progress : verdict;
 }
 
 /* A wait that timed out without the dataplane's reason: the dataplane
@@ -639,7 +647,7 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 	 * (the same SLUICE_TIMEOUT under sluice-run), with the reason: this wait
 	 * counts from the call's start or the last progress the dataplane
 	 * published, whichever is later, and gives the reason SL_WAIT_MARGIN_S more
-	 * to arrive.  Without progress counted, a call that moved for a while and
+	 * to arrive (past a verdict the dataplane holds, if later).  Without progress counted, a call that moved for a while and
 	 * then stopped ended here first, with no reason. */
 	int64_t wait_ns = (int64_t)(ctx->cfg.timeout_s + SL_WAIT_MARGIN_S) * 1000000000;
 	int64_t deadline = w.start + wait_ns;
@@ -657,7 +665,7 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 			res = fail_exited(ctx, req->tag);
 			break;
 		}
-		if (w.now > deadline && w.now > (deadline = dataplane_progress(ctx) + wait_ns)) {
+		if (w.now > deadline && w.now > (deadline = dataplane_deadline(ctx, wait_ns))) {
 			res = SLUICE_ERR_TIMEOUT;
 			timed_out = true;
 			break;

@@ -152,13 +152,26 @@ static bool silent_peer(const struct dp_engine *e, const struct dp_coll *k, char
 /* How long a timeout that finds nothing to name but the rank it waits for
  * waits for that rank's answer (verdict): a quarter of the timeout, which
  * silent_peer needs to see a peer silent since the hold's ping, and a 64th
- * for that ping to leave; at most 1.5 s, inside the SL_WAIT_MARGIN_S (2 s)
- * libsluice waits past its timeout for the reason. */
+ * for that ping to leave.  Capped at 1.5 s before, inside libsluice's 2 s
+ * margin: above a 5.6 s timeout a peer that died within about T/4 - 1.5 s
+ * of the timeout (6-10 s at sluiced's default 30 s) was named only as the
+ * rank waited for.  The client's wait now runs past the hold's end
+ * (publish_verdict). */
 static uint64_t hold_ns(const struct dp_engine *e, const struct dp_comm *comm)
 {
-	uint64_t t = dp_comm_timeout(e, comm), hold = t / 4 + t / 64;
+	uint64_t t = dp_comm_timeout(e, comm);
 
-	return hold < 1500000000ull ? hold : 1500000000ull;
+	return t / 4 + t / 64;
+}
+
+/* Tells k's client that k's verdict waits until `until`: its own wait
+ * gives the reason its margin past that (abi.h, sl_channel_bell). */
+static void publish_verdict(const struct dp_coll *k, uint64_t until)
+{
+	struct dp_client *c = k->comm->client;
+
+	if (c && c->bell && until > atomic_load_explicit(&c->bell->verdict_ns, memory_order_relaxed))
+		atomic_store_explicit(&c->bell->verdict_ns, until, memory_order_relaxed);
 }
 
 /* k's timeout found nothing to name but peer, the rank it waits for.  A
@@ -181,6 +194,7 @@ static bool verdict_held(struct dp_engine *e, struct dp_coll *k, int peer, uint6
 		return false;
 	if (k->held_ns <= k->last_progress_ns) { /* this stall's first timeout pass */
 		k->held_ns = now;
+		publish_verdict(k, now + hold_ns(e, k->comm));
 		dp_ping(e, k, peer);
 		return true;
 	}

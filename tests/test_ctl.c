@@ -857,6 +857,23 @@ static void requests_run_out_then_recover(void **state)
 	close_all(ctx, comm, buf);
 }
 
+/* A held call's wait gave up, its communicator destroyed: the call is
+ * released, reaped by the next wait, and everything closed. */
+static void close_after_the_held(sluice_ctx_t *ctx, float *buf)
+{
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+
+	fake.mode = FAKE_COMPLETE;
+	fake.release = true;
+	while (fake.release)
+		usleep(100);
+	assert_int_equal(sluice_comm_init(ctx, 1, 0, NULL, &comm), SLUICE_OK);
+	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
+	assert_int_equal(sluice_wait(req), SLUICE_OK); /* reaps the late one too */
+	close_all(ctx, comm, buf);
+}
+
 static void wait_times_out_and_abandons(void **state)
 {
 	sluice_ctx_t *ctx;
@@ -879,14 +896,34 @@ static void wait_times_out_and_abandons(void **state)
 	/* the buffer stays busy until the late completion; the comm may go now */
 	assert_error(sluice_mem_free(ctx, buf), SLUICE_ERR_INVALID_USAGE, "in flight");
 	assert_int_equal(sluice_comm_destroy(comm), SLUICE_OK);
-	fake.mode = FAKE_COMPLETE;
-	fake.release = true;
-	while (fake.release)
-		usleep(100);
-	assert_int_equal(sluice_comm_init(ctx, 1, 0, NULL, &comm), SLUICE_OK);
+	close_after_the_held(ctx, buf);
+}
+
+/* A call whose timeout holds its verdict (the dataplane waits for a peer's
+ * answer before saying why it failed: a long timeout's wait, past the 2 s
+ * margin) says until when on the bell: the wait runs the margin past that,
+ * not past its own timeout alone (it gave up first, without the reason). */
+static void wait_runs_past_a_held_verdict(void **state)
+{
+	sluice_ctx_t *ctx;
+	sluice_comm_t *comm;
+	sluice_req_t *req;
+	float *buf;
+	int64_t t0, took;
+
+	(void)state;
+	setenv("SLUICE_TIMEOUT", "1", 1);
+	open_all(&ctx, &comm, (void **)&buf, 4096);
+	fake.mode = FAKE_HOLD;
 	assert_int_equal(sluice_allreduce(comm, buf, buf, 8, SLUICE_FLOAT32, SLUICE_SUM, &req), SLUICE_OK);
-	assert_int_equal(sluice_wait(req), SLUICE_OK); /* reaps the late one too */
-	close_all(ctx, comm, buf);
+	t0 = sl_now_ns();
+	atomic_store(&fake.client[0].page->bell[0].verdict_ns, (uint64_t)t0 + 2000000000);
+	assert_error(sluice_wait(req), SLUICE_ERR_TIMEOUT, "got no completion");
+	took = sl_now_ns() - t0;
+	if (took < 4000000000LL || took > 5000000000LL)
+		fail_msg("the wait gave up after %.2f s, want 4-5 s: the verdict's 2 s and the margin", (double)took / 1e9);
+	assert_int_equal(sluice_comm_destroy(comm), SLUICE_OK);
+	close_after_the_held(ctx, buf);
 }
 
 static void wait_sees_dataplane_exit(void **state)
@@ -1328,6 +1365,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(allreduce_error_from_dataplane, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(requests_run_out_then_recover, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(wait_times_out_and_abandons, fake_setup, fake_teardown),
+		cmocka_unit_test_setup_teardown(wait_runs_past_a_held_verdict, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(wait_sees_dataplane_exit, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(comm_init_two_ranks, fake_setup, fake_teardown),
 		cmocka_unit_test_setup_teardown(split_over_channels, fake_setup, fake_teardown),

@@ -168,14 +168,16 @@ static struct sl_port *wire_wrap(struct sl_port *inner, struct dp_wake *peer);
  * time again after): .now_ns NULL, CLOCK_MONOTONIC. */
 static struct sl_clock cluster_clock;
 
-/* A clock that moves STEP_NS each time it is read, whatever the real time:
- * for tests whose timers must not fire because the machine is slow. */
+/* A clock that moves step_ns (STEP_NS unless a test says) each time it is
+ * read, whatever the real time: for tests whose timers must not fire
+ * because the machine is slow. */
 #define STEP_NS 100
+static uint64_t step_ns = STEP_NS;
 static uint64_t stepped_now(void *arg)
 {
 	static uint64_t now;
 	(void)arg;
-	return now += STEP_NS;
+	return now += step_ns;
 }
 
 /* The packet payload of the next setup_cluster's engines (1024 after). */
@@ -3276,6 +3278,33 @@ static void test_a_peer_dead_late_in_the_stall_is_named(void **state)
 	}
 }
 
+/* The same above a 5.6 s timeout (8 s, the clock stepped as fast for its
+ * length): the verdict's wait, T/4 + T/64, was cut to 1.5 s (libsluice's
+ * margin is 2 s), shorter than the quarter node 1 must be silent, and the
+ * timeout was bare ("waiting for rank 1").  Now it waits its whole length
+ * and tells the client so (the bell's verdict_ns, which its wait runs
+ * past). */
+static void test_a_peer_dead_late_in_a_long_stall_is_named(void **state)
+{
+	const uint64_t t = 8ull * 1000000000, hold = t / 4 + t / 64;
+	(void)state;
+
+	step_ns = STEP_NS * (t / CYCLE_TIMEOUT_NS);
+	cluster_clock = (struct sl_clock){ .now_ns = stepped_now };
+	setup_cluster(2, &(struct sl_memport_faults){ 0 }, t);
+	post_p2p(1, 0, true, 0);
+	poll_engine_ms(t / 1000000 * 9 / 10);
+	nodes[1].dead = true;
+	uint64_t dead_at = sl_tp_poll_ns(nodes[0].e.tp);
+	expect_status_saying(0, SLUICE_ERR_TIMEOUT, "rank 1 (dataplane node 1) stopped answering");
+	uint64_t verdict = atomic_load(&nodes[0].page->bell[0].verdict_ns);
+	if (verdict < dead_at + t / 10 + hold)
+		fail_msg("the client was told of a verdict at %.2f s after rank 1 died, want the hold's end, "
+			 "%.2f s or later", ((double)verdict - (double)dead_at) / 1e9, (double)(t / 10 + hold) / 1e9);
+	teardown_cluster();
+	step_ns = STEP_NS;
+}
+
 /* Node 1's client leaves with its communicator not destroyed: its
  * process died, its dataplane stays (a daemon).  The dataplane tells the
  * peers, and node 0's next send to it fails naming rank 1; before, node
@@ -4667,6 +4696,7 @@ int main(void)
 		cmocka_unit_test(test_replayed_packets_are_forwarded_in_the_posting_pass),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_a_peer_dead_late_in_the_stall_is_named),
+		cmocka_unit_test(test_a_peer_dead_late_in_a_long_stall_is_named),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_end_when_a_peer_dies),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_time_out),
 		cmocka_unit_test(test_a_call_acknowledged_piecemeal_holds_back_no_timeout),

@@ -35,7 +35,7 @@
 #include "spsc.h"
 #include "trace.h"
 
-#define SL_ABI_VERSION 12
+#define SL_ABI_VERSION 13
 #define SL_ABI_MAGIC 0x534c4345u /* "SLCE" */
 
 #define SL_SUBMIT_SLOTS 256u
@@ -194,6 +194,11 @@ struct sl_channel_bell {
 	 * channel, published on the engine's timer passes: the dataplane times a call
 	 * out from its last progress, and so does the client's own wait */
 	_Atomic uint64_t progress_ns;
+	/* CLOCK_MONOTONIC ns until which a call of the client's that timed out
+	 * waits for its peer's answer before the dataplane says why it failed
+	 * (a long timeout's verdict may wait longer than the client's margin):
+	 * the client's own wait runs at least its margin past it */
+	_Atomic uint64_t verdict_ns;
 };
 
 /* The client page.  Its all-to-allv counts area follows at
