@@ -72,38 +72,88 @@ static bool edge_parse(const char **p, const struct dp_wait_edge *prev, struct d
 	return !prev || prev->comm != e->comm || prev->waits_for == e->rank;
 }
 
+/* The count of waits a chain left out at *p (after its space): "+N", N
+ * from 1, the chain's head before it, none before; *p moves past it. */
+static bool skip_parse(const char **p, struct dp_wait_chain *out)
+{
+	unsigned long n;
+
+	if (**p != '+' || out->n != DP_CHAIN_HEAD || out->skipped)
+		return false;
+	(*p)++;
+	if (!field(p, 10, DP_WAIT_HOPS_MAX, &n) || !n || *(*p)++ != ' ')
+		return false;
+	out->skipped = (uint16_t)n;
+	return true;
+}
+
 bool dp_chain_parse(const char *text, struct dp_wait_chain *out)
 {
 	const char *p = text;
 
 	out->n = 0;
+	out->skipped = 0;
 	if (!*text)
 		return true;
 	if (strncmp(p, CHAIN_TAG, strlen(CHAIN_TAG)))
 		return false;
 	p += strlen(CHAIN_TAG);
 	while (*p) {
-		if (out->n == DP_WAIT_CHAIN_MAX || *p++ != ' ' ||
-		    !edge_parse(&p, out->n ? &out->edge[out->n - 1] : NULL, &out->edge[out->n]))
+		if (out->n == DP_WAIT_CHAIN_MAX || *p++ != ' ')
+			return false;
+		/* after the waits left out, one in full: the path between is not known */
+		bool after_skip = *p == '+';
+		if ((after_skip && !skip_parse(&p, out)) ||
+		    !edge_parse(&p, out->n && !after_skip ? &out->edge[out->n - 1] : NULL, &out->edge[out->n]))
 			return false;
 		out->n++;
 	}
-	return out->n > 0;
+	return out->n > 0 && out->n + out->skipped < DP_WAIT_HOPS_MAX;
 }
 
-bool dp_chain_format(const struct dp_wait_edge *edge, unsigned n, char *buf, size_t size)
+/* Writes edge[0, n) as a note's text, with `skipped` waits left out
+ * before edge[DP_CHAIN_HEAD] (0: none). */
+static bool chain_text(const struct dp_wait_edge *edge, unsigned n, unsigned skipped, char *buf, size_t size)
 {
 	size_t len = (size_t)snprintf(buf, size, "%s", CHAIN_TAG);
 
 	for (unsigned i = 0; i < n && len < size; i++) {
 		const struct dp_wait_edge *e = &edge[i];
-		if (i && e->comm == e[-1].comm && e->rank == e[-1].waits_for) /* goes on from the edge before */
+		bool skip = skipped && i == DP_CHAIN_HEAD;
+		if (skip)
+			len += (size_t)snprintf(buf + len, size - len, " +%u", skipped);
+		if (len >= size)
+			break;
+		if (i && !skip && e->comm == e[-1].comm && e->rank == e[-1].waits_for) /* goes on from the edge before */
 			len += (size_t)snprintf(buf + len, size - len, " %u:%u:%u", e->waits_for, e->op, e->seq);
 		else
 			len += (size_t)snprintf(buf + len, size - len, " %x:%u:%u:%u:%u", e->comm, e->rank,
 						e->waits_for, e->op, e->seq);
 	}
 	return len < size;
+}
+
+bool dp_chain_format(const struct dp_wait_edge *edge, unsigned n, char *buf, size_t size)
+{
+	return chain_text(edge, n, 0, buf, size);
+}
+
+bool dp_chain_write(const struct dp_wait_chain *c, char *buf, size_t size)
+{
+	return chain_text(c->edge, c->n, c->skipped, buf, size);
+}
+
+bool dp_chain_make_room(struct dp_wait_chain *c)
+{
+	if (c->n + c->skipped >= DP_WAIT_HOPS_MAX)
+		return false;
+	if (c->n > DP_WAIT_CHAIN_MAX) {
+		memmove(&c->edge[DP_CHAIN_HEAD], &c->edge[DP_CHAIN_HEAD + 1],
+			(c->n - DP_CHAIN_HEAD - 1u) * sizeof(c->edge[0]));
+		c->n--;
+		c->skipped++;
+	}
+	return true;
 }
 
 uint8_t dp_counter_op(uint8_t op)
@@ -202,10 +252,11 @@ static void cycle_end(char *buf, size_t size, size_t *len, const struct dp_wait_
 #define RELAY_ROOM 24
 
 /* The sentence of a cycle too long to say each counterpart (some 5 ranks
- * or more, with RELAY_ROOM): each wait once ("rank 1 in recv #0 from rank 2"), and as many
- * as fit before the last with what to do, the rest counted. */
+ * or more, with RELAY_ROOM), or with waits not known (skipped before
+ * cycle[skip_at]): each wait once ("rank 1 in recv #0 from rank 2"), and as many
+ * as fit before the last (and before those not known) with what to do, the rest counted. */
 static void cycle_words_short(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
-			      bool comms)
+			      unsigned skip_at, unsigned skipped, bool comms)
 {
 	char wait[96], counter[64], tail[SL_ERRMSG_LEN];
 	size_t tail_len = 0, room;
@@ -220,7 +271,7 @@ static void cycle_words_short(char *buf, size_t size, size_t *len, const struct 
 	append(buf, size, len, "rank %u waits in %s", cycle[0].rank, wait);
 	/* room for the waits between, with ", and 99 more" */
 	room = *len + tail_len + 16 + RELAY_ROOM < size ? size - *len - tail_len - 16 - RELAY_ROOM : 0;
-	for (; i + 1 < n; i++) {
+	for (; i + 1 < n && (!skipped || i < skip_at); i++) {
 		char one[128];
 		int m;
 		wait_name(wait, sizeof(wait), &cycle[i], comms && cycle[i].comm != cycle[i - 1].comm);
@@ -230,20 +281,25 @@ static void cycle_words_short(char *buf, size_t size, size_t *len, const struct 
 		append(buf, size, len, "%s", one);
 		room -= (size_t)m;
 	}
-	if (i + 1 < n)
-		append(buf, size, len, ", and %u more", n - 1 - i);
+	if (i + 1 < n + skipped)
+		append(buf, size, len, ", and %u more", n + skipped - 1 - i);
 	append(buf, size, len, "%s", tail);
 }
 
 /* Appends the sentence of dp_cycle_sentence to buf (len bytes used). */
 static void cycle_words(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
-			double timeout_s, bool comms)
+			unsigned skip_at, unsigned skipped, double timeout_s, bool comms)
 {
 	char wait[96], counter[64];
 	size_t start;
 
-	append(buf, size, len, "%u ranks wait on each other in a cycle (no progress for %.1f s): ", n, timeout_s);
+	append(buf, size, len, "%u ranks wait on each other in a cycle (no progress for %.1f s): ", n + skipped,
+	       timeout_s);
 	start = *len;
+	if (skipped) {
+		cycle_words_short(buf, size, len, cycle, n, skip_at, skipped, comms);
+		return;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		wait_name(wait, sizeof(wait), &cycle[i], comms && (i == 0 || cycle[i].comm != cycle[i - 1].comm));
 		if (i == 0)
@@ -258,14 +314,15 @@ static void cycle_words(char *buf, size_t size, size_t *len, const struct dp_wai
 		return;
 	*len = start;
 	buf[start] = '\0';
-	cycle_words_short(buf, size, len, cycle, n, comms);
+	cycle_words_short(buf, size, len, cycle, n, 0, 0, comms);
 }
 
-void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, double timeout_s)
+void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, unsigned skip_at,
+		       unsigned skipped, double timeout_s)
 {
 	size_t len = 0;
 
-	cycle_words(buf, size, &len, cycle, n, timeout_s, across_comms(cycle, n));
+	cycle_words(buf, size, &len, cycle, n, skip_at, skipped, timeout_s, across_comms(cycle, n));
 	sl_errmsg_mark_cut(buf, size, (int)len);
 }
 
@@ -288,6 +345,6 @@ void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, c
 			append(buf, size, &len, ", which waits in %s", wait);
 	}
 	append(buf, size, &len, ", which is in a cycle: ");
-	cycle_words(buf, size, &len, &ahead[path], n - path, timeout_s, comms);
+	cycle_words(buf, size, &len, &ahead[path], n - path, 0, 0, timeout_s, comms);
 	sl_errmsg_mark_cut(buf, size, (int)len);
 }

@@ -19,17 +19,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The waits a note carries ahead of its sender's own: 64 make cycles of up
- * to 66 ranks visible (the sender's and the receiver's waits complete it;
- * 8, before, left a ring of waits over more than 10 ranks a bare
- * timeout).  A chain is 1 KiB as a rank keeps it (65 edges of 16 bytes:
+#include <sluice/abi.h>
+
+/* The waits a note carries ahead of its sender's own: 64 (8, before, left
+ * a ring of waits over more than 10 ranks a bare timeout; 64 alone, one
+ * over 65).  A chain is 1 KiB as a rank keeps it (65 edges of 16 bytes:
  * 5 KiB a communicator with its DP_CHAINS_KEPT and cycle_in).  A note's text ("w2", then an
  * edge in full where its communicator changes, else only whom it waits
  * for, its call and number: 31 and 18 bytes at most, 6-12 as a ring's
  * usually are) fits DP_CHAIN_TEXT_LEN whatever the edges; one that does
  * not fit a small --payload goes without it. */
 #define DP_WAIT_CHAIN_MAX 64
-#define DP_CHAIN_TEXT_LEN (2u + 31u * DP_WAIT_CHAIN_MAX + 1u)
+/* Past DP_WAIT_CHAIN_MAX a chain keeps its first DP_CHAIN_HEAD waits and
+ * its latest, and counts those it leaves out between them (" +N" in its
+ * text, the wait after it in full): its first wait, its starter's, still
+ * comes back round a cycle of any size, which that rank then names with
+ * the count (a cycle over 66 ranks was a bare timeout: the chain stopped
+ * at 64).  A chain of DP_WAIT_HOPS_MAX waits, kept or counted, goes no
+ * further: no cycle on one communicator is longer, and one that never
+ * closes (a path into a cycle, longer than the head) stops there. */
+#define DP_CHAIN_HEAD 32
+#define DP_WAIT_HOPS_MAX SL_MAX_RANKS
+#define DP_CHAIN_TEXT_LEN (2u + 31u * DP_WAIT_CHAIN_MAX + 5u + 1u)
 
 /* Rank `rank` of communicator `comm` waits in call #seq of kind op for
  * rank waits_for of the same communicator, which has not posted that
@@ -46,6 +57,7 @@ struct dp_wait_edge {
 struct dp_wait_chain {
 	uint64_t at_ns;     /* when it came */
 	uint8_t n;
+	uint16_t skipped;   /* waits left out before edge[DP_CHAIN_HEAD] */
 	struct dp_wait_edge edge[DP_WAIT_CHAIN_MAX + 1];
 };
 
@@ -58,6 +70,15 @@ bool dp_chain_parse(const char *text, struct dp_wait_chain *out);
 /* Writes chain's first n edges as a note's text; false if it does not fit
  * in size bytes with its terminator. */
 bool dp_chain_format(const struct dp_wait_edge *edge, unsigned n, char *buf, size_t size);
+
+/* Writes chain c as a note's text, the waits it left out counted; false
+ * as dp_chain_format. */
+bool dp_chain_write(const struct dp_wait_chain *c, char *buf, size_t size);
+
+/* Makes chain c (the passer's own wait at its end) fit a note: past
+ * DP_WAIT_CHAIN_MAX its oldest wait after the head is left out and
+ * counted.  False once it has DP_WAIT_HOPS_MAX waits: not to be passed. */
+bool dp_chain_make_room(struct dp_wait_chain *c);
 
 /* The opcode of the call that answers one of kind op (a send's recv, a
  * recv's send, a collective's same collective). */
@@ -74,9 +95,12 @@ void dp_call_name(char *buf, size_t size, uint8_t op, uint32_t seq, int with);
 void dp_rank_list(char *buf, size_t size, const uint64_t *set, uint32_t nranks, unsigned most);
 
 /* The sentence for a cycle of n waits, cycle[0] this rank's and
- * cycle[n - 1] the one waiting for it: every call and what each rank has
- * not posted, and what to do. */
-void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, double timeout_s);
+ * cycle[n - 1] the one waiting for it, and `skipped` more not known before
+ * cycle[skip_at] (0: none): every call and what each rank has not posted,
+ * and what to do; a long one each wait once, as many as fit, the rest
+ * counted. */
+void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle, unsigned n, unsigned skip_at,
+		       unsigned skipped, double timeout_s);
 
 /* The sentence for this rank's wait (mine) on a cycle from outside it:
  * ahead (n) holds the waits from the rank mine waits for on, the first

@@ -96,15 +96,17 @@ static void stall_note(struct dp_engine *e, const struct dp_coll *k, int to, con
 }
 
 /* Passes chain c (which waits for this rank) on along k's wait: a stall
- * note to the rank k waits for, naming k, with c as its text.  A chain too
- * long for the note or the packet stops here. */
+ * note to the rank k waits for, naming k, with c as its text, a wait of
+ * its middle left out past DP_WAIT_CHAIN_MAX (dp_chain_make_room).  A
+ * chain of DP_WAIT_HOPS_MAX waits, or too long for the packet, stops here. */
 static void chain_pass(struct dp_engine *e, const struct dp_coll *k, const struct dp_wait_chain *c)
 {
 	struct dp_wait_edge mine;
+	struct dp_wait_chain out = *c;
 	char text[DP_CHAIN_TEXT_LEN];
 
-	if (c->n <= DP_WAIT_CHAIN_MAX && own_edge(k, &mine) && may_chain(&c->edge[c->n - 1], mine.op, mine.comm) &&
-	    dp_chain_format(c->edge, c->n, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
+	if (own_edge(k, &mine) && may_chain(&c->edge[c->n - 1], mine.op, mine.comm) && dp_chain_make_room(&out) &&
+	    dp_chain_write(&out, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
 		stall_note(e, k, mine.waits_for, text);
 }
 
@@ -151,7 +153,8 @@ static void cycle_tell_tail(struct dp_engine *e, const struct dp_comm *via, cons
 
 	while (!is_own(e, via, &c->edge[i]))
 		i++;
-	if (i == 0 ||
+	/* from a wait in the head of a chain that left waits out, the cycle is not known whole */
+	if (i == 0 || (c->skipped && i < DP_CHAIN_HEAD) ||
 	    !dp_chain_format(&c->edge[i], c->n - i, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
 		return;
 	for (unsigned j = 0; j < DP_MAX_COMMS; j++) {
@@ -249,7 +252,7 @@ static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, uint3
 	struct dp_wait_chain c;
 	bool again;
 
-	if (!dp_chain_parse(text, &c) || c.n < path + 2)
+	if (!dp_chain_parse(text, &c) || c.n < path + 2 || c.skipped)
 		return;
 	c.at_ns = sl_tp_poll_ns(e->tp);
 	again = comm->cycle_from == src && comm->cycle_path == path && comm->cycle_in.n == c.n;
@@ -405,10 +408,11 @@ void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 
 /* The shortest cycle through k's wait among the chains that came back to
  * this rank during k's stall and still hold: its length (0: none), its
- * waits from k's on in cycle, and in *via the communicator of the wait for
- * this rank that closes it. */
-static unsigned chain_cycle(struct dp_engine *e, const struct dp_coll *k, struct dp_wait_edge *cycle,
-			    struct dp_comm **via)
+ * waits from k's on in cycle (cycle->n known, cycle->skipped more not
+ * known before cycle->edge[*skip_at], where the chain left them out), and
+ * in *via the communicator of the wait for this rank that closes it. */
+static unsigned chain_cycle(struct dp_engine *e, const struct dp_coll *k, struct dp_wait_chain *cycle,
+			    unsigned *skip_at, struct dp_comm **via)
 {
 	unsigned best = 0;
 
@@ -420,11 +424,15 @@ static unsigned chain_cycle(struct dp_engine *e, const struct dp_coll *k, struct
 				continue;
 			for (unsigned w = 0; w + 1 < ch->n; w++) {
 				const struct dp_wait_edge *x = &ch->edge[w];
+				unsigned skipped = w < DP_CHAIN_HEAD ? ch->skipped : 0;
 				if (x->comm == k->comm->key32 && x->rank == k->comm->rank && x->op == k->cmd.opcode &&
 				    x->seq == k->seq && may_chain(&ch->edge[ch->n - 1], x->op, x->comm) &&
-				    (!best || ch->n - w < best)) {
-					best = ch->n - w;
-					memcpy(cycle, x, best * sizeof(*x));
+				    (!best || ch->n - w + skipped < best)) {
+					best = ch->n - w + skipped;
+					cycle->n = (uint8_t)(ch->n - w);
+					cycle->skipped = (uint16_t)skipped;
+					*skip_at = skipped ? DP_CHAIN_HEAD - w : 0;
+					memcpy(cycle->edge, x, cycle->n * sizeof(*x));
 					*via = c;
 				}
 			}
@@ -453,7 +461,7 @@ static bool pair_cycle(const struct dp_engine *e, const struct dp_coll *k, int p
 			{ .comm = comm->key32, .seq = w->seq, .rank = (uint16_t)peer,
 			  .waits_for = (uint16_t)comm->rank, .op = w->op },
 		};
-		dp_cycle_sentence(why, why_size, cycle, 2, (double)dp_comm_timeout(e, comm) / 1e9);
+		dp_cycle_sentence(why, why_size, cycle, 2, 0, 0, (double)dp_comm_timeout(e, comm) / 1e9);
 		return true;
 	}
 	dp_call_name(mine, sizeof(mine), (uint8_t)k->cmd.opcode, k->seq, peer);
@@ -492,15 +500,16 @@ static bool waits_on_a_cycle(const struct dp_engine *e, const struct dp_coll *k,
 bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size,
 		    struct dp_comm **also)
 {
-	struct dp_wait_edge cycle[DP_WAIT_CHAIN_MAX + 1];
-	unsigned n;
+	struct dp_wait_chain cycle;
+	unsigned skip_at;
 
 	*also = NULL;
 	if (peer >= 0 && (pair_cycle(e, k, peer, why, why_size) || waits_on_a_cycle(e, k, peer, why, why_size)))
 		return true;
-	if (!(n = chain_cycle(e, k, cycle, also)))
+	if (!chain_cycle(e, k, &cycle, &skip_at, also))
 		return false;
-	dp_cycle_sentence(why, why_size, cycle, n, (double)dp_comm_timeout(e, k->comm) / 1e9);
+	dp_cycle_sentence(why, why_size, cycle.edge, cycle.n, skip_at, cycle.skipped,
+			  (double)dp_comm_timeout(e, k->comm) / 1e9);
 	return true;
 }
 

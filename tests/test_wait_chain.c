@@ -138,7 +138,7 @@ static void test_a_long_cycle_is_said_whole(void **state)
 			char count[64], first[64], last[64];
 			const char *end;
 			recv_ring(edge, n, base);
-			dp_cycle_sentence(why, sizeof(why), edge, n, 1.0);
+			dp_cycle_sentence(why, sizeof(why), edge, n, 0, 0, 1.0);
 			snprintf(count, sizeof(count), "%u ranks wait on each other in a cycle", n);
 			snprintf(first, sizeof(first), "rank %u waits in recv #0 from rank %u", base, base + 1);
 			snprintf(last, sizeof(last), "rank %u in recv #0 from rank %u", base + n - 1, base);
@@ -148,6 +148,102 @@ static void test_a_long_cycle_is_said_whole(void **state)
 			    (n >= 12 && !strstr(why, last)))
 				fail_msg("cycle of %u from rank %u (%zu bytes): \"%s\"", n, base, strlen(why), why);
 		}
+}
+
+/* A chain passed round a ring of n recvs as the ranks pass it (wait_notes.c
+ * chain_came, chain_pass): each rank reads the text, puts the sender's
+ * wait at its end, and, unless the chain came back to its first rank,
+ * makes room and writes it on.  Returns the chain as rank 0 holds it when
+ * it comes back, or with n 0 if a rank stopped it. */
+static struct dp_wait_chain round_the_ring(unsigned n, size_t *longest)
+{
+	struct dp_wait_edge edge[SL_MAX_RANKS];
+	struct dp_wait_chain c;
+	char text[DP_CHAIN_TEXT_LEN] = "";
+
+	recv_ring(edge, n, 0);
+	*longest = 0;
+	for (unsigned hop = 1;; hop++) {
+		unsigned at = hop % n; /* the rank it comes to, from rank hop - 1 */
+		assert_true(dp_chain_parse(text, &c));
+		c.edge[c.n++] = edge[hop - 1];
+		if (at == c.edge[0].rank)
+			return c;
+		if (!dp_chain_make_room(&c) || !dp_chain_write(&c, text, sizeof(text)))
+			return (struct dp_wait_chain){ .n = 0 };
+		*longest = strlen(text) > *longest ? strlen(text) : *longest;
+	}
+}
+
+/* A cycle over more than 66 ranks (up to SL_MAX_RANKS): the chain keeps
+ * its head and its latest waits, counts those it leaves out, and comes
+ * back to its first rank, which names the cycle with its size, its own
+ * wait, the one that closes it and what to do.  It stopped at 64 waits,
+ * and the cycle was a bare timeout. */
+static void test_a_chain_goes_round_a_cycle_of_any_size(void **state)
+{
+	static const unsigned sizes[] = { 3, 65, 66, 67, 100, 128, 255, 256 };
+	char why[SL_ERRMSG_LEN];
+	(void)state;
+
+	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		unsigned n = sizes[s];
+		size_t longest;
+		struct dp_wait_chain c = round_the_ring(n, &longest);
+		char count[64], last[64];
+		if (!c.n || c.n + c.skipped != n || c.n > DP_WAIT_CHAIN_MAX + 1 || longest > 1024)
+			fail_msg("ring of %u: came back with %u waits and %u left out (want %u), its text up to "
+				 "%zu bytes", n, c.n, c.skipped, n, longest);
+		dp_cycle_sentence(why, sizeof(why), c.edge, c.n, DP_CHAIN_HEAD, c.skipped, 1.0);
+		snprintf(count, sizeof(count), "%u ranks wait on each other in a cycle", n);
+		snprintf(last, sizeof(last), "rank %u in recv #0 from rank 0", n - 1);
+		const char *end = strstr(why, WHAT_TO_DO);
+		if (strncmp(why, count, strlen(count)) || !strstr(why, "rank 0 waits in recv #0 from rank 1") ||
+		    (n >= 12 && !strstr(why, last)) || !end || end[strlen(WHAT_TO_DO)] ||
+		    strlen(why) + strlen("rank 255 reported: ") >= sizeof(why))
+			fail_msg("ring of %u: \"%s\"", n, why);
+	}
+}
+
+/* A chain that leaves waits out says so once, after its head, with the
+ * wait after in full; any other count is refused, and a chain of
+ * DP_WAIT_HOPS_MAX waits is not passed on. */
+static void test_waits_left_out_are_checked(void **state)
+{
+	struct dp_wait_edge edge[DP_WAIT_CHAIN_MAX + 1];
+	struct dp_wait_chain c;
+	char text[DP_CHAIN_TEXT_LEN], bad[DP_CHAIN_TEXT_LEN + 16];
+	char *skip;
+	(void)state;
+
+	recv_ring(edge, DP_WAIT_CHAIN_MAX, 0);
+	c.n = DP_WAIT_CHAIN_MAX;
+	c.skipped = 7;
+	memcpy(c.edge, edge, sizeof(edge[0]) * DP_WAIT_CHAIN_MAX);
+	assert_true(dp_chain_write(&c, text, sizeof(text)));
+	assert_true(dp_chain_parse(text, &c));
+	assert_int_equal(c.n, DP_WAIT_CHAIN_MAX);
+	assert_int_equal(c.skipped, 7);
+	skip = strstr(text, " +7 ");
+	assert_non_null(skip);
+	/* none, a count of 0, over the most, twice, or a short wait after it */
+	static const char *const swaps[] = { " +0 ", " +256 ", " +7 +7 ", " +7 1:5:0 " };
+	for (unsigned i = 0; i < sizeof(swaps) / sizeof(swaps[0]); i++) {
+		const char *after = strchr(skip + 4, ' '); /* the wait after the count, then the rest */
+		snprintf(bad, sizeof(bad), "%.*s%s%s", (int)(skip - text), text, swaps[i],
+			 i == 3 ? strchr(after + 1, ' ') + 1 : skip + 4);
+		if (dp_chain_parse(bad, &c))
+			fail_msg("case %u taken: %s", i, bad);
+	}
+	/* a count anywhere but after the head */
+	assert_false(dp_chain_parse("w2 abcd:0:1:9:0 +3 abcd:4:5:9:0", &c));
+	/* DP_WAIT_HOPS_MAX waits: not passed on */
+	c.n = DP_WAIT_CHAIN_MAX + 1;
+	c.skipped = DP_WAIT_HOPS_MAX - DP_WAIT_CHAIN_MAX - 2;
+	assert_true(dp_chain_make_room(&c));
+	assert_int_equal(c.n, DP_WAIT_CHAIN_MAX);
+	c.edge[c.n++] = edge[0];
+	assert_false(dp_chain_make_room(&c));
 }
 
 /* A wait on several ranks names each (up to `most`, then counts the rest),
@@ -192,6 +288,8 @@ int main(void)
 		cmocka_unit_test(test_a_cut_or_overlong_chain_is_refused),
 		cmocka_unit_test(test_a_chain_past_the_payload_is_not_written),
 		cmocka_unit_test(test_a_long_cycle_is_said_whole),
+		cmocka_unit_test(test_a_chain_goes_round_a_cycle_of_any_size),
+		cmocka_unit_test(test_waits_left_out_are_checked),
 		cmocka_unit_test(test_ranks_are_listed),
 	};
 
