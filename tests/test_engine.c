@@ -2407,6 +2407,44 @@ static void test_a_chain_past_the_payload_is_not_passed(void **state)
 	teardown_cluster();
 }
 
+/* A cycle longer than a chain's room (64 waits): node 0 waits in a recv
+ * from node 1, stalled, when node 2's notes come (node 2 waits in a recv
+ * from node 0).  One holds 64 waits on another communicator: node 0
+ * passes it on with its oldest after the head left out and counted
+ * (" +1 "); it stopped it before.  The other starts with node 0's own wait
+ * and left 40 out: at its timeout node 0 names the cycle of 105 ranks (its
+ * 64 waits, node 2's and the 40). */
+static void test_a_cycle_past_a_chains_room_is_named(void **state)
+{
+	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 2,
+			    .dst_node = 0, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .kind = SL_OP_RECV };
+	struct dp_wait_chain c = { .n = DP_WAIT_CHAIN_MAX };
+	char text[DP_CHAIN_TEXT_LEN];
+	const struct dp_notices *told;
+	(void)state;
+
+	for (unsigned i = 0; i < DP_WAIT_CHAIN_MAX; i++)
+		c.edge[i] = (struct dp_wait_edge){ .comm = 0x1000, .seq = 7, .rank = (uint16_t)(10 + i),
+						   .waits_for = (uint16_t)(11 + i), .op = SL_OP_RECV };
+	setup_stepped(3);
+	post_p2p(1, 0, true, 0);
+	poll_engine_ms(200); /* past its stall: node 0's recv passes chains on */
+	told = nodes[0].e.notices;
+	assert_true(dp_chain_write(&c, text, sizeof(text)));
+	h.len = (uint32_t)strlen(text) + 1;
+	dp_deliver(&nodes[0].e, &h, (const uint8_t *)text);
+	if (nodes[0].e.notices == told || !strstr(nodes[0].e.notices->why, " +1 "))
+		fail_msg("node 0 did not pass on a chain of 65 waits with one counted: \"%s\"",
+			 nodes[0].e.notices == told ? "" : nodes[0].e.notices->why);
+	c.edge[0] = (struct dp_wait_edge){ .comm = 0xabcd, .seq = 0, .rank = 0, .waits_for = 1, .op = SL_OP_RECV };
+	c.skipped = 40;
+	assert_true(dp_chain_write(&c, text, sizeof(text)));
+	h.len = (uint32_t)strlen(text) + 1;
+	dp_deliver(&nodes[0].e, &h, (const uint8_t *)text);
+	expect_status_saying(0, SLUICE_ERR_MISMATCH, "105 ranks wait on each other in a cycle");
+	teardown_cluster();
+}
+
 /* A legal order of the same recvs: node 2 computes past half the timeout
  * before its send to node 1, which then sends to node 0.  Every call's
  * stall note goes out, and all end well. */
@@ -4655,6 +4693,7 @@ int main(void)
 		cmocka_unit_test(test_a_chain_is_passed_along_one_call),
 		cmocka_unit_test(test_a_chain_goes_along_the_call_stalled_longest),
 		cmocka_unit_test(test_a_chain_past_the_payload_is_not_passed),
+		cmocka_unit_test(test_a_cycle_past_a_chains_room_is_named),
 		cmocka_unit_test(test_a_chain_goes_along_the_next_stalled_call),
 		cmocka_unit_test(test_a_cycle_entered_far_apart_is_named),
 		cmocka_unit_test(test_a_tail_of_three_names_the_cycle),
