@@ -223,6 +223,18 @@ void dp_coll_check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		comm_fail(e, comm, SLUICE_ERR_TIMEOUT, k->seq, true, "%s", why);
 		return;
 	}
+	/* a cycle through a later stalled call of this rank's: the hang's cause */
+	const struct dp_coll *behind = dp_cycle_behind(e, k, why, sizeof(why), &also);
+	if (behind) {
+		struct dp_comm *through = behind->comm;
+		uint32_t seq = behind->seq;
+		comm_fail(e, comm, SLUICE_ERR_MISMATCH, k->seq, true, "%s", why);
+		if (through != comm)
+			comm_fail(e, through, SLUICE_ERR_MISMATCH, seq, true, "%s", why);
+		if (also && also != comm && also != through)
+			comm_fail(e, also, SLUICE_ERR_MISMATCH, also->next_seq, true, "%s", why);
+		return;
+	}
 	if (verdict_held(e, k, peer, now))
 		return;
 	if (peer >= 0)

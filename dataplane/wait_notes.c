@@ -513,6 +513,20 @@ bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char
 	return true;
 }
 
+const struct dp_coll *dp_cycle_behind(struct dp_engine *e, const struct dp_coll *k, char *why, size_t why_size,
+				      struct dp_comm **also)
+{
+	char waiting[64];
+
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+		for (const struct dp_coll *b = same_client(k->comm, &e->comms[i]) ? e->comms[i].colls : NULL; b;
+		     b = b->next)
+			if (b != k && b->status == SLUICE_OK && b->noted_ns == b->last_progress_ns &&
+			    dp_cycle_named(e, b, dp_coll_waited_rank(b, waiting, sizeof(waiting)), why, why_size, also))
+				return b;
+	return NULL;
+}
+
 void dp_wait_note_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text)
 {
 	/* a forged or corrupt note names a call that cannot be, or a chain

@@ -37,4 +37,14 @@ void dp_ping(struct dp_engine *e, const struct dp_coll *k, int peer);
 bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size,
 		    struct dp_comm **also);
 
+/* k has waited a timeout, and no cycle the notes show goes through its
+ * wait: the call of k's client, stalled too, through which one goes (said
+ * in why, as dp_cycle_named says it; *also as there), or NULL.  Chains go
+ * along a rank's call stalled longest (passing_call), so one through a
+ * later call, behind an older one stalled outside the cycle, came back
+ * only to that later call, and the older, timing out first, named only
+ * the rank it waits for: a true cause, but the hang is the cycle's. */
+const struct dp_coll *dp_cycle_behind(struct dp_engine *e, const struct dp_coll *k, char *why, size_t why_size,
+				      struct dp_comm **also);
+
 #endif

@@ -29,7 +29,8 @@
  * report nothing.  A sixth cycle has rank 1 get there 0.6 of the timeout
  * late.  --channels --p2p (2 ranks, 2 channels): cycles through calls
  * split over the channels on one rank only.  --cycles (3 ranks): cycles
- * only the chains of waits show;
+ * only the chains of waits show, and one behind a call stalled longer
+ * outside it;
  * --tail (4 ranks): a rank two steps from a cycle, first to get there; then a
  * cycle through a rank's second call while its first waits outside it.
  * --long-ring (4 to 64 ranks): a ring of recvs over every rank.
@@ -539,10 +540,55 @@ static void run_second_call(void)
 	after_failure(comm, c.what, SLUICE_ERR_MISMATCH, t0, timeout_s + 2);
 }
 
+/* A cycle behind a call stalled longer outside it, 3 ranks.  Rank 1 posts
+ * a recv from rank 2 ahead (a prefetch: rank 2 computes past the timeout)
+ * and at 0.2 of the timeout waits in a recv from rank 0; at 0.3 rank 0
+ * waits in a recv from rank 1.  The prefetch, stalled longest, timed out
+ * first, naming only the rank it waits for ("(waiting for rank 2)"), and
+ * its abort took that to every rank; the cycle through the second recv
+ * must be named on every rank. */
+static void run_behind(void)
+{
+	const struct p2p_case c = {
+		"a cycle behind a recv stalled longer outside it", ALLREDUCE, { { { NONE } } },
+		{ "2 ranks" CHAIN_SAID, "recv #1 from rank 0", "recv #0 from rank 1" }, CHAIN_END, false, { 0 },
+	};
+	sluice_comm_t *comm;
+	sluice_req_t *ahead = NULL, *req = NULL;
+
+	CHECK(sluice_comm_init_env(ctx, &comm));
+	/* a message from rank 0 first: the recvs after it differ in number too
+	 * (one of the same number and kind passed for the other in a chain) */
+	if (rank < 2) {
+		CHECK(rank ? sluice_recv(comm, bufb, SMALL, SLUICE_FLOAT32, 0, &req)
+			   : sluice_send(comm, bufa, SMALL, SLUICE_FLOAT32, 1, &req));
+		CHECK(sluice_wait(req));
+		req = NULL;
+	}
+	double t0 = now_s();
+	if (rank == 1) {
+		CHECK(sluice_recv(comm, bufa, SMALL, SLUICE_FLOAT32, 2, &ahead));
+		usleep((useconds_t)(0.2 * timeout_s * 1e6));
+		CHECK(sluice_recv(comm, bufb, SMALL, SLUICE_FLOAT32, 0, &req));
+	} else if (rank == 0) {
+		usleep((useconds_t)(0.3 * timeout_s * 1e6));
+		CHECK(sluice_recv(comm, bufb, SMALL, SLUICE_FLOAT32, 1, &req));
+	} else {
+		/* computing past the first timeout (rank 1's prefetch's) */
+		usleep((useconds_t)(1.2 * timeout_s * 1e6));
+	}
+	if (req)
+		expect_cycle(&c, sluice_wait(req));
+	if (ahead)
+		sluice_wait(ahead); /* failed with the communicator */
+	after_failure(comm, c.what, SLUICE_ERR_MISMATCH, t0, timeout_s * 1.2 + 2);
+}
+
 /* --cycles, 3 ranks: cycles that only the whole chain of waits shows (no
  * rank waits for one that waits for it), one at a time (each rank is in
  * both: run together, their waits would make other cycles of each), one
- * through a rank's second stalled call, then the legal ring. */
+ * through a rank's second stalled call, one behind a call stalled longer
+ * outside it, then the legal ring. */
 static void run_cycles3(void)
 {
 	const struct p2p_case ring = {
@@ -563,6 +609,8 @@ static void run_cycles3(void)
 		run_cycles(&across, 1);
 	if (!failures)
 		run_second_call();
+	if (!failures)
+		run_behind();
 	run_legal_ring();
 }
 

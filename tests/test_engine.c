@@ -2336,6 +2336,32 @@ static void test_a_chain_is_passed_along_one_call(void **state)
 	teardown_cluster();
 }
 
+/* A cycle behind a call stalled longer outside it: after a message from
+ * node 0, node 1 waits in a recv from node 2 (which never sends), then,
+ * 0.2 of the timeout on, in a recv from node 0, which waits in a recv
+ * from node 1 from 0.3 on.  The first recv times out first and must name
+ * the cycle through the second (its call and its peer's), not only the
+ * rank it waits for ("(waiting for rank 2)", before). */
+static void test_a_cycle_behind_a_call_stalled_longer_is_named(void **state)
+{
+	(void)state;
+
+	setup_stepped(3);
+	post_p2p(0, 1, false, 0);
+	post_p2p(0, 1, true, 0);
+	expect_status_saying(0, SLUICE_OK, "");
+	expect_status_saying(1, SLUICE_OK, "");
+	post_p2p(2, 1, true, 0);
+	poll_engine_ms(CYCLE_TIMEOUT_NS / 1000000 / 5);
+	post_p2p(0, 1, true, 64);
+	poll_engine_ms(CYCLE_TIMEOUT_NS / 1000000 / 10);
+	post_p2p(1, 0, true, 0);
+	expect_status_saying(1, SLUICE_ERR_MISMATCH,
+			     "2 ranks wait on each other in a cycle (no progress for 0.3 s): rank 1 waits in recv #1 "
+			     "from rank 0, which has not posted send #1 to rank 1 while it waits in recv #0 from rank 1");
+	teardown_cluster();
+}
+
 /* A chain goes along the call stalled longest, not the one posted first:
  * node 0 waits in a recv from node 2 (posted first) and one from node 1;
  * the first moved after the second was posted (as a send held by a rank
@@ -4692,6 +4718,7 @@ int main(void)
 		cmocka_unit_test(test_a_chain_of_late_sends_delivers),
 		cmocka_unit_test(test_a_chain_is_passed_along_one_call),
 		cmocka_unit_test(test_a_chain_goes_along_the_call_stalled_longest),
+		cmocka_unit_test(test_a_cycle_behind_a_call_stalled_longer_is_named),
 		cmocka_unit_test(test_a_chain_past_the_payload_is_not_passed),
 		cmocka_unit_test(test_a_cycle_past_a_chains_room_is_named),
 		cmocka_unit_test(test_a_chain_goes_along_the_next_stalled_call),
