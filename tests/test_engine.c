@@ -168,9 +168,9 @@ static struct sl_port *wire_wrap(struct sl_port *inner, struct dp_wake *peer);
  * time again after): .now_ns NULL, CLOCK_MONOTONIC. */
 static struct sl_clock cluster_clock;
 
-/* A clock that moves step_ns (STEP_NS unless a test says) each time it is
- * read, whatever the real time: for tests whose timers must not fire
- * because the machine is slow. */
+/* A clock that moves step_ns (STEP_NS unless a test says so after its
+ * setup_cluster) each time it is read, whatever the real time: for tests
+ * whose timers must not fire because the machine is slow. */
 #define STEP_NS 100
 static uint64_t step_ns = STEP_NS;
 static uint64_t stepped_now(void *arg)
@@ -192,6 +192,7 @@ static void setup_cluster(unsigned n, const struct sl_memport_faults *f, uint64_
 
 	cluster_clock = (struct sl_clock){ 0 };
 	cluster_payload = 1024;
+	step_ns = STEP_NS;
 	memset(nodes, 0, sizeof(nodes));
 	nnodes = n;
 	for (unsigned i = 0; i < n; i++) {
@@ -3353,9 +3354,9 @@ static void test_a_peer_dead_late_in_a_long_stall_is_named(void **state)
 	const uint64_t t = 8ull * 1000000000, hold = t / 4 + t / 64;
 	(void)state;
 
-	step_ns = STEP_NS * (t / CYCLE_TIMEOUT_NS);
 	cluster_clock = (struct sl_clock){ .now_ns = stepped_now };
 	setup_cluster(2, &(struct sl_memport_faults){ 0 }, t);
+	step_ns = STEP_NS * (t / CYCLE_TIMEOUT_NS);
 	post_p2p(1, 0, true, 0);
 	poll_engine_ms(t / 1000000 * 9 / 10);
 	nodes[1].dead = true;
@@ -3366,7 +3367,6 @@ static void test_a_peer_dead_late_in_a_long_stall_is_named(void **state)
 		fail_msg("the client was told of a verdict at %.2f s after rank 1 died, want the hold's end, "
 			 "%.2f s or later", ((double)verdict - (double)dead_at) / 1e9, (double)(t / 10 + hold) / 1e9);
 	teardown_cluster();
-	step_ns = STEP_NS;
 }
 
 /* Node 1's client leaves with its communicator not destroyed: its
