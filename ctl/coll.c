@@ -647,8 +647,9 @@ sluice_result_t sluice_wait(sluice_req_t *req)
 	 * (the same SLUICE_TIMEOUT under sluice-run), with the reason: this wait
 	 * counts from the call's start or the last progress the dataplane
 	 * published, whichever is later, and gives the reason SL_WAIT_MARGIN_S more
-	 * to arrive (past a verdict the dataplane holds, if later).  Without progress counted, a call that moved for a while and
-	 * then stopped ended here first, with no reason. */
+	 * to arrive (past a verdict the dataplane holds, if later).  Without
+	 * progress counted, a call that moved for a while and then stopped ended
+	 * here first, with no reason. */
 	int64_t wait_ns = (int64_t)(ctx->cfg.timeout_s + SL_WAIT_MARGIN_S) * 1000000000;
 	int64_t deadline = w.start + wait_ns;
 
