@@ -1490,7 +1490,7 @@ void dp_coll_post(struct dp_engine *e, struct dp_client *c, const struct sl_cmd 
 	 * pass's transport poll, next, puts them on the wire (engine.c) */
 	if (replay_stash(e, k))
 		issue_sends(e, k, locals);
-	dp_stash_posted(e, comm);
+	dp_stash_posted(e, k);
 }
 
 /* ---- progress ---- */
@@ -1595,7 +1595,9 @@ static uint32_t issue_sends(struct dp_engine *e, struct dp_coll *k, bool locals)
 		m->src = k->buf[s->buf] + s->off;
 		m->owner = k;
 		m->ack_late = acks_may_wait(e, k);
-		m->in_call_order = !dp_is_p2p(k->cmd.opcode); /* a park may hold it (coll_stash.c stash_park) */
+		/* a park may hold it (coll_stash.c stash_park) */
+		m->order = k->cmd.opcode == SL_OP_SEND ? SL_TP_SENDS : dp_is_p2p(k->cmd.opcode) ? SL_TP_UNORDERED
+											  : SL_TP_CALLS;
 		if (k->gdev && !dp_async_send(e, k, m, m->src, s->len))
 			break;
 		k->msgs_used++;

@@ -6,7 +6,8 @@
  * that runs ahead is held (its window, SL_DELIVER_HOLD) once its share of
  * the stash is full, refused past the eager bytes of a call further on
  * (late_refused), or parked (sl_tp_park: it holds back the communicator's
- * calls from the first not posted here) while a posted call waits on it;
+ * calls from the first not posted here, or its sends from the first whose
+ * recv is not posted) while a posted call waits on it;
  * posts, failures, a starving call and a destroy let them go again.  Kept
  * packets of either kind (early here, deferred in coll_run.c) come from the
  * engine's pool through dp_packet_keep and go back through dp_packet_put.
@@ -190,16 +191,19 @@ static void stash_unhold(struct dp_engine *e, struct dp_comm *comm, uint32_t src
 	sl_tp_resume_node(e->tp, comm->node[src]);
 }
 
-/* A call of comm is posted here, or comm failed or is gone: its senders
- * send the calls they parked for it (stash_park). */
-static void stash_unpark(struct dp_engine *e, struct dp_comm *comm)
+/* A call of comm is posted here (order SL_TP_CALLS), or comm failed or
+ * is gone (then each order): its senders send what they parked of that
+ * order for it (stash_park). */
+static void stash_unpark(struct dp_engine *e, struct dp_comm *comm, enum sl_tp_order order)
 {
-	if (!comm->parking)
+	bool *parking = order == SL_TP_SENDS ? &comm->parking_sends : &comm->parking;
+
+	if (!*parking)
 		return;
-	comm->parking = false;
+	*parking = false;
 	for (uint32_t r = 0; r < comm->nranks; r++)
 		if (r != comm->rank)
-			sl_tp_unpark(e->tp, comm->node[r], comm->key32);
+			sl_tp_unpark(e->tp, comm->node[r], comm->key32, order);
 }
 
 /*
@@ -220,15 +224,16 @@ static bool stash_full(const struct dp_engine *e, const struct dp_comm *comm, in
 	return comm->nstash >= DP_STASH_MAX && !waits_on(e, comm->node[src]);
 }
 
-/* Why a sender reached the stash limit with packet h, and what to do:
- * a send waits for its recv and is not parked (stash_park), so a send
- * posted before a call that this rank waits on first is taken in whole;
- * a call's sender parks when asked, unless its build is older or broken. */
+/* Why a sender reached the stash limit with packet h, and what to do: a
+ * sender parks its calls and sends when asked (stash_park), unless its
+ * build is older (sends: from before session 33, which does not park
+ * them) or broken. */
 static void overflow_cause(const struct sl_hdr *h, char *cause, size_t size)
 {
 	if (packet_is_p2p(h))
-		snprintf(cause, size, "a send is not parked as a call is: post the recv before waiting on a call that "
-				      "rank posts after the send, or raise the limit");
+		snprintf(cause, size, "its dataplane does not park its sends: an older build (which parks calls "
+				      "only) or a misbehaving one: run one build on every rank, post the recv before "
+				      "waiting on a call that rank posts after the send, or raise the limit");
 	else
 		snprintf(cause, size, "its dataplane ignores its held window or parked calls: a misbehaving build, or "
 				      "an older one (which parks the calls of %d communicators a flow at most, where "
@@ -260,16 +265,21 @@ static bool stash_overflows(struct dp_engine *e, struct dp_comm *comm, int src, 
 	return true;
 }
 
-/* Park src's calls on comm from the first not posted here; a hold of src
- * on comm gives way to it, so that what a call waits for behind them comes.
- * A flow parks every communicator an engine has: stash_park fails only for
- * a node without a flow. */
+/* Park src's calls on comm from the first not posted here, or its sends
+ * (order SL_TP_SENDS) from the first whose recv is not; a hold of src on
+ * comm gives way to it, so that what a call waits for behind them comes.
+ * A flow parks the calls of every communicator an engine has: for calls
+ * stash_park fails only for a node without a flow; for sends also for a
+ * sender that does not park them (an older build) or no slot left. */
 _Static_assert(SL_PARKS_MAX >= DP_MAX_COMMS, "a flow parks the calls of every communicator of its engine");
-static bool park_sender(struct dp_engine *e, struct dp_comm *comm, uint32_t src)
+static bool park_sender(struct dp_engine *e, struct dp_comm *comm, uint32_t src, enum sl_tp_order order)
 {
-	if (!sl_tp_park(e->tp, comm->node[src], comm->key32, comm->next_seq))
+	bool sends = order == SL_TP_SENDS;
+	uint32_t from = sends ? comm->p2p_recv_seq[src] : comm->next_seq;
+
+	if (!sl_tp_park(e->tp, comm->node[src], comm->key32, order, from))
 		return false;
-	comm->parking = true;
+	*(sends ? &comm->parking_sends : &comm->parking) = true;
 	if (comm->held_from[src])
 		stash_unhold(e, comm, src);
 	return true;
@@ -286,13 +296,15 @@ static bool park_sender(struct dp_engine *e, struct dp_comm *comm, uint32_t src)
  * instead (sl_tp_park: the sender holds back this communicator's calls
  * from the first not posted here and sends the rest), the stash takes only
  * what the sender had out when the park reached it, and stash_unpark lets
- * the calls come once one is posted.  False (hold it then): no posted call
- * waits on src, or a point-to-point packet (its seq is the pair's, not
- * the communicator's).
+ * the calls come once one is posted.  A send is parked alike, by the
+ * pair's seq (a peer that sent a large message before a call this rank
+ * waits on first), until its recv is posted.  False (hold it then): no
+ * posted call waits on src, or the park was refused (park_sender).
  */
 static bool stash_park(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
 {
-	return !packet_is_p2p(h) && waits_on(e, comm->node[src]) && park_sender(e, comm, (uint32_t)src);
+	return waits_on(e, comm->node[src]) &&
+	       park_sender(e, comm, (uint32_t)src, packet_is_p2p(h) ? SL_TP_SENDS : SL_TP_CALLS);
 }
 
 /* A call is posted on `posted`: senders it waits on whose early packets
@@ -307,7 +319,7 @@ static void park_held_senders(struct dp_engine *e, const struct dp_comm *posted)
 		for (uint32_t r = 0; comm->live && comm->stash_held && r < comm->nranks; r++)
 			if (comm->held_from[r] && rank_of_node(posted, comm->node[r]) >= 0 &&
 			    waits_on(e, comm->node[r]))
-				park_sender(e, comm, r);
+				park_sender(e, comm, r, SL_TP_CALLS);
 	}
 }
 
@@ -428,17 +440,22 @@ const struct sl_hdr *dp_stash_cross_kind(const struct dp_coll *k, int peer)
 	return oldest;
 }
 
-void dp_stash_posted(struct dp_engine *e, struct dp_comm *comm)
+void dp_stash_posted(struct dp_engine *e, const struct dp_coll *k)
 {
+	struct dp_comm *comm = k->comm;
+
 	dp_stash_late_release(e, comm); /* what it refused may be this call's */
-	stash_unpark(e, comm); /* and what its senders parked */
+	stash_unpark(e, comm, SL_TP_CALLS); /* and what its senders parked */
+	if (k->cmd.opcode == SL_OP_RECV)
+		sl_tp_unpark(e->tp, comm->node[k->cmd.root], comm->key32, SL_TP_SENDS);
 	park_held_senders(e, comm);
 }
 
 void dp_stash_let_go(struct dp_engine *e, struct dp_comm *comm)
 {
 	stash_release(e, comm);
-	stash_unpark(e, comm);
+	stash_unpark(e, comm, SL_TP_CALLS);
+	stash_unpark(e, comm, SL_TP_SENDS);
 }
 
 void dp_stash_close(struct dp_engine *e, struct dp_comm *comm)

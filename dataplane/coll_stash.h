@@ -26,10 +26,10 @@ enum sl_deliver_result dp_stash_packet(struct dp_engine *e, struct dp_comm *comm
 struct dp_stashed *dp_stash_take(const struct dp_coll *k);
 /* Senders of comm whose early packets are down to their resume share go on. */
 void dp_stash_drained(struct dp_engine *e, struct dp_comm *comm);
-/* A call of comm is posted (after its early packets were taken): the
- * senders refused or parked for it go on, and those it waits on that a
- * stash holds are parked instead. */
-void dp_stash_posted(struct dp_engine *e, struct dp_comm *comm);
+/* Call k is posted (after its early packets were taken): the senders
+ * refused or parked for it go on (a recv's: its rank's sends), and those
+ * it waits on that a stash holds are parked instead. */
+void dp_stash_posted(struct dp_engine *e, const struct dp_coll *k);
 /* A timer pass over posted call k: when it got nothing for a while, every
  * held stash lets its senders send a window more. */
 void dp_stash_starves(struct dp_engine *e, const struct dp_coll *k, uint64_t now);

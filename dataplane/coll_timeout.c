@@ -62,9 +62,11 @@ static void park_cause(const struct dp_engine *e, const struct dp_coll *k, int p
 		const struct sl_tp_msg *m = &k->msgs[i];
 		if (sl_tp_msg_parked(e->tp, m, &seq)) {
 			int r = rank_of_node(k->comm, m->dst_node);
+			bool send = m->order == SL_TP_SENDS;
 			sl_errmsg_format(cause, size, "; it waits behind a park of communicator %#" PRIx32
-					 "'s call #%u from rank %d, which rank %d has not posted while it waits "
-					 "on a call of another communicator: %s", m->hdr.comm, seq, r, r, fix);
+					 "'s %s #%u from rank %d, which rank %d has not posted%s while it waits "
+					 "on a call of another communicator: %s", m->hdr.comm, send ? "send" : "call",
+					 seq, r, r, send ? " the recv of" : "", send ? "post the recv before that call" : fix);
 			return;
 		}
 	}

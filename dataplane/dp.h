@@ -256,6 +256,7 @@ struct dp_comm {
 	uint32_t hold_bytes, resume_bytes; /* ... of DP_STASH_HOLD_BYTES and DP_STASH_RESUME_BYTES */
 	uint32_t stash_held;      /* senders whose windows it holds */
 	bool parking;             /* it asked a sender to park its calls (coll_stash.c stash_park) */
+	bool parking_sends;       /* or its sends: lifted each at its recv, all when comm goes */
 	/* The calls of rooted collectives that ended here, by sequence number
 	 * modulo DP_DONE_CALLS, as their packets carry them (kind 0: none), so
 	 * that a packet that comes after its call ended is still compared with

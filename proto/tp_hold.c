@@ -153,8 +153,8 @@ uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f)
  * cannot work either: A's data never gets past the window).  So rather
  * than hold, the engine parks B: its ACKs name B's communicator and first
  * sequence number not posted here (SL_F_PARK), and the sender sends its
- * other messages, holding back those of calls from there on (marked
- * in_call_order) until an ACK lifts the park.  The receiver then takes at
+ * other messages, holding back those of calls from there on (order
+ * SL_TP_CALLS) until an ACK lifts the park.  The receiver then takes at
  * most what the sender had out of B when the park reached it.
  *
  * Up to SL_PARKS_MAX communicators at once (B and C of two communicators,
@@ -169,41 +169,71 @@ uint32_t tp_hold_probe(struct sl_tp *tp, struct tp_flow *f)
  * a held one), whose answer says it all again.  Past SL_PARKS_MAX (as many
  * as a dataplane engine has communicators) sl_tp_park says no: the engine
  * would hold that sender instead.
+ *
+ * Sends (point-to-point) are parked as calls are, by the pair's sequence
+ * number (a send's seq counts the sender's sends to this receiver on its
+ * communicator, whose recvs this rank posts in that order): a peer that
+ * sent a large message, then posted a call this rank waits on first, sends
+ * the call's data behind it.  Only a sender that said it parks sends
+ * (SL_F_SENDS_PARK on their DATA) is asked, and only in a slot past the
+ * first SL_PARKS_LOW, whose part of the ACK says which kind it names: a
+ * sender from before would take it for a park of calls.  A park of calls
+ * takes a park of sends' slot when every slot is in use, so that calls
+ * stay parkable on every communicator an engine has; the sends then come
+ * into the stash, as an older sender's do.
  */
 #define PARKS_LOW_MASK ((uint64_t)SL_ACK_PARK_SLOTS)
 
-static int rcv_park_slot(const struct tp_flow *f, uint32_t comm)
+static int rcv_park_slot(const struct tp_flow *f, uint32_t comm, enum sl_tp_order order)
 {
-	for (uint64_t slots = f->rcv_park_slots; slots; slots &= slots - 1)
-		if (f->rcv_parks[__builtin_ctzll(slots)].comm == comm)
+	for (uint64_t slots = f->rcv_park_slots; slots; slots &= slots - 1) {
+		const struct tp_park *p = &f->rcv_parks[__builtin_ctzll(slots)];
+		if (p->comm == comm && p->order == order)
+			return __builtin_ctzll(slots);
+	}
+	return -1;
+}
+
+/* Receiver: the slot a new park of order takes, or -1: the lowest free one
+ * (for sends, past the first SL_PARKS_LOW), else for calls a park of
+ * sends' slot. */
+static int new_park_slot(const struct tp_flow *f, enum sl_tp_order order)
+{
+	uint64_t free = ~f->rcv_park_slots & (order == SL_TP_SENDS ? ~PARKS_LOW_MASK : ~0ull);
+
+	if (free)
+		return __builtin_ctzll(free);
+	for (uint64_t slots = order == SL_TP_CALLS ? f->rcv_park_slots : 0; slots; slots &= slots - 1)
+		if (f->rcv_parks[__builtin_ctzll(slots)].order == SL_TP_SENDS)
 			return __builtin_ctzll(slots);
 	return -1;
 }
 
-bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq)
+bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, enum sl_tp_order order, uint32_t seq)
 {
 	struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
-	int i = f ? rcv_park_slot(f, comm) : -1;
+	int i = f ? rcv_park_slot(f, comm, order) : -1;
 
-	if (!f || (i < 0 && !~f->rcv_park_slots))
+	if (!f || order == SL_TP_UNORDERED || (order == SL_TP_SENDS && !f->rcv_sends_park))
 		return false;
 	if (i >= 0 && f->rcv_parks[i].seq == seq)
 		return true;
 	if (i < 0) {
-		i = __builtin_ctzll(~f->rcv_park_slots);
+		if ((i = new_park_slot(f, order)) < 0)
+			return false;
 		f->rcv_park_slots |= 1ull << i;
 		tp->stats.parks++;
 	}
-	f->rcv_parks[i] = (struct tp_park){ .comm = comm, .seq = seq };
+	f->rcv_parks[i] = (struct tp_park){ .comm = comm, .seq = seq, .order = order };
 	f->rcv_park_unsaid |= 1ull << i;
 	state_ack_due(tp, f);
 	return true;
 }
 
-void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm)
+void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm, enum sl_tp_order order)
 {
 	struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
-	int i = f ? rcv_park_slot(f, comm) : -1;
+	int i = f ? rcv_park_slot(f, comm, order) : -1;
 
 	if (i < 0)
 		return;
@@ -227,7 +257,8 @@ static unsigned park_named(struct tp_flow *f, uint64_t part, uint8_t *turn)
 }
 
 /* Receiver: an ACK (or probe) says what it parks: the slots in use, and by
- * name one of the first SL_PARKS_LOW and one of the rest. */
+ * name one of the first SL_PARKS_LOW (calls) and one of the rest (calls,
+ * or sends with SL_F_SENDS_PARK). */
 void tp_park_ack(struct tp_flow *f, struct sl_hdr *h, struct sl_ack *ack)
 {
 	if (f->rcv_park_slots & PARKS_LOW_MASK) {
@@ -239,7 +270,7 @@ void tp_park_ack(struct tp_flow *f, struct sl_hdr *h, struct sl_ack *ack)
 	}
 	if (f->rcv_park_slots & ~PARKS_LOW_MASK) {
 		unsigned i = park_named(f, ~PARKS_LOW_MASK, &f->rcv_park_turn[1]);
-		h->flags |= SL_F_PARK_MORE;
+		h->flags |= SL_F_PARK_MORE | (f->rcv_parks[i].order == SL_TP_SENDS ? SL_F_SENDS_PARK : 0);
 		h->offset = f->rcv_park_slots & ~PARKS_LOW_MASK;
 		h->step = (uint16_t)i;
 		h->count = (uint64_t)f->rcv_parks[i].comm << 32 | f->rcv_parks[i].seq;
@@ -249,13 +280,13 @@ void tp_park_ack(struct tp_flow *f, struct sl_hdr *h, struct sl_ack *ack)
 /* Sender: of the slots an ACK lists (listed), those an earlier ACK named
  * (one not named yet waits for its turn), and the one it names, written;
  * *fresh when that one is new or moved. */
-static uint64_t park_learn(struct tp_flow *f, uint64_t listed, unsigned named, uint32_t comm, uint32_t seq,
-			   bool *fresh)
+static uint64_t park_learn(struct tp_flow *f, uint64_t listed, unsigned named, struct tp_park park, bool *fresh)
 {
 	struct tp_park *p = &f->parks[named];
 
-	*fresh |= !(f->park_slots >> named & 1) || p->comm != comm || p->seq != seq;
-	*p = (struct tp_park){ .comm = comm, .seq = seq };
+	*fresh |= !(f->park_slots >> named & 1) || p->comm != park.comm || p->seq != park.seq ||
+		  p->order != park.order;
+	*p = park;
 	return (listed & f->park_slots) | 1ull << named;
 }
 
@@ -269,10 +300,13 @@ void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 
 	if (h->flags & SL_F_PARK)
 		slots |= park_learn(f, ack->parks & PARKS_LOW_MASK,
-				    ack->parks >> SL_ACK_PARK_NAMED_SHIFT & (SL_PARKS_LOW - 1), h->comm, h->seq, &fresh);
+				    ack->parks >> SL_ACK_PARK_NAMED_SHIFT & (SL_PARKS_LOW - 1),
+				    (struct tp_park){ .comm = h->comm, .seq = h->seq, .order = SL_TP_CALLS }, &fresh);
 	if ((h->flags & SL_F_PARK_MORE) && h->step >= SL_PARKS_LOW && h->step < SL_PARKS_MAX)
-		slots |= park_learn(f, h->offset & ~PARKS_LOW_MASK, h->step, (uint32_t)(h->count >> 32),
-				    (uint32_t)h->count, &fresh);
+		slots |= park_learn(f, h->offset & ~PARKS_LOW_MASK, h->step,
+				    (struct tp_park){ .comm = (uint32_t)(h->count >> 32), .seq = (uint32_t)h->count,
+						      .order = h->flags & SL_F_SENDS_PARK ? SL_TP_SENDS : SL_TP_CALLS },
+				    &fresh);
 	if (fresh && !f->held) {
 		f->persist_ns = f->rto_ns; /* probes, should the ACK that lifts it be lost */
 		f->persist_next_ns = tp->now_ns + f->persist_ns;
@@ -297,7 +331,7 @@ bool sl_tp_msg_parked(const struct sl_tp *tp, const struct sl_tp_msg *m, uint32_
 bool sl_tp_parking(const struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t *seq)
 {
 	const struct tp_flow *f = node < SL_MAX_NODES ? tp->flows[node] : NULL;
-	int i = f ? rcv_park_slot(f, comm) : -1;
+	int i = f ? rcv_park_slot(f, comm, SL_TP_CALLS) : -1;
 
 	if (i >= 0)
 		*seq = f->rcv_parks[i].seq;

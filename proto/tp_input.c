@@ -121,6 +121,7 @@ static void rx_data(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	enum sl_deliver_result res = SL_DELIVER_DONE;
 
 	f->rcv_last_ns = tp->now_ns;
+	f->rcv_sends_park |= (h->flags & SL_F_SENDS_PARK) != 0; /* before the engine may park them */
 	if (h->ip_ecn == SL_ECN_CE) { /* counted even when dropped below: the queue was full all the same */
 		tp->stats.rx_ce++;
 		if (f->rcv_ce < UINT16_MAX)

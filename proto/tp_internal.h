@@ -82,6 +82,7 @@ struct tp_path {
 /* A park: the receiver has not posted calls seq and after on communicator comm. */
 struct tp_park {
 	uint32_t comm, seq;
+	enum sl_tp_order order; /* the messages it holds back: calls, or sends (a pair's seq) */
 };
 
 struct tp_flow {
@@ -120,7 +121,7 @@ struct tp_flow {
 	uint32_t n_held;         /* slots held */
 	uint64_t persist_ns;     /* window probe interval while held, doubling per probe */
 	uint64_t persist_next_ns; /* and when the next one is due */
-	uint64_t park_slots;     /* bit i: the peer's last ACK parks our messages in_call_order
+	uint64_t park_slots;     /* bit i: the peer's last ACK parks our messages of an order
 				    on parks[i] (SL_F_PARK, SL_F_PARK_MORE): they wait queued */
 	struct sl_tp_msg *park_skip; /* while parked: the queue up to it is parked, so the next
 				    message to send is looked for after it (tp_output.c) */
@@ -148,8 +149,9 @@ struct tp_flow {
 	bool rcv_dup;            /* a duplicate DATA arrived since the last ACK (SL_F_DSACK) */
 	bool rcv_holding;        /* the engine held this sender: the window ends at rcv_hold_psn */
 	uint32_t rcv_hold_psn;   /* until sl_tp_resume (tp_hold.c) */
-	uint64_t rcv_park_slots; /* bit i: the engine parked the sender's calls on rcv_parks[i],
-				    until sl_tp_unpark (tp_hold.c) */
+	uint64_t rcv_park_slots; /* bit i: the engine parked the sender's calls or sends on
+				    rcv_parks[i], until sl_tp_unpark (tp_hold.c) */
+	bool rcv_sends_park;     /* the sender said it parks sends (SL_F_SENDS_PARK) */
 	uint64_t rcv_park_unsaid; /* of those, parked or moved since an ACK named them: each is
 				    named by an ACK of its own, in the same pass */
 	uint8_t rcv_park_turn[2]; /* else the slot the next ACK names, if in use (else the next),
@@ -264,11 +266,11 @@ void tp_park_on_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
  * its call (tp_hold.c), or NULL. */
 static inline const struct tp_park *tp_park_of(const struct tp_flow *f, const struct sl_tp_msg *m)
 {
-	if (!m->in_call_order)
+	if (m->order == SL_TP_UNORDERED)
 		return NULL;
 	for (uint64_t slots = f->park_slots; slots; slots &= slots - 1) {
 		const struct tp_park *p = &f->parks[__builtin_ctzll(slots)];
-		if (m->hdr.comm == p->comm && (int32_t)(m->hdr.seq - p->seq) >= 0)
+		if (m->hdr.comm == p->comm && m->order == p->order && (int32_t)(m->hdr.seq - p->seq) >= 0)
 			return p;
 	}
 	return NULL;

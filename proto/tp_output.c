@@ -113,6 +113,8 @@ static void data_hdr(const struct sl_tp *tp, const struct tp_flow *f, const stru
 	if (s->msg) {
 		*h = s->msg->hdr;
 		h->flags &= SL_F_CTRL; /* the only flag a caller may set */
+		if (s->msg->order == SL_TP_SENDS)
+			h->flags |= SL_F_SENDS_PARK; /* the receiver may park them (tp_hold.c) */
 		h->offset = s->msg->hdr.offset + s->off;
 		h->len = s->len;
 	} else {

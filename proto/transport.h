@@ -67,6 +67,14 @@ void sl_tp_config_default(struct sl_tp_config *cfg, uint16_t local_node, uint32_
 
 /* A message to send.  The caller owns it and keeps it (and src) alive and
  * unchanged until the acked callback, or until sl_tp_cancel. */
+/* What a message's hdr.seq numbers on hdr.comm, in an order its receiver
+ * posts them in, so that a park (sl_tp_park) may hold it back. */
+enum sl_tp_order {
+	SL_TP_UNORDERED, /* nothing a park names (a control message) */
+	SL_TP_CALLS,     /* the caller's calls */
+	SL_TP_SENDS,     /* the caller's sends to dst_node (a pair's point-to-point order) */
+};
+
 struct sl_tp_msg {
 	/* the caller's */
 	uint16_t dst_node;
@@ -78,9 +86,8 @@ struct sl_tp_msg {
 	bool ack_late;         /* the caller does not wait for the acked callback (it let the
 				  message go already): its last packet does not ask the receiver
 				  to answer at once, so its ACK may come with the next delayed one */
-	bool in_call_order;    /* hdr.seq numbers the caller's calls on hdr.comm, which the
-				  receiver posts in that order: its park (sl_tp_park) may hold
-				  the message back */
+	enum sl_tp_order order; /* what hdr.seq numbers: its receiver's park of them
+				  (sl_tp_park) may hold the message back */
 	/* the transport's */
 	uint32_t next_off;     /* bytes already cut into packets */
 	uint32_t unacked;      /* packets sent and not yet acknowledged */
@@ -201,21 +208,26 @@ bool sl_tp_send_last(struct sl_tp *tp, const struct sl_tp_msg *m);
 void sl_tp_resume(struct sl_tp *tp);
 /* The same for node's window only (no-op when it is not held or unknown). */
 void sl_tp_resume_node(struct sl_tp *tp, uint16_t node);
-/* Receiver: ask node's sender to hold back its messages in_call_order on
- * comm from seq on (calls this engine has not posted) and send the rest:
- * the flow is one for every communicator, and a call posted here may wait
- * behind a large one that is not (wire.h, SL_F_PARK).  What it has out
- * already still comes.  Up to SL_PARKS_MAX communicators a flow, each
- * from its own seq (a park of comm again moves its seq): false when that
- * many others are parked there (or node has no flow).  Lasts until
- * sl_tp_unpark. */
-bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t seq);
-/* A call of comm is posted here (or comm is gone): lift node's park of it
- * (no-op when node's flow parks no message of comm). */
-void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm);
-/* Sender: whether queued m waits for its receiver to post its call (the
- * receiver's sl_tp_park); *seq then says from which call of m's
- * communicator the receiver parks them.  For a failure's message. */
+/* Receiver: ask node's sender to hold back its messages of order on comm
+ * from seq on (calls, or sends to this node, that this engine has not
+ * posted, or posted the recv of) and send the rest: the flow is one for
+ * every communicator, and a call posted here may wait behind a large one
+ * that is not (wire.h, SL_F_PARK).  What it has out already still comes.
+ * Up to SL_PARKS_MAX parks a flow, each from its own seq (a park of comm
+ * and order again moves its seq): false when that many others are parked
+ * there, when node has no flow, or for SL_TP_SENDS when node's sender has
+ * not said it parks sends (a build from before them, SL_F_SENDS_PARK).  A
+ * park of calls takes a park of sends' slot when none is free (the sends
+ * come on then, as from an older sender).  Lasts until sl_tp_unpark. */
+bool sl_tp_park(struct sl_tp *tp, uint16_t node, uint32_t comm, enum sl_tp_order order, uint32_t seq);
+/* A call (order SL_TP_CALLS) or a recv from node (SL_TP_SENDS) of comm is
+ * posted here, or comm is gone: lift node's park of them (no-op when there
+ * is none). */
+void sl_tp_unpark(struct sl_tp *tp, uint16_t node, uint32_t comm, enum sl_tp_order order);
+/* Sender: whether queued m waits for its receiver to post its call or
+ * recv (the receiver's sl_tp_park); *seq then says from which call or
+ * send of m's communicator the receiver parks them.  For a failure's
+ * message. */
 bool sl_tp_msg_parked(const struct sl_tp *tp, const struct sl_tp_msg *m, uint32_t *seq);
 /* Receiver: whether it parks node's calls on comm (sl_tp_park), from *seq on. */
 bool sl_tp_parking(const struct sl_tp *tp, uint16_t node, uint32_t comm, uint32_t *seq);

@@ -36,7 +36,14 @@
  * from before it ignores them: as a sender it sends those communicators'
  * calls on, and the receiver stashes them as before the flag (bounded by
  * its stash limit); as a receiver it parks four at most.  So the version
- * stays.
+ * stays.  Flag bit 14 (SL_F_SENDS_PARK) on DATA of a send (point-to-point)
+ * says its sender parks sends (session 33): only then does a receiver
+ * park them, in a slot past the first SL_PARKS_LOW, named by an ACK whose
+ * SL_F_PARK_MORE part carries bit 14 too, its seq the pair's (the first
+ * send whose recv is not posted).  A peer from before it neither sets nor
+ * reads it: it is never told to park sends (it would read a park of sends
+ * as one of calls), and its sends are stashed as before (bounded by the
+ * stash limit).  So the version stays.
  * A control message (SL_F_CTRL) of step 2 is a stall note (the engine's
  * wait_notes.c dp_note_stall): the call its sender waits in, opcode in kind and
  * number in seq, with status 0 in count; a version 2 peer that does not
@@ -120,6 +127,10 @@ enum sl_hdr_flags {
 				 names one (SL_PARKS_LOW..SL_PARKS_MAX - 1), and count holds its
 				 comm (high 32 bits) and seq (low 32); an ACK without the flag,
 				 or whose offset lacks a slot, lifts it */
+	SL_F_SENDS_PARK = 1u << 14, /* DATA of a send: its sender parks its sends to the
+				 receiver when asked.  ACK with SL_F_PARK_MORE: the slot that
+				 step names parks sends, not calls: the sender's sends on comm
+				 to the receiver from the pair's sequence number seq on */
 };
 
 /* DATA and probe ACKs: the sender's path (port x UDP source port) in flags

@@ -1805,13 +1805,14 @@ static void test_a_sender_past_the_stash_cap_is_bounded(void **state)
 	stash_cap_bounded(SL_OP_ALLREDUCE, "ignores its held window or parked calls");
 }
 
-/* The same with a send's packets: a send is not parked (coll_stash.c
- * stash_park), so an honest peer's send posted before a call this rank
- * waits on reaches the limit; the message says so, not a broken build. */
+/* The same with a send's packets from a sender that did not say it parks
+ * sends (SL_F_SENDS_PARK: they come here without the transport, as from an
+ * older build's), so a send posted before a call this rank waits on
+ * reaches the limit; the message says so, and what to do. */
 static void test_an_early_send_past_the_stash_cap_is_bounded(void **state)
 {
 	(void)state;
-	stash_cap_bounded(SL_OP_SEND, "a send is not parked as a call is: post the recv before");
+	stash_cap_bounded(SL_OP_SEND, "does not park its sends: an older build");
 }
 
 /* Without a stall note, a peer's early send that this rank has no recv for

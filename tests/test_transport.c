@@ -97,7 +97,7 @@ static enum sl_deliver_result on_deliver(void *arg, const struct sl_hdr *h, cons
 	assert_true(h->offset >= msg_base[h->seq]);
 	assert_true(h->offset + h->len <= msg_base[h->seq] + msg_size[h->seq]);
 	if (e->park_seq && h->seq == e->park_seq)
-		assert_true(sl_tp_park(e->tp, e->peer, COMM, e->park_seq));
+		assert_true(sl_tp_park(e->tp, e->peer, COMM, SL_TP_CALLS, e->park_seq));
 	if (e->refuse_first && h->offset / P % 2 == 0 && !e->tried[h->offset / P]++)
 		return SL_DELIVER_RETRY;
 	if (e->cap && e->queued == e->cap) {
@@ -741,7 +741,7 @@ static void test_parked_call_waits_and_the_rest_goes(void **state)
 	const struct sl_tp_stats *sa = sl_tp_get_stats(hs->a.tp);
 	struct sl_pkt pkts[DEPTH];
 
-	hs->a.msgs[7].in_call_order = hs->a.msgs[8].in_call_order = hs->a.msgs[6].in_call_order = true;
+	hs->a.msgs[7].order = hs->a.msgs[8].order = hs->a.msgs[6].order = SL_TP_CALLS;
 	hs->b.park_seq = 7;
 	send_msg(&hs->a, 7);
 	send_msg(&hs->a, 8); /* a call after it: held back as well */
@@ -756,7 +756,7 @@ static void test_parked_call_waits_and_the_rest_goes(void **state)
 		fail_msg("%u bytes of the parked call arrived: more than the sender had out", bytes_of(&hs->b, 7));
 	assert_int_equal(sl_tp_get_stats(hs->b.tp)->parks, 1);
 	hs->b.park_seq = 0;
-	sl_tp_unpark(hs->b.tp, NODE_A, COMM);
+	sl_tp_unpark(hs->b.tp, NODE_A, COMM, SL_TP_CALLS);
 	sl_tp_poll(hs->b.tp);
 	uint16_t n = hs->pa->ops->rx_burst(hs->pa, pkts, DEPTH);
 	assert_int_equal(n, 1); /* the ACK that lifts the park: lost */
@@ -813,11 +813,11 @@ static void test_two_parks_on_one_flow(void **state)
 	struct sl_ack ack;
 
 	for (int i = 5; i <= 8; i++)
-		hs->a.msgs[i].in_call_order = i != 5; /* 5: not in call order */
+		hs->a.msgs[i].order = i != 5 ? SL_TP_CALLS : SL_TP_UNORDERED; /* 5: not in call order */
 	hs->a.msgs[7].hdr.comm = COMM2;
 	hs->a.msgs[8].hdr.comm = COMM3; /* a call posted there: it goes */
-	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM, 6));
-	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM2, 7));
+	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM, SL_TP_CALLS, 6));
+	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM2, SL_TP_CALLS, 7));
 	sl_tp_poll(hs->b.tp);
 	for (int i = 0; i < 2; i++) {
 		lens[i] = take_ack_to_a(hs, frames[i], &h, &ack);
@@ -844,7 +844,7 @@ static void test_two_parks_on_one_flow(void **state)
 	if (hs->a.acked[7] + hs->a.acked[6] || bytes_of(&hs->b, 7) + bytes_of(&hs->b, 6))
 		fail_msg("%u bytes of the parked calls arrived (7 acknowledged: %u, 6: %u): a park was let go",
 			 bytes_of(&hs->b, 7) + bytes_of(&hs->b, 6), hs->a.acked[7], hs->a.acked[6]);
-	sl_tp_unpark(hs->b.tp, NODE_A, COMM2);
+	sl_tp_unpark(hs->b.tp, NODE_A, COMM2, SL_TP_CALLS);
 	sl_tp_poll(hs->b.tp);
 	uint16_t n = hs->pa->ops->rx_burst(hs->pa, pkts, DEPTH);
 	assert_int_equal(n, 1); /* the ACK that lifts 7's park: lost */
@@ -865,14 +865,14 @@ static void test_two_parks_on_one_flow(void **state)
 	for (int i = 0; i < MAX_ROUNDS && !hs->a.acked[4]; i++)
 		round_once(hs);
 	assert_int_equal(hs->a.acked[4], 1);
-	sl_tp_unpark(hs->b.tp, NODE_A, COMM);
+	sl_tp_unpark(hs->b.tp, NODE_A, COMM, SL_TP_CALLS);
 	run_to_completion(hs);
 	check_received(&hs->a, &hs->b);
 	/* the bound: SL_PARKS_MAX communicators; a park of one of them again moves its seq */
 	for (uint32_t c = 0; c < SL_PARKS_MAX; c++)
-		assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM + c, 0));
-	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM, 1));
-	if (sl_tp_park(hs->b.tp, NODE_A, COMM + SL_PARKS_MAX, 0))
+		assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM + c, SL_TP_CALLS, 0));
+	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM, SL_TP_CALLS, 1));
+	if (sl_tp_park(hs->b.tp, NODE_A, COMM + SL_PARKS_MAX, SL_TP_CALLS, 0))
 		fail_msg("a flow took a park past its SL_PARKS_MAX (%d)", SL_PARKS_MAX);
 	harness_free(hs);
 }
@@ -899,9 +899,9 @@ static void test_eight_parks_on_one_flow(void **state)
 	struct sl_ack ack;
 
 	for (int i = 1; i <= 8; i++) {
-		hs->a.msgs[i].in_call_order = true;
+		hs->a.msgs[i].order = SL_TP_CALLS;
 		hs->a.msgs[i].hdr.comm = COMM_N(i);
-		assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM_N(i), (uint32_t)i));
+		assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM_N(i), SL_TP_CALLS, (uint32_t)i));
 	}
 	sl_tp_poll(hs->b.tp);
 	n = hs->pa->ops->rx_burst(hs->pa, pkts, DEPTH);
@@ -934,7 +934,7 @@ static void test_eight_parks_on_one_flow(void **state)
 				fail_msg("%u bytes of message %d arrived (acknowledged: %u) while its communicator "
 					 "(slot %d) is parked, after %d lifted",
 					 bytes_of(&hs->b, i), i, hs->a.acked[i], i - 1, k);
-		sl_tp_unpark(hs->b.tp, NODE_A, COMM_N(lift[k]));
+		sl_tp_unpark(hs->b.tp, NODE_A, COMM_N(lift[k]), SL_TP_CALLS);
 		lifted |= 1u << lift[k];
 		for (int r = 0; r < MAX_ROUNDS && !hs->a.acked[lift[k]]; r++)
 			round_once(hs);
@@ -943,6 +943,80 @@ static void test_eight_parks_on_one_flow(void **state)
 	run_to_completion(hs);
 	check_received(&hs->a, &hs->b);
 	assert_int_equal(sl_tp_get_stats(hs->b.tp)->parks, 8);
+	harness_free(hs);
+}
+
+/* A send parked by the pair's seq (a rank waits on a call its peer posted
+ * after a large send whose recv this rank has not posted): only once the
+ * sender said it parks sends (SL_F_SENDS_PARK on a send's DATA), in a slot
+ * past the first four, named with SL_F_SENDS_PARK (a sender from before
+ * would take it for a park of calls).  The send waits, 0 bytes, while a
+ * call of the same communicator numbered past it and an earlier send go;
+ * lifted, it comes.  Parked again, the calls of SL_PARKS_MAX communicators
+ * take every slot, the send's last: it comes, as from an older sender. */
+static void test_a_parked_send_waits_for_its_recv(void **state)
+{
+	(void)state;
+	struct setup s = { 0 };
+	struct harness *hs = harness_new(&s);
+	uint8_t frame[MAX_FRAME];
+	uint32_t len;
+	struct sl_hdr h;
+	struct sl_ack ack;
+
+	hs->a.msgs[4].order = hs->a.msgs[5].order = hs->a.msgs[6].order = hs->a.msgs[7].order = SL_TP_SENDS;
+	hs->a.msgs[8].order = SL_TP_CALLS; /* past the send park's seq: it is not one of sends */
+	send_msg(&hs->a, 0); /* not a send: says nothing of parks */
+	for (int i = 0; i < MAX_ROUNDS && !hs->a.acked[0]; i++)
+		round_once(hs);
+	assert_int_equal(hs->a.acked[0], 1);
+	if (sl_tp_park(hs->b.tp, NODE_A, COMM, SL_TP_SENDS, 7))
+		fail_msg("a flow parked the sends of a sender that did not say it parks them");
+	send_msg(&hs->a, 4);
+	for (int i = 0; i < MAX_ROUNDS && !hs->a.acked[4]; i++)
+		round_once(hs);
+	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM, SL_TP_SENDS, 7));
+	sl_tp_poll(hs->b.tp);
+	len = take_ack_to_a(hs, frame, &h, &ack);
+	if ((h.flags & (SL_F_PARK | SL_F_PARK_MORE | SL_F_SENDS_PARK)) != (SL_F_PARK_MORE | SL_F_SENDS_PARK) ||
+	    h.step != SL_PARKS_LOW || h.offset != 1ull << SL_PARKS_LOW || h.count != ((uint64_t)COMM << 32 | 7))
+		fail_msg("the send park's ACK: flags %#x, offset %#llx, step %u, count %#llx: want it alone in slot "
+			 "%d under SL_F_PARK_MORE | SL_F_SENDS_PARK", h.flags, (unsigned long long)h.offset, h.step,
+			 (unsigned long long)h.count, SL_PARKS_LOW);
+	inject(hs->pb, frame, len);
+	send_msg(&hs->a, 7);
+	send_msg(&hs->a, 8);
+	send_msg(&hs->a, 6);
+	for (int i = 0; i < 4000; i++)
+		round_once(hs);
+	if (hs->a.acked[8] + hs->a.acked[6] != 2)
+		fail_msg("the call past the park (acknowledged: %u) or the send before it (%u) did not go",
+			 hs->a.acked[8], hs->a.acked[6]);
+	if (hs->a.acked[7] || bytes_of(&hs->b, 7))
+		fail_msg("%u bytes of the parked send arrived (acknowledged: %u)", bytes_of(&hs->b, 7), hs->a.acked[7]);
+	sl_tp_unpark(hs->b.tp, NODE_A, COMM, SL_TP_SENDS);
+	for (int i = 0; i < MAX_ROUNDS && !hs->a.acked[7]; i++)
+		round_once(hs);
+	assert_int_equal(hs->a.acked[7], 1);
+	/* parked again; the calls of every communicator an engine has take its slot */
+	assert_true(sl_tp_park(hs->b.tp, NODE_A, COMM, SL_TP_SENDS, 5));
+	for (int i = 0; i < 10; i++)
+		round_once(hs); /* its ACK reaches the sender before the send: else what it had out comes */
+	send_msg(&hs->a, 5);
+	for (int i = 0; i < 4000; i++)
+		round_once(hs);
+	if (hs->a.acked[5] || bytes_of(&hs->b, 5))
+		fail_msg("%u bytes of the send parked again arrived", bytes_of(&hs->b, 5));
+	for (uint32_t c = 1; c <= SL_PARKS_MAX; c++)
+		if (!sl_tp_park(hs->b.tp, NODE_A, COMM_N(c), SL_TP_CALLS, 0))
+			fail_msg("the park of calls %u of %d was refused: a park of sends kept its slot", c, SL_PARKS_MAX);
+	if (sl_tp_park(hs->b.tp, NODE_A, COMM, SL_TP_SENDS, 5))
+		fail_msg("a park of sends took a slot while the calls of %d communicators hold them all", SL_PARKS_MAX);
+	for (int i = 0; i < MAX_ROUNDS && !hs->a.acked[5]; i++)
+		round_once(hs);
+	assert_int_equal(hs->a.acked[5], 1);
+	run_to_completion(hs);
+	check_received(&hs->a, &hs->b);
 	harness_free(hs);
 }
 
@@ -1944,6 +2018,7 @@ int main(void)
 		cmocka_unit_test(test_parked_call_waits_and_the_rest_goes),
 		cmocka_unit_test(test_two_parks_on_one_flow),
 		cmocka_unit_test(test_eight_parks_on_one_flow),
+		cmocka_unit_test(test_a_parked_send_waits_for_its_recv),
 		cmocka_unit_test(test_stale_hold_after_reopening),
 		cmocka_unit_test(test_peer_dies_while_holding_packets),
 		cmocka_unit_test(test_peer_dies_while_a_message_waits),
