@@ -476,7 +476,11 @@ static void do_stalled(struct server *s, int ci, struct sl_ctl_reply *r)
 	bool ended = false;
 
 	for (unsigned ch = 0; ch < s->nch; ch++) {
-		if (dp_engine_stalled(s->e[ch], STALL_LOOK_NS, why)) {
+		pthread_mutex_lock(&s->stall_lock);
+		look_at_engine(s, ch, dp_now_ns(NULL)); /* the server's loop may not have looked since a stop */
+		struct dp_stall_watch seen = s->stall[ch];
+		pthread_mutex_unlock(&s->stall_lock);
+		if (dp_engine_stalled(s->e[ch], STALL_LOOK_NS, &seen, why)) {
 			reply_err(r, SLUICE_ERR_TIMEOUT, "%s", why);
 			return;
 		}

@@ -585,8 +585,13 @@ struct dp_ctl_call;
 int32_t dp_engine_call(struct dp_engine *e, struct dp_ctl_req *req, struct dp_ctl_call **late);
 /* From a server thread: whether e takes no pass while it looks, look_ns;
  * then why (SL_ERRMSG_LEN bytes) says which engine, where the thread that
- * holds it is and what to do, as dp_engine_call's answer does. */
-bool dp_engine_stalled(const struct dp_engine *e, uint64_t look_ns, char *why);
+ * holds it is and what to do, as dp_engine_call's answer does.  seen (the
+ * server's watch over e, a copy; NULL: none) may have seen it stand longer:
+ * then why counts from its last pass, as a process stopped past a client's
+ * timeout and starved after it does (its thread has had no CPU yet in the
+ * look). */
+struct dp_stall_watch;
+bool dp_engine_stalled(const struct dp_engine *e, uint64_t look_ns, const struct dp_stall_watch *seen, char *why);
 #define DP_CTL_NO_ANSWER 2
 /* The answer to a call dp_engine_call handed back (its result, why filled
  * when not NULL; the call is freed), or DP_CTL_NO_ANSWER while the engine

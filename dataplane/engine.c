@@ -309,17 +309,28 @@ static int32_t no_answer(const struct dp_engine *e, struct dp_ctl_req *req, uint
 	return DP_CTL_NO_ANSWER;
 }
 
-bool dp_engine_stalled(const struct dp_engine *e, uint64_t look_ns, char *why)
+bool dp_engine_stalled(const struct dp_engine *e, uint64_t look_ns, const struct dp_stall_watch *seen, char *why)
 {
-	uint64_t passes = atomic_load_explicit(&e->passes, memory_order_relaxed), since = dp_now_ns(NULL);
+	uint64_t passes = atomic_load_explicit(&e->passes, memory_order_relaxed), since = dp_now_ns(NULL), now;
 	struct dp_cpu_mark ran = dp_cpu_mark(dp_engine_holder(e, NULL));
+	char measure[192] = "as long as the dataplane looked";
 
 	do {
 		usleep(1000);
 		if (atomic_load_explicit(&e->passes, memory_order_relaxed) != passes)
 			return false;
-	} while (dp_now_ns(NULL) - since < look_ns);
-	stuck_why(e, look_ns / 1e9, "as long as the dataplane looked", ran, "", why);
+	} while ((now = dp_now_ns(NULL)) - since < look_ns);
+	if (seen && seen->since_ns && seen->passes == passes && seen->since_ns < since) {
+		since = seen->since_ns;
+		ran = seen->ran;
+		if (seen->unseen_ns >= DP_UNSEEN_NS)
+			snprintf(measure, sizeof(measure), "since the dataplane last saw it pass; for %.1f s of "
+				 "that its whole process did not run: stopped by a signal or a debugger, or "
+				 "starved", seen->unseen_ns / 1e9);
+		else
+			snprintf(measure, sizeof(measure), "since the dataplane last saw it pass");
+	}
+	stuck_why(e, (now - since) / 1e9, measure, ran, "", why);
 	return true;
 }
 

@@ -111,10 +111,14 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64
 
 	if (!w->since_ns) { /* first look */
 		w->passes = passes;
-		w->since_ns = now_ns;
+		w->since_ns = w->looked_ns = now_ns;
 		w->ran = dp_cpu_mark(tid);
 		return false;
 	}
+	uint64_t gap = now_ns > w->looked_ns ? now_ns - w->looked_ns : 0;
+
+	w->looked_ns = now_ns;
+	w->unseen_ns = gap > w->unseen_ns ? gap : w->unseen_ns;
 	if (passes != w->passes || !tid) {
 		bool was = w->told;
 		uint64_t took = now_ns - w->since_ns;
@@ -124,6 +128,7 @@ bool dp_stall_check(struct dp_stall_watch *w, uint64_t passes, pid_t tid, uint64
 		w->passes = passes;
 		w->since_ns = now_ns;
 		w->ran = dp_cpu_mark(tid);
+		w->unseen_ns = 0;
 		w->told = false;
 		if (!was)
 			return false;

@@ -43,7 +43,15 @@ struct dp_stall_watch {
 	struct dp_stall_end last; /* the latest stall of DP_STALL_NS or more to end (at_ns 0: none),
 				     reported or not: its whole process stopped, the watch sees
 				     only its end */
+	uint64_t looked_ns;     /* the watch's latest look */
+	uint64_t unseen_ns;     /* the longest time between two looks since the engine last
+				   moved: the watch's own process did not run either */
 };
+
+/* Looks further apart than this (the server looks every 100 ms) mean the
+ * watch's own process did not run: stopped by a signal or a debugger, or
+ * starved with its engine. */
+#define DP_UNSEEN_NS 1000000000ull
 
 /* Thread tid's CPU time now (tid 0, or unreadable: ns 0). */
 struct dp_cpu_mark dp_cpu_mark(pid_t tid);

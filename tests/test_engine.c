@@ -42,6 +42,7 @@
 #include "dp.h"
 #include "faults.h"
 #include "memport.h"
+#include "stall_watch.h"
 
 #define MAXN 5
 
@@ -4645,6 +4646,33 @@ static void *app_pass_thread(void *engine)
 	return NULL;
 }
 
+/* A STALLED question (dp_engine_stalled) to an engine that stood still
+ * longer than its look, as the server's watch saw it: a dataplane process
+ * stopped past a client's timeout, whose engine had no CPU yet in the look
+ * once it ran again, was named for 0.1 s "as long as the dataplane looked".
+ * The answer counts from the watch's last pass, and says the process did
+ * not run; a watch that saw another pass count leaves the look alone. */
+static void test_a_stall_the_watch_saw_counts_from_its_last_pass(void **state)
+{
+	char why[SL_ERRMSG_LEN];
+	(void)state;
+
+	setup_cluster(1, &(struct sl_memport_faults){ .seed = 1 }, CALL_TIMEOUT_NS);
+	struct dp_engine *e = &nodes[0].e; /* no thread passes it */
+	struct dp_stall_watch seen = { .passes = atomic_load(&e->passes), .since_ns = dp_now_ns(NULL) - 4000000000ull,
+				       .unseen_ns = 3900000000ull };
+
+	assert_true(dp_engine_stalled(e, 2000000, &seen, why));
+	if (!strstr(why, "has not come round for 4.0 s (since the dataplane last saw it pass; for 3.9 s of that its "
+			 "whole process did not run"))
+		fail_msg("an engine the watch saw stand 4 s, its process not run 3.9 s: \"%s\"", why);
+	seen.passes++;
+	assert_true(dp_engine_stalled(e, 2000000, &seen, why));
+	if (!strstr(why, "has not come round for 0.0 s (as long as the dataplane looked)"))
+		fail_msg("a watch that saw another pass count changed the look's answer: \"%s\"", why);
+	teardown_cluster();
+}
+
 /* An embedded application's thread that does not come out of the engine's
  * pass holds the engine up: the engine's own thread goes round, finds the
  * pass taken and parks, and applies nothing.  A server thread's call gives
@@ -4793,6 +4821,7 @@ int main(void)
 		cmocka_unit_test(test_engine_call_gives_up_at_the_clients_timeout),
 		cmocka_unit_test(test_engine_call_waits_for_a_live_engine),
 		cmocka_unit_test(test_engine_call_gives_up_on_an_application_held_in_a_pass),
+		cmocka_unit_test(test_a_stall_the_watch_saw_counts_from_its_last_pass),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

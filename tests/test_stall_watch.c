@@ -194,6 +194,25 @@ static void an_ended_stall_is_kept_for_a_late_question(void **state)
 	pthread_join(th, NULL);
 }
 
+/* Looks far apart while the engine stands still: the watch's own process
+ * did not run (stopped, or starved with it); its next pass forgets it. */
+static void looks_far_apart_are_counted_until_a_pass(void **state)
+{
+	struct dp_stall_watch w = { 0 };
+	char msg[768];
+
+	(void)state;
+	assert_false(dp_stall_check(&w, 7, 1, 10 * S, msg, sizeof(msg)));
+	assert_false(dp_stall_check(&w, 7, 1, 10 * S + S / 10, msg, sizeof(msg)));
+	assert_true(w.unseen_ns < DP_UNSEEN_NS);
+	(void)dp_stall_check(&w, 7, 1, 14 * S + S / 10, msg, sizeof(msg));
+	assert_int_equal(w.unseen_ns, 4 * S);
+	(void)dp_stall_check(&w, 7, 1, 14 * S + S / 5, msg, sizeof(msg));
+	assert_int_equal(w.unseen_ns, 4 * S); /* the longest gap, not the latest */
+	(void)dp_stall_check(&w, 8, 1, 14 * S + S / 2, msg, sizeof(msg));
+	assert_int_equal(w.unseen_ns, 0);
+}
+
 static void a_moving_or_unstarted_engine_is_quiet(void **state)
 {
 	struct dp_stall_watch w = { 0 };
@@ -214,6 +233,7 @@ int main(void)
 		cmocka_unit_test(a_spinning_engine_is_named),
 		cmocka_unit_test(a_starved_engine_is_named_so),
 		cmocka_unit_test(an_ended_stall_is_kept_for_a_late_question),
+		cmocka_unit_test(looks_far_apart_are_counted_until_a_pass),
 		cmocka_unit_test(a_moving_or_unstarted_engine_is_quiet),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
