@@ -20,6 +20,7 @@
  * allows it (eal.c's zero-copy layout); we believe it once the driver has
  * lent its ring our rx buffers (sl_dpdk_port_zero_copy).
  */
+#include "afp_ring.h"
 #include "eal.h"
 #include "eal_intr.h"
 #include "port_dpdk.h"
@@ -59,6 +60,8 @@ struct sl_dpdk_port {
 	 * on each other's receiving would otherwise both stop for good. */
 	struct rte_mempool *rx_pool, *tx_pool;
 	uint64_t rx_dropped;         /* chained frames we could not linearize */
+	int afp_fd;                  /* net_af_packet: the driver's socket, for ring drops; else -1 */
+	uint64_t afp_drops;          /* ... summed, since the kernel's count resets on reading */
 	uint16_t port_id;            /* ethdev port */
 	bool started;                /* rte_eth_dev_start succeeded */
 	bool memif_client;           /* start may fail until the server listens */
@@ -359,7 +362,7 @@ uint64_t sl_dpdk_port_rx_dropped(const struct sl_port *port)
 
 int sl_dpdk_port_describe(const struct sl_port *port, char *buf, size_t len)
 {
-	const struct sl_dpdk_port *dp;
+	struct sl_dpdk_port *dp;
 	struct rte_eth_stats st;
 
 	if (port->ops != &dpdk_ops)
@@ -367,6 +370,8 @@ int sl_dpdk_port_describe(const struct sl_port *port, char *buf, size_t len)
 	dp = dp_of(port);
 	if (rte_eth_stats_get(dp->port_id, &st) != 0)
 		memset(&st, 0, sizeof(st));
+	/* 22.11's af_packet leaves imissed at 0: its ring's drops are the kernel's to tell */
+	st.imissed += dp_afp_drops(dp->afp_fd, &dp->afp_drops);
 	return snprintf(buf, len, ", driver missed %llu no-buffer %llu errors %llu/%llu, "
 			"buffers free rx %u of %u tx %u of %u",
 			(unsigned long long)st.imissed, (unsigned long long)st.rx_nombuf,
@@ -572,6 +577,7 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 		return NULL;
 	}
 	memcpy(dp->name, devargs, name_len);
+	dp->afp_fd = -1;
 
 	if (strncmp(dp->name, "net_memif", strlen("net_memif")) == 0) {
 		rc = memif_args(dp, args, room, &vdev_args);
@@ -621,6 +627,11 @@ struct sl_port *sl_dpdk_port_open(const char *devargs, uint32_t max_frame, uint1
 		}
 		dp->socket_shown = true;
 	}
+
+	struct rte_eth_dev_info info;
+	if (strncmp(dp->name, "net_af_packet", strlen("net_af_packet")) == 0 &&
+	    rte_eth_dev_info_get(dp->port_id, &info) == 0 && info.if_index > 0)
+		dp->afp_fd = dp_afp_socket((int)info.if_index);
 
 	struct rte_ether_addr mac;
 	rte_eth_macaddr_get(dp->port_id, &mac);
