@@ -7,7 +7,7 @@
 # first namespace appears, mostly while it still builds the network (a
 # namespace made after the signal came and before it was listed for the
 # clean-up was left behind in 2 of 10 such runs).  Skipped (77) without root
-# or iproute2.
+# or iproute2.  With --rate, fails when host 0's own tbf never sent a frame.
 # usage: it_veth.sh SLUICE_RUN [--interrupt | --interrupt-setup N] SLUICE_RUN_ARGS... -- COMMAND...
 set -u
 run=$1; shift
@@ -29,6 +29,15 @@ leftovers() {
 for ((t = 0; t < tries; t++)); do
 	"$run" --net veth "$@" &
 	pid=$!
+	# With --rate, a host's own tbf must carry its frames (af_packet bypasses
+	# qdiscs unless told not to): the most host 0's uplink tbf ever sent.
+	if [ $interrupt = none ] && [[ " $* " == *" --rate "* ]]; then
+		while kill -0 $pid 2>/dev/null; do
+			s=$(ip netns exec "sl$pid-h0" tc -s qdisc show dev veth0 2>/dev/null | grep -o 'Sent [0-9]* bytes [0-9]*' | awk '{print $4}')
+			[ -n "$s" ] && [ "$s" -gt "${uplink:-0}" ] && uplink=$s
+			sleep 0.05
+		done
+	fi
 	if [ $interrupt != none ]; then
 		for _ in $(seq 500); do ip netns list | grep -q "^sl$pid-" && break; sleep 0.01; done
 		if [ $interrupt = late ]; then sleep 1; else sleep "0.0$((RANDOM % 10))"; fi
@@ -47,4 +56,8 @@ for ((t = 0; t < tries; t++)); do
 	fi
 done
 [ $interrupt != none ] && exit 0
+if [ $rc -eq 0 ] && [[ " $* " == *" --rate "* ]] && [ "${uplink:-0}" -eq 0 ]; then
+	echo "it_veth: host 0's own tbf sent no frame: its uplink ran unlimited (af_packet's qdisc_bypass left on?)" >&2
+	exit 1
+fi
 exit $rc
