@@ -21,7 +21,10 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
   -b SIZE  smallest message (default 8)
   -e SIZE  largest message (default 64M)
   -n N     timed iterations per size (default 20)
-  -w N     warmup iterations per size (default 5)
+  -w N     warmup iterations per size (default 40: both tools' first ~2 ms of
+           calls after the harness's own idle gap (a phase's check, its fill)
+           run 1.1-1.3x slower; 5 left 1 MiB cells of both inside it,
+           perf/ALGORITHMS.md warm33)
   -B SIZE  cap on bytes reduced per size and phase, so that large sizes run
            fewer iterations (default 128M)
   -N N     rounds: run the pair N times, alternating, and compare per-size medians
@@ -36,7 +39,7 @@ usage: vs-openmpi.sh [options] [BUILD_DIR]   (BUILD_DIR default ./build)
 EOF
 }
 
-ranks=2 minb=8 maxb=64M iters=20 warmup=5 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1 kept= sync=(-S)
+ranks=2 minb=8 maxb=64M iters=20 warmup=40 budget=128M keep=0 colls=all_reduce root=0 mode=() rounds=1 kept= sync=(-S)
 while getopts "r:m:C:R:b:e:n:w:B:N:Akc:h" opt; do
 	case $opt in
 	r) ranks=$OPTARG ;;
