@@ -501,7 +501,7 @@ bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char
 		    struct dp_comm **also)
 {
 	struct dp_wait_chain cycle;
-	unsigned skip_at;
+	unsigned skip_at = 0; /* set with the cycle: gcc 13 -O2 cannot tell */
 
 	*also = NULL;
 	if (peer >= 0 && (pair_cycle(e, k, peer, why, why_size) || waits_on_a_cycle(e, k, peer, why, why_size)))
