@@ -963,6 +963,45 @@ static uint64_t set_now(void *arg)
 	return set_ns;
 }
 
+/* A case of the two tests below: on a shared core or not, the call's count,
+ * whether it lingers on a copy at once, and whether it gets no ACK for
+ * DP_ACK_WAIT_NS (then it copies and lingers). */
+struct acked_case {
+	bool shared;
+	uint64_t count;
+	bool lingers, gives_up;
+};
+
+/* Node s's posted call c (who says what it is) sends all it can, no peer
+ * polled: it is done before its ACKs only where k says it lingers, gives
+ * up on them after DP_ACK_WAIT_NS where k says so, and has copied
+ * copy_bytes to linger on where it did either, else nothing.  Whether it
+ * is done (then in *cpl). */
+static bool sends_lingered_as_told(unsigned c, const struct acked_case *k, unsigned s, const char *who,
+				   uint64_t copy_bytes, struct sl_cpl *cpl)
+{
+	for (unsigned p = 0; p < 200; p++) /* every packet out; no ACK comes while no peer is polled */
+		dp_engine_poll(&nodes[s].e);
+	bool done = sl_spsc_dequeue(&nodes[s].complete, cpl);
+	if (done != k->lingers)
+		fail_msg("call %u: %s%s %s", c, who, k->shared ? " on a shared core" : "",
+			 done ? "was done before its ACKs (it lingered on a copy)" : "waited for its ACKs");
+	if (k->gives_up) {
+		set_ns += DP_ACK_WAIT_NS;
+		for (unsigned p = 0; p < 10 && !done; p++) {
+			dp_engine_poll(&nodes[s].e);
+			done = sl_spsc_dequeue(&nodes[s].complete, cpl);
+		}
+		if (!done)
+			fail_msg("call %u: %s got no ACK for DP_ACK_WAIT_NS and still waited", c, who);
+	}
+	uint64_t want = k->lingers || k->gives_up ? copy_bytes : 0;
+	if (nodes[s].e.comms[0].linger_bytes != want)
+		fail_msg("call %u: %s copied %llu bytes to linger on, want %llu", c, who,
+			 (unsigned long long)nodes[s].e.comms[0].linger_bytes, (unsigned long long)want);
+	return done;
+}
+
 /*
  * Where ranks share cores (yield_app), a gather's leaf of DP_ACKED_SEND_MIN
  * bytes or more sends from the client's buffer and is done at its ACKs: it
@@ -976,7 +1015,7 @@ static void test_shared_core_leaves_wait_for_acks(void **state)
 {
 	struct sl_memport_faults lossy = { .drop = 0.2, .seed = 17 };
 	const uint64_t big = DP_ACKED_SEND_MIN / sizeof(int32_t);
-	const struct { bool shared; uint64_t count; bool lingers, gives_up; } calls[] = {
+	const struct acked_case calls[] = {
 		{ true, big, false, false },
 		{ true, big, false, true },
 		{ true, big / 2, true, false },
@@ -994,27 +1033,9 @@ static void test_shared_core_leaves_wait_for_acks(void **state)
 		for (uint64_t i = 0; i < count; i++)
 			((int32_t *)nodes[1].send)[i] = in_val(1, i);
 		post_cmd(&nodes[1], 1, SL_OP_GATHER, count, 0, SL_ALGO_ID_DIRECT);
-		for (unsigned p = 0; p < 200; p++) /* every packet out; no ACK comes while the root is not polled */
-			dp_engine_poll(&nodes[1].e);
-		bool done = sl_spsc_dequeue(&nodes[1].complete, &cpl);
-		if (done != calls[c].lingers)
-			fail_msg("call %u: a gather leaf of %llu bytes%s %s", c, (unsigned long long)(count * 4),
-				 calls[c].shared ? " on a shared core" : "",
-				 done ? "was done before its ACKs (it lingered on a copy)" : "waited for its ACKs");
-		if (calls[c].gives_up) {
-			set_ns += DP_ACK_WAIT_NS;
-			for (unsigned p = 0; p < 10 && !done; p++) {
-				dp_engine_poll(&nodes[1].e);
-				done = sl_spsc_dequeue(&nodes[1].complete, &cpl);
-			}
-			if (!done)
-				fail_msg("call %u: the leaf got no ACK for DP_ACK_WAIT_NS and still waited", c);
-		}
-		bool copied = calls[c].lingers || calls[c].gives_up;
-		if (nodes[1].e.comms[0].linger_bytes != (copied ? count * sizeof(int32_t) : 0))
-			fail_msg("call %u: the leaf copied %llu bytes to linger on, want %llu", c,
-				 (unsigned long long)nodes[1].e.comms[0].linger_bytes,
-				 (unsigned long long)(copied ? count * sizeof(int32_t) : 0));
+		char who[64];
+		snprintf(who, sizeof(who), "a gather leaf of %llu bytes", (unsigned long long)(count * 4));
+		bool done = sends_lingered_as_told(c, &calls[c], 1, who, count * sizeof(int32_t), &cpl);
 		for (unsigned p = 0; p < 1000 && nodes[0].e.count.stashed < packets / 2; p++)
 			dp_engine_poll(&nodes[0].e); /* the root takes what came of them, early */
 		if (calls[c].shared && !calls[c].lingers &&
@@ -1071,7 +1092,7 @@ static void test_shared_core_scatter_root_waits_for_acks(void **state)
 {
 	struct sl_memport_faults lossy = { .drop = 0.2, .seed = 23 };
 	const uint64_t big = DP_ACKED_SEND_MIN / sizeof(int32_t) / 4; /* the root's 3 blocks and its recv */
-	const struct { bool shared; uint64_t count; bool lingers, gives_up; } calls[] = {
+	const struct acked_case calls[] = {
 		{ true, big, false, false },
 		{ true, big, false, true },
 		{ true, big / 2, true, false },
@@ -1089,27 +1110,9 @@ static void test_shared_core_scatter_root_waits_for_acks(void **state)
 		for (uint64_t i = 0; i < 3 * count; i++)
 			((int32_t *)nodes[0].send)[i] = in_val(0, i);
 		post_cmd(&nodes[0], 1, SL_OP_SCATTER, count, 0, SL_ALGO_ID_DIRECT);
-		for (unsigned p = 0; p < 200; p++) /* every packet out; no ACK comes while the leaves are not polled */
-			dp_engine_poll(&nodes[0].e);
-		bool done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
-		if (done != calls[c].lingers)
-			fail_msg("call %u: a scatter root of %llu-byte blocks%s %s", c, (unsigned long long)(count * 4),
-				 calls[c].shared ? " on a shared core" : "",
-				 done ? "was done before its ACKs (it lingered on a copy)" : "waited for its ACKs");
-		if (calls[c].gives_up) {
-			set_ns += DP_ACK_WAIT_NS;
-			for (unsigned p = 0; p < 10 && !done; p++) {
-				dp_engine_poll(&nodes[0].e);
-				done = sl_spsc_dequeue(&nodes[0].complete, &cpl);
-			}
-			if (!done)
-				fail_msg("call %u: the root got no ACK for DP_ACK_WAIT_NS and still waited", c);
-		}
-		bool copied = calls[c].lingers || calls[c].gives_up;
-		if (nodes[0].e.comms[0].linger_bytes != (copied ? peers_bytes : 0))
-			fail_msg("call %u: the root copied %llu bytes to linger on, want %llu", c,
-				 (unsigned long long)nodes[0].e.comms[0].linger_bytes,
-				 (unsigned long long)(copied ? peers_bytes : 0));
+		char who[64];
+		snprintf(who, sizeof(who), "a scatter root of %llu-byte blocks", (unsigned long long)(count * 4));
+		bool done = sends_lingered_as_told(c, &calls[c], 0, who, peers_bytes, &cpl);
 		/* the leaves stash what comes; lost frames come again */
 		for (unsigned p = 0; p < 1000000 && !done; p++) {
 			set_ns += 1000;
