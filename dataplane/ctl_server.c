@@ -461,14 +461,14 @@ static void do_comm_destroy(struct server *s, int ci, const struct sl_ctl_msg *m
 	}
 }
 
-/* The first engine that takes no pass while the server looks (a working
- * one takes one every millisecond at most, idle.c), in r: a client's wait
- * that timed out asks, so that it can say why rather than time out bare. */
 static void look_at_engine(struct server *s, unsigned ch, uint64_t now);
 
-/* An engine stuck now, or one that came round again after a stall that the
- * client's wait ran out in (a whole process stopped past the client's
- * timeout: the client gave up before the engine's first pass). */
+/* In r, the first engine that takes no pass while the server looks (a
+ * working one takes one every millisecond at most, idle.c), or one that
+ * came round again after a stall that the client's wait ran out in (a whole
+ * process stopped past the client's timeout: the client gave up before the
+ * engine's first pass): a client's wait that timed out asks, so that it can
+ * say why rather than time out bare. */
 static void do_stalled(struct server *s, int ci, struct sl_ctl_reply *r)
 {
 	char why[SL_ERRMSG_LEN];
