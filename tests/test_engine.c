@@ -1842,6 +1842,15 @@ static void test_an_early_send_is_named_at_a_timeout(void **state)
 	teardown_cluster();
 }
 
+/* The header of node src's stall note to node dst (wire.h: a control
+ * message of step 2 on the test communicator, kind the call it waits in). */
+static struct sl_hdr stall_note(uint16_t src, uint16_t dst, uint8_t kind, uint32_t len)
+{
+	return (struct sl_hdr){ .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = src,
+				.dst_node = dst, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .kind = kind,
+				.len = len };
+}
+
 /* A stall note (wait_notes.c dp_note_stall) names the call its rank waits in;
  * forged or corrupt ones (no call, a kind past the last, no text, a
  * failure status) change nothing of it, and a valid one, a recv from this
@@ -1851,8 +1860,7 @@ static void test_stall_notes_forged_and_named(void **state)
 {
 	struct sl_memport_faults none = { 0 };
 	static const uint8_t text[] = "", unterminated[] = "x";
-	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
-			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .len = 1 };
+	struct sl_hdr h = stall_note(0, 1, 0, 1);
 	const uint8_t bad_kinds[] = { 0, SL_OP_COUNT, 255 };
 	static const char *const bad_chains[] = {
 		"w1 abcd:1:0:9:0", "w2", "w2 abcd:1:0:9", "w2 abcd:1:0:9:", "w2 abcd:1:1:9:0", "w2 abcd:1:0:0:0",
@@ -2193,8 +2201,7 @@ static void chain_told_to_node_1(uint32_t seq, bool before, bool answered, int32
 {
 	struct sl_memport_faults none = { 0 };
 	char text[64];
-	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 0,
-			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .kind = SL_OP_RECV };
+	struct sl_hdr h = stall_note(0, 1, SL_OP_RECV, 0);
 	struct dp_engine *e = &nodes[1].e;
 	uint64_t deadline = 0;
 
@@ -2323,9 +2330,7 @@ static void test_a_chain_goes_along_the_next_stalled_call(void **state)
 static void test_a_chain_is_passed_along_one_call(void **state)
 {
 	static const uint8_t text[] = "";
-	const struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 1,
-				  .dst_node = 0, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */,
-				  .kind = SL_OP_RECV, .len = 1 };
+	const struct sl_hdr h = stall_note(1, 0, SL_OP_RECV, 1);
 	uint64_t before;
 	(void)state;
 
@@ -2378,9 +2383,7 @@ static void test_a_cycle_behind_a_call_stalled_longer_is_named(void **state)
 static void test_a_chain_goes_along_the_call_stalled_longest(void **state)
 {
 	static const uint8_t text[] = "";
-	const struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 3,
-				  .dst_node = 0, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */,
-				  .kind = SL_OP_RECV, .len = 1 };
+	const struct sl_hdr h = stall_note(3, 0, SL_OP_RECV, 1);
 	struct dp_coll *first;
 	(void)state;
 
@@ -2410,8 +2413,7 @@ static void test_a_chain_goes_along_the_call_stalled_longest(void **state)
  * 256-byte payload), then one with 2. */
 static void test_a_chain_past_the_payload_is_not_passed(void **state)
 {
-	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 1,
-			    .dst_node = 0, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .kind = SL_OP_RECV };
+	struct sl_hdr h = stall_note(1, 0, SL_OP_RECV, 0);
 	struct dp_wait_edge edge[30];
 	char text[DP_CHAIN_TEXT_LEN];
 	const struct dp_notices *told;
@@ -2448,8 +2450,7 @@ static void test_a_chain_past_the_payload_is_not_passed(void **state)
  * 64 waits, node 2's and the 40). */
 static void test_a_cycle_past_a_chains_room_is_named(void **state)
 {
-	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 2,
-			    .dst_node = 0, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */, .kind = SL_OP_RECV };
+	struct sl_hdr h = stall_note(2, 0, SL_OP_RECV, 0);
 	struct dp_wait_chain c = { .n = DP_WAIT_CHAIN_MAX };
 	char text[DP_CHAIN_TEXT_LEN];
 	const struct dp_notices *told;
@@ -2595,9 +2596,7 @@ static void test_a_tail_across_communicators_names_the_cycle(void **state)
 static void test_a_path_is_told_once_a_waiter(void **state)
 {
 	static const char cycle[] = "w2 beef:0:1:9:0 beef:1:0:9:0", behind[] = "w2 beef:5:0:9:0";
-	struct sl_hdr h = { .version = SL_WIRE_VERSION, .type = SL_T_DATA, .flags = SL_F_CTRL, .src_node = 2,
-			    .dst_node = 1, .comm = 0xabcd, .seq = 0, .step = 2 /* NOTICE_STALL */,
-			    .kind = SL_OP_RECV, .len = sizeof(behind) };
+	struct sl_hdr h = stall_note(2, 1, SL_OP_RECV, sizeof(behind));
 	uint32_t before;
 	(void)state;
 
