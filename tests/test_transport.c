@@ -1795,6 +1795,31 @@ static void no_death(void *arg, uint16_t node)
 	(void)arg, (void)node;
 }
 
+/* Transports of nodes A (on port a) and B (on port b), routed to each
+ * other, with packets of payload bytes. */
+static void tp_pair(struct sl_tp *tp[2], struct sl_port *a, struct sl_port *b, uint32_t frame, uint32_t payload,
+		    const struct sl_clock *clock, const struct sl_tp_callbacks *cb)
+{
+	struct sl_tp_config cfg;
+	struct sl_addr addr;
+
+	for (int i = 0; i < 2; i++) {
+		sl_tp_config_default(&cfg, i ? NODE_B : NODE_A, frame);
+		cfg.payload = payload;
+		assert_non_null(tp[i] = sl_tp_create(&cfg, clock, cb));
+		assert_int_equal(sl_tp_add_port(tp[i], i ? b : a), 0);
+		sl_addr_for_node(i ? NODE_A : NODE_B, &addr);
+		assert_int_equal(sl_tp_add_route(tp[i], i ? NODE_A : NODE_B, 0, &addr), 0);
+	}
+}
+
+/* One message of len bytes of src from A to B. */
+static struct sl_tp_msg a_to_b(const uint8_t *src, uint32_t len)
+{
+	return (struct sl_tp_msg){ .dst_node = NODE_B, .src = src,
+				   .hdr = { .comm = COMM, .seq = 1, .step = 3, .kind = 1, .count = len, .len = len } };
+}
+
 /* A poll's burst of large frames goes to the port TP_TXQ_BYTES at a time,
  * not whole at the poll's end: the receiver copies the first frames out
  * while the sender builds the next.  Staged whole, a 2-rank 512 KiB
@@ -1810,13 +1835,9 @@ static void test_large_frames_handed_over_early(void **state)
 	struct sl_port *pa, *pb, wrapped;
 	struct sl_port_ops ops;
 	struct sl_memport_faults none = { 0 };
-	struct sl_tp_config cfg;
 	struct sl_tp *tp[2];
-	struct sl_addr addr;
 	static uint8_t src[PAYLOAD * FRAMES];
-	struct sl_tp_msg m = { .dst_node = NODE_B, .src = src,
-			       .hdr = { .comm = COMM, .seq = 1, .step = 3, .kind = 1, .count = sizeof(src),
-					.len = sizeof(src) } };
+	struct sl_tp_msg m = a_to_b(src, sizeof(src));
 	(void)state;
 
 	assert_int_equal(sl_memport_pair(&pa, &pb, frame, 2 * FRAMES, &none), 0);
@@ -1826,14 +1847,7 @@ static void test_large_frames_handed_over_early(void **state)
 	ops.tx_burst = big_tx_burst;
 	wrapped = *pa;
 	wrapped.ops = &ops;
-	for (int i = 0; i < 2; i++) {
-		sl_tp_config_default(&cfg, i ? NODE_B : NODE_A, frame);
-		cfg.payload = PAYLOAD;
-		assert_non_null(tp[i] = sl_tp_create(&cfg, &clock, &cb));
-		assert_int_equal(sl_tp_add_port(tp[i], i ? pb : &wrapped), 0);
-		sl_addr_for_node(i ? NODE_A : NODE_B, &addr);
-		assert_int_equal(sl_tp_add_route(tp[i], i ? NODE_A : NODE_B, 0, &addr), 0);
-	}
+	tp_pair(tp, &wrapped, pb, frame, PAYLOAD, &clock, &cb);
 	assert_int_equal(sl_tp_send(tp[0], &m), 0);
 	sl_tp_poll(tp[0]);
 	assert_int_equal(sl_tp_get_stats(tp[0])->data_tx, FRAMES);
@@ -1860,24 +1874,13 @@ static void test_refused_port_retried_at_poll_end(void **state)
 	struct sl_tp_callbacks cb = { take_all, no_ack, no_death, NULL };
 	struct sl_port *pa, *pb;
 	struct sl_memport_faults none = { 0 };
-	struct sl_tp_config cfg;
 	struct sl_tp *tp[2];
-	struct sl_addr addr;
 	static uint8_t src[PAYLOAD * FRAMES];
-	struct sl_tp_msg m = { .dst_node = NODE_B, .src = src,
-			       .hdr = { .comm = COMM, .seq = 1, .step = 3, .kind = 1, .count = sizeof(src),
-					.len = sizeof(src) } };
+	struct sl_tp_msg m = a_to_b(src, sizeof(src));
 	(void)state;
 
 	assert_int_equal(sl_memport_pair(&pa, &pb, frame, FIFO, &none), 0);
-	for (int i = 0; i < 2; i++) {
-		sl_tp_config_default(&cfg, i ? NODE_B : NODE_A, frame);
-		cfg.payload = PAYLOAD;
-		assert_non_null(tp[i] = sl_tp_create(&cfg, &clock, &cb));
-		assert_int_equal(sl_tp_add_port(tp[i], i ? pb : pa), 0);
-		sl_addr_for_node(i ? NODE_A : NODE_B, &addr);
-		assert_int_equal(sl_tp_add_route(tp[i], i ? NODE_A : NODE_B, 0, &addr), 0);
-	}
+	tp_pair(tp, pa, pb, frame, PAYLOAD, &clock, &cb);
 	const struct sl_tp_stats *as = sl_tp_get_stats(tp[0]);
 	assert_int_equal(sl_tp_send(tp[0], &m), 0);
 	sl_tp_poll(tp[0]); /* b does not read: the port takes FIFO frames */
