@@ -137,9 +137,9 @@ static uint16_t shm_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 	struct shm_port *s = shm_of(port);
 	uint16_t k;
 
-	if (s->nfree < n)
+	if (s->nfree < n + SHM_LAST_BUFS)
 		take_back(s);
-	for (k = 0; k < n && s->nfree; k++) {
+	for (k = 0; k < n && s->nfree > SHM_LAST_BUFS; k++) {
 		uint32_t idx = s->free_bufs[--s->nfree];
 		s->state[idx] = BUF_HELD;
 		pkts[k] = (struct sl_pkt){ .data = s->own.bufs + (size_t)idx * s->stride, .cap = port->max_frame,
@@ -163,6 +163,22 @@ static uint16_t shm_tx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t
 	port->stats.tx_pkts += n;
 	atomic_store_explicit(&s->own.head->posted, s->posted, memory_order_release);
 	return n;
+}
+
+static bool shm_send_last(struct sl_port *port, const uint8_t *frame, uint32_t len)
+{
+	struct shm_port *s = shm_of(port);
+	struct sl_pkt p;
+
+	if (!s->nfree)
+		take_back(s);
+	if (!s->nfree || len > port->max_frame)
+		return false;
+	uint32_t idx = s->free_bufs[--s->nfree];
+	p = (struct sl_pkt){ .data = s->own.bufs + (size_t)idx * s->stride, .len = len, .cap = port->max_frame,
+			     .handle = (void *)(uintptr_t)idx };
+	memcpy(p.data, frame, len);
+	return shm_tx_burst(port, &p, 1) == 1;
 }
 
 static void hand_back(struct shm_port *s, uint32_t idx)
@@ -235,7 +251,7 @@ static void shm_close(struct sl_port *port)
 
 static const struct sl_port_ops shm_ops = {
 	.name = "shm", .rx_burst = shm_rx_burst, .tx_burst = shm_tx_burst, .alloc = shm_alloc,
-	.free = shm_free, .close = shm_close, .wait_up = sl_shm_port_wait_up,
+	.free = shm_free, .close = shm_close, .wait_up = sl_shm_port_wait_up, .send_last = shm_send_last,
 };
 
 /* Make our direction's file, mapped and filled in, every page touched up
@@ -285,9 +301,10 @@ struct sl_port *sl_shm_port_open(const char *dir, unsigned node, unsigned peer, 
 {
 	struct shm_port *s;
 
-	if (nbufs == 0 || nbufs > SHM_MAX_BUFS || (nbufs & (nbufs - 1)) || max_frame == 0) {
-		sl_errmsg_format(err, errlen, "shm link to node %u: %u buffers of %u B: want a power of two up to %u, "
-				 "and frames of at least 1 B", peer, nbufs, max_frame, SHM_MAX_BUFS);
+	if (nbufs <= 2 * SHM_LAST_BUFS || nbufs > SHM_MAX_BUFS || (nbufs & (nbufs - 1)) || max_frame == 0) {
+		sl_errmsg_format(err, errlen, "shm link to node %u: %u buffers of %u B: want a power of two from %u "
+				 "up to %u, and frames of at least 1 B", peer, nbufs, max_frame, 4 * SHM_LAST_BUFS,
+				 SHM_MAX_BUFS);
 		return NULL;
 	}
 	if (!(s = calloc(1, sizeof(*s))) || !(s->free_bufs = malloc(nbufs * sizeof(uint32_t))) ||

@@ -61,6 +61,13 @@ struct shm_head {
 	_Alignas(SHM_LINE) _Atomic int32_t attached; /* the peer's pid, 0 before it mapped */
 };
 
+/* Buffers alloc keeps back for last words (port.h send_last): a peer
+ * stopped for seconds reads nothing, the sender's retransmissions and
+ * probes take every other buffer, and a failure's notice sent as the
+ * sender stops found none (perf/ALGORITHMS.md, word34).  One a notice:
+ * a failed communicator's abort and closing word, and a few more. */
+#define SHM_LAST_BUFS 8u
+
 /* Where the buffers start in a file of nbufs buffers. */
 size_t sl_shm_bufs_offset(uint32_t nbufs);
 
@@ -74,9 +81,10 @@ int sl_shm_port_file(char *buf, size_t len, const char *dir, unsigned from, unsi
 /*
  * Channel `channel`'s link from node to peer, with files named after dir
  * (the mesh's directory, the same string on every node), carrying frames
- * of up to max_frame bytes in nbufs buffers (a power of two, at most 65536)
- * per direction.  Makes this end's file; the peer's is mapped by
- * sl_shm_port_wait_up().  NULL with a message in err.  Control path only.
+ * of up to max_frame bytes in nbufs buffers (a power of two, 32 to 65536)
+ * per direction, a few of them kept for last words (port.h send_last).
+ * Makes this end's file; the peer's is mapped by sl_shm_port_wait_up().
+ * NULL with a message in err.  Control path only.
  */
 struct sl_port *sl_shm_port_open(const char *dir, unsigned node, unsigned peer, unsigned channel,
 				 uint32_t max_frame, uint32_t nbufs, char *err, size_t errlen);

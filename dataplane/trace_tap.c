@@ -199,6 +199,24 @@ static uint16_t tap_tx(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 	return sent;
 }
 
+/* A last word, recorded as tap_tx records a frame. */
+static bool tap_send_last(struct sl_port *port, const uint8_t *frame, uint32_t len)
+{
+	struct dp_trace_tap *tap = port->priv;
+	struct dp_trace_ring *r = trace_enter(tap->trace);
+	const struct sl_pkt p = { .data = (uint8_t *)frame, .len = len, .cap = len };
+	uint16_t slots[2], want[2];
+	bool sent;
+
+	if (!r)
+		return sl_port_send_last(tap->inner, frame, len);
+	fill(r, tap, &p, 1, SL_TRACE_TX, slots, want);
+	sent = sl_port_send_last(tap->inner, frame, len);
+	publish(r, tap, sent, slots, want);
+	trace_exit(tap->trace);
+	return sent;
+}
+
 static uint16_t tap_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 {
 	struct dp_trace_tap *tap = port->priv;
@@ -225,6 +243,7 @@ static const struct sl_port_ops tap_ops = {
 	.rx_burst = tap_rx,
 	.tx_burst = tap_tx,
 	.alloc = tap_alloc,
+	.send_last = tap_send_last,
 	.free = tap_free,
 	.close = tap_close,
 };

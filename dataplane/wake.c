@@ -96,6 +96,16 @@ static uint16_t kick_tx(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 	return sent;
 }
 
+static bool kick_send_last(struct sl_port *port, const uint8_t *frame, uint32_t len)
+{
+	struct kick_port *k = port->priv;
+	bool sent = sl_port_send_last(k->inner, frame, len);
+
+	if (sent)
+		dp_wake_kick(k->peer);
+	return sent;
+}
+
 static uint16_t kick_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 {
 	return inner_of(port)->ops->alloc(inner_of(port), pkts, n);
@@ -116,7 +126,7 @@ static void kick_close(struct sl_port *port)
 
 static const struct sl_port_ops kick_ops = {
 	.name = "kick", .rx_burst = kick_rx, .tx_burst = kick_tx, .alloc = kick_alloc, .free = kick_free,
-	.close = kick_close,
+	.close = kick_close, .send_last = kick_send_last,
 };
 
 struct sl_port *dp_wake_port_wrap(struct sl_port *inner, struct dp_wake *peer)

@@ -152,6 +152,14 @@ static void fp_free(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 	inner->ops->free(inner, pkts, n);
 }
 
+/* Straight to the inner port's room for last words, past the faults and
+ * the delay queue, which work on its ordinary buffers: sent once as its
+ * sender stops, a last word would die in the queue with the process. */
+static bool fp_send_last(struct sl_port *port, const uint8_t *frame, uint32_t len)
+{
+	return sl_port_send_last(fp_of(port)->inner, frame, len);
+}
+
 /* Frames still held or queued are lost, as on a link going down. */
 static void fp_close(struct sl_port *port)
 {
@@ -171,6 +179,7 @@ static const struct sl_port_ops fp_ops = {
 	.alloc = fp_alloc,
 	.free = fp_free,
 	.close = fp_close,
+	.send_last = fp_send_last,
 };
 
 struct sl_port *sl_fault_port_wrap(struct sl_port *inner, const struct sl_fault_spec *spec,

@@ -19,6 +19,7 @@
 
 #define MP_HOLD_MAX_SKIP 4  /* a held frame is passed by 1..this many later frames */
 #define MP_USER_BUFS 512    /* buffers the two users may hold at once */
+#define MP_LAST_ROOM 4      /* FIFO places past depth that only last words take (port.h send_last) */
 
 struct mp_frame {
 	uint8_t *buf;
@@ -29,7 +30,7 @@ struct mp_frame {
 /* One direction: a FIFO ring behind the fault engine. */
 struct mp_link {
 	struct mp_frame *fifo;
-	uint32_t depth, head, count;
+	uint32_t depth, head, count; /* the FIFO holds depth + MP_LAST_ROOM */
 	struct sl_fault fault;
 	struct sl_fault_sink sink;
 	struct mp_pair *mp;
@@ -90,11 +91,11 @@ static void link_emit(void *arg, struct sl_fault_frame fr)
 	struct mp_link *l = arg;
 	uint64_t due = 0;
 
-	if (l->count == l->depth || l->mp->down || (l->neck && !(due = neck_pass(l->neck, &fr)))) {
+	if (l->count >= l->depth || l->mp->down || (l->neck && !(due = neck_pass(l->neck, &fr)))) {
 		pool_put(l->mp, fr.data);
 		return;
 	}
-	l->fifo[(l->head + l->count++) % l->depth] = (struct mp_frame){ fr.data, fr.len, due };
+	l->fifo[(l->head + l->count++) % (l->depth + MP_LAST_ROOM)] = (struct mp_frame){ fr.data, fr.len, due };
 }
 
 static void link_discard(void *arg, struct sl_fault_frame fr)
@@ -141,7 +142,7 @@ static uint16_t mp_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t 
 	uint64_t now = l->neck ? sl_now(&l->neck->clock) : 0;
 	for (i = 0; i < n && l->count && l->fifo[l->head].due_ns <= now; i++) {
 		struct mp_frame fr = l->fifo[l->head];
-		l->head = (l->head + 1) % l->depth;
+		l->head = (l->head + 1) % (l->depth + MP_LAST_ROOM);
 		l->count--;
 		pkts[i] = (struct sl_pkt){ .data = fr.buf, .len = fr.len, .cap = port->max_frame,
 					   .handle = fr.buf };
@@ -149,6 +150,22 @@ static uint16_t mp_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t 
 		port->stats.rx_bytes += fr.len;
 	}
 	return i;
+}
+
+/* Past a full FIFO, into its last words' room; no fault, no bottleneck, no cut cable. */
+static bool mp_send_last(struct sl_port *port, const uint8_t *frame, uint32_t len)
+{
+	struct mp_pair *mp = pair_of(port);
+	struct mp_link *l = &mp->link[side_of(port)];
+	uint8_t *buf;
+
+	if (l->count == l->depth + MP_LAST_ROOM || len > port->max_frame || !(buf = pool_get(mp)))
+		return false;
+	memcpy(buf, frame, len);
+	l->fifo[(l->head + l->count++) % (l->depth + MP_LAST_ROOM)] = (struct mp_frame){ buf, len, 0 };
+	port->stats.tx_pkts++;
+	port->stats.tx_bytes += len;
+	return true;
 }
 
 static uint16_t mp_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
@@ -183,6 +200,7 @@ static const struct sl_port_ops mp_ops = {
 	.alloc = mp_alloc,
 	.free = mp_free,
 	.close = mp_close,
+	.send_last = mp_send_last,
 };
 
 static void pair_release(struct mp_pair *mp)
@@ -196,11 +214,11 @@ static void pair_release(struct mp_pair *mp)
 
 static int pair_alloc(struct mp_pair *mp, uint32_t max_frame, uint32_t depth)
 {
-	mp->pool_count = 2 * (depth + SL_FAULT_HOLD) + MP_USER_BUFS;
+	mp->pool_count = 2 * (depth + MP_LAST_ROOM + SL_FAULT_HOLD) + MP_USER_BUFS;
 	mp->slab = malloc((size_t)mp->pool_count * max_frame);
 	mp->pool = malloc(mp->pool_count * sizeof(*mp->pool));
-	mp->link[0].fifo = malloc(depth * sizeof(struct mp_frame));
-	mp->link[1].fifo = malloc(depth * sizeof(struct mp_frame));
+	mp->link[0].fifo = malloc((depth + MP_LAST_ROOM) * sizeof(struct mp_frame));
+	mp->link[1].fifo = malloc((depth + MP_LAST_ROOM) * sizeof(struct mp_frame));
 	if (!mp->slab || !mp->pool || !mp->link[0].fifo || !mp->link[1].fifo)
 		return -1;
 	for (uint32_t i = 0; i < mp->pool_count; i++)

@@ -19,7 +19,7 @@ struct sl_memport_faults {
 
 /* Make two joined ports a and b carrying frames up to max_frame bytes.
  * Each direction queues up to depth frames; tx_burst refuses more (the caller
- * keeps them), counted as tx_full. */
+ * keeps them), counted as tx_full, and send_last takes a few more. */
 int sl_memport_pair(struct sl_port **a, struct sl_port **b, uint32_t max_frame, uint32_t depth,
 		    const struct sl_memport_faults *faults);
 /* A rate limit, possibly shared by several links (a switch port several

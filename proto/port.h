@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* One frame, linear in memory (ports linearize chains). */
 struct sl_pkt {
@@ -35,6 +36,13 @@ struct sl_port_ops {
 	/* Wait up to timeout_ms for the peer (another process, started in any
 	 * order) to come; 0, or -1 with a message in err.  NULL: up once opened. */
 	int (*wait_up)(struct sl_port *port, unsigned timeout_ms, char *err, size_t errlen);
+	/* Send a copy of one frame (len bytes) as a last word (wire.h
+	 * SL_T_LAST: a failure's notice, sent as its sender stops) into room
+	 * the port keeps back from alloc and tx_burst, so that it finds a
+	 * place after ordinary frames filled a ring that a stopped peer does
+	 * not read; true if it went.  NULL: the port keeps none (see
+	 * sl_port_send_last). */
+	bool (*send_last)(struct sl_port *port, const uint8_t *frame, uint32_t len);
 };
 
 struct sl_port_counters {
@@ -73,6 +81,25 @@ struct sl_port {
 static inline bool sl_port_rx_idle(const struct sl_port *port)
 {
 	return port->rx_posted && atomic_load_explicit(port->rx_posted, memory_order_acquire) == *port->rx_taken;
+}
+
+/* A last word on port: into its kept room, or (a port that keeps none:
+ * memif, af_packet, whose peer's ring or socket buffer is out of reach)
+ * as any frame. */
+static inline bool sl_port_send_last(struct sl_port *port, const uint8_t *frame, uint32_t len)
+{
+	struct sl_pkt p;
+
+	if (port->ops->send_last)
+		return port->ops->send_last(port, frame, len);
+	if (len > port->max_frame || port->ops->alloc(port, &p, 1) != 1)
+		return false;
+	memcpy(p.data, frame, len);
+	p.len = len;
+	if (port->ops->tx_burst(port, &p, 1) == 1)
+		return true;
+	port->ops->free(port, &p, 1);
+	return false;
 }
 
 /* A monotonic clock in nanoseconds; tests pass a fake one. */

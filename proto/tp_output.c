@@ -167,22 +167,23 @@ bool sl_tp_send_last(struct sl_tp *tp, const struct sl_tp_msg *m)
 {
 	struct tp_flow *f = m->dst_node < SL_MAX_NODES ? tp->flows[m->dst_node] : NULL;
 	const struct tp_path *pp = f && (m->hdr.flags & SL_F_CTRL) ? &f->paths[tp_path_pick(f, -1)] : NULL;
-	struct sl_pkt *p = pp ? txq_reserve(tp, pp->port_idx) : NULL;
+	uint8_t frame[SL_FRAME_OVERHEAD + SL_TP_LAST_MAX + SL_CRC_LEN];
 	struct sl_hdr h = m->hdr;
+	uint32_t len = 0;
 
 	h.flags = SL_F_CTRL;
 	h.psn = 0;
-	if (p)
+	if (pp && h.len <= SL_TP_LAST_MAX) {
 		hdr_common(tp, f, pp->port_idx, &h, SL_T_LAST);
-	if (p && txq_commit(tp, pp->port_idx, &pp->addr, pp->entropy, p, &h, m->src, NULL)) {
-		/* now: its sender may be about to exit, and a staged frame dies with it */
-		tp_txq_flush(tp, pp->port_idx);
-		if (!tp->txq[pp->port_idx].n) {
-			tp->stats.last_tx++;
-			return true;
-		}
+		len = sl_wire_build(frame, sizeof(frame), &tp->txq[pp->port_idx].src, &pp->addr, pp->entropy, &h,
+				    m->src, NULL);
 	}
-	tp->stats.last_refused++; /* one left staged goes at the next poll, if one comes */
+	/* not staged: its sender may be about to exit, and a staged frame dies with it */
+	if (len && sl_port_send_last(tp->ports[pp->port_idx], frame, len)) {
+		tp->stats.last_tx++;
+		return true;
+	}
+	tp->stats.last_refused++;
 	return false;
 }
 

@@ -161,8 +161,8 @@ struct sl_tp_stats {
 					   it was lost */
 	uint64_t parks;                 /* times this receiver parked a sender's calls (sl_tp_park) */
 	uint64_t last_tx, last_rx;      /* last words (sl_tp_send_last) handed to a port, and delivered */
-	uint64_t last_refused;          /* last words a port did not take at once (full, no buffer):
-					   lost, unless still staged when a poll comes */
+	uint64_t last_refused;          /* last words a port did not take (its kept room used up too,
+					   or it keeps none and is full): lost */
 };
 
 struct sl_tp;
@@ -198,9 +198,12 @@ int sl_tp_send(struct sl_tp *tp, struct sl_tp_msg *m);
  * dead node or not: for a message the stream can no longer deliver (the
  * flow died, or the caller stops with it unacknowledged).  The receiver
  * delivers it unordered and may see it twice (the stream's copy too): only
- * for messages whose delivery is idempotent.  False (counted in
- * last_refused) when the node is unknown, m is no control message or does
- * not fit a frame, or the port did not take it at once. */
+ * for messages whose delivery is idempotent.  It goes into room the port
+ * keeps for last words (port.h send_last), past ordinary frames that filled
+ * a ring its stopped peer does not read.  False (counted in last_refused)
+ * when the node is unknown, m is no control message or carries more than
+ * SL_TP_LAST_MAX bytes, or the port did not take it. */
+#define SL_TP_LAST_MAX 1024
 bool sl_tp_send_last(struct sl_tp *tp, const struct sl_tp_msg *m);
 /* The engine can take packets again: reopen every window a HOLD or RETRY
  * closed (the ACKs that say so go out in the next poll).  Cheap when none is

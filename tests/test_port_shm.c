@@ -9,6 +9,7 @@
  *   reaches the receiver, none frees a buffer twice.
  * - A missing peer, a peer of another geometry and a dead peer's file give
  *   a clear error or a wait, never a mapping of the wrong file.
+ * - A last word finds a buffer after ordinary frames took every other one.
  * - Once a link is up, writing and reading every byte of every buffer, on
  *   both ends, faults no page in: each end touched its mappings then.
  */
@@ -117,7 +118,7 @@ static void frames_cross_between_processes(void **state)
 	uint32_t seq = 0;
 	for (time_t t0 = time(NULL); seq < N_FRAMES && time(NULL) - t0 < 20;) {
 		struct sl_pkt pk[16];
-		uint16_t n = p->ops->alloc(p, pk, 16);
+		uint16_t n = p->ops->alloc(p, pk, N_FRAMES - seq < 16 ? (uint16_t)(N_FRAMES - seq) : 16);
 		for (uint16_t k = 0; k < n; k++) {
 			assert_true(pk[k].cap >= FRAME);
 			pk[k].len = frame_len(seq + k);
@@ -154,13 +155,19 @@ static void buffers_fault_nothing_in(void **state)
 	assert_int_equal(sl_port_wait_up(a, WAIT_MS, err, sizeof(err)), 0);
 	assert_int_equal(sl_port_wait_up(b, WAIT_MS, err, sizeof(err)), 0);
 	long before = page_faults(RUSAGE_SELF);
+	static uint8_t last[FRAME];
 	for (struct sl_port *from = a, *to = b; from; from = from == a ? b : NULL, to = a) {
-		assert_int_equal(from->ops->alloc(from, pk, NBUFS), NBUFS);
-		for (uint32_t i = 0; i < NBUFS; i++) {
+		/* the buffers kept for last words too (send_last) */
+		assert_int_equal(from->ops->alloc(from, pk, NBUFS), NBUFS - SHM_LAST_BUFS);
+		for (uint32_t i = 0; i < NBUFS - SHM_LAST_BUFS; i++) {
 			pk[i].len = FRAME;
 			memset(pk[i].data, (int)i, FRAME);
 		}
-		assert_int_equal(from->ops->tx_burst(from, pk, NBUFS), NBUFS);
+		assert_int_equal(from->ops->tx_burst(from, pk, NBUFS - SHM_LAST_BUFS), NBUFS - SHM_LAST_BUFS);
+		for (uint32_t i = NBUFS - SHM_LAST_BUFS; i < NBUFS; i++) {
+			memset(last, (int)i, FRAME);
+			assert_true(sl_port_send_last(from, last, FRAME));
+		}
 		assert_int_equal(to->ops->rx_burst(to, pk, NBUFS), NBUFS);
 		for (uint32_t i = 0; i < NBUFS; i++)
 			for (uint32_t k = 0; k < FRAME; k += 64)
@@ -205,6 +212,43 @@ static void an_idle_port_says_so(void **state)
 	}
 	assert_true(sl_port_rx_idle(b));
 	assert_int_equal(b->ops->rx_burst(b, pk, 2), 0);
+	a->ops->close(a);
+	b->ops->close(b);
+}
+
+/* A peer that stopped reading while its sender posted every buffer alloc
+ * gives (retransmissions into a stopped rank's ring): a last word (port.h
+ * send_last) still finds one of the few kept back, and the peer reads it
+ * after the others once it runs again.  Without them it was refused. */
+static void a_last_word_finds_a_buffer(void **state)
+{
+	(void)state;
+	char err[256];
+	struct sl_port *a = sl_shm_port_open(dir, 8, 9, 0, FRAME, NBUFS, err, sizeof(err));
+	struct sl_port *b = sl_shm_port_open(dir, 9, 8, 0, FRAME, NBUFS, err, sizeof(err));
+	static const uint8_t last[64] = "last word";
+	struct sl_pkt pk[NBUFS];
+	uint32_t posted = 0, read = 0;
+
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(sl_port_wait_up(a, WAIT_MS, err, sizeof(err)), 0);
+	assert_int_equal(sl_port_wait_up(b, WAIT_MS, err, sizeof(err)), 0);
+	for (uint16_t n; (n = a->ops->alloc(a, pk, 8)) > 0; posted += n) {
+		for (uint16_t k = 0; k < n; k++)
+			fill(pk[k].data, posted + k, pk[k].len = 64);
+		assert_int_equal(a->ops->tx_burst(a, pk, n), n);
+	}
+	if (!sl_port_send_last(a, last, sizeof(last)))
+		fail_msg("a last word found no buffer after %u frames filled the ring", posted);
+	assert_int_equal(posted, NBUFS - SHM_LAST_BUFS);
+	assert_int_equal(a->ops->alloc(a, pk, 1), 0); /* the kept ones are for last words only */
+	for (uint16_t n; (n = b->ops->rx_burst(b, pk, NBUFS)) > 0; read += n) {
+		if (read + n == posted + 1)
+			assert_memory_equal(pk[n - 1].data, last, sizeof(last));
+		b->ops->free(b, pk, n);
+	}
+	assert_int_equal(read, posted + 1);
 	a->ops->close(a);
 	b->ops->close(b);
 }
@@ -259,18 +303,19 @@ static void forged_descriptors_are_dropped(void **state)
 	b->ops->free(b, pk, n);
 
 	/* a forger hands back buffer 9 (not in flight) and 9999 (none such):
-	 * a takes back only its one good buffer, so it still has NBUFS, not more */
+	 * a takes back only its one good buffer, so it still has NBUFS (its
+	 * alloc gives all but those kept for last words), not more */
 	uint32_t handed = atomic_load(&ah->handed);
 	ret[handed % NBUFS] = 9999;
 	ret[(handed + 1) % NBUFS] = 9;
 	atomic_store(&ah->handed, handed + 2);
-	assert_int_equal(a->ops->alloc(a, pk, NBUFS), NBUFS);
+	assert_int_equal(a->ops->alloc(a, pk, NBUFS), NBUFS - SHM_LAST_BUFS);
 	assert_int_equal(a->ops->alloc(a, pk + 1, 1), 0);
 	assert_true(a->stats.bad_desc >= 2);
-	for (uint32_t i = 0; i < NBUFS; i++)
+	for (uint32_t i = 0; i < NBUFS - SHM_LAST_BUFS; i++)
 		for (uint32_t k = 0; k < i; k++)
 			assert_ptr_not_equal(pk[i].data, pk[k].data);
-	a->ops->free(a, pk, NBUFS);
+	a->ops->free(a, pk, NBUFS - SHM_LAST_BUFS);
 	munmap(ah, bytes);
 	a->ops->close(a);
 	b->ops->close(b);
@@ -346,6 +391,7 @@ int main(void)
 		cmocka_unit_test(missing_or_wrong_peer_is_an_error),
 		cmocka_unit_test(buffers_fault_nothing_in),
 		cmocka_unit_test(an_idle_port_says_so),
+		cmocka_unit_test(a_last_word_finds_a_buffer),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1198,6 +1198,39 @@ static void test_last_word_outside_the_stream(void **state)
 	harness_free(hs);
 }
 
+/* A last word goes when a peer that stopped reading let ordinary frames
+ * fill its port (the sender's window, then its retransmissions and probes
+ * into a FIFO of 4): into the room the port keeps for last words, so that
+ * the peer reads it once it runs again, though its sender has stopped.
+ * Staged behind the refused frames, it was refused too and lost. */
+static void test_last_word_past_a_full_ring(void **state)
+{
+	(void)state;
+	struct setup s = { .depth = 4 };
+	struct harness *hs = harness_new(&s);
+	const struct sl_tp_stats *bs = sl_tp_get_stats(hs->b.tp);
+	struct sl_tp_msg last = hs->a.msgs[6];
+	uint64_t start = hs->clock.ns;
+
+	last.hdr.len = 16;
+	last.hdr.flags = SL_F_CTRL;
+	send_msg(&hs->a, 7);
+	while (hs->clock.ns < start + 10 * 200000) { /* 10 RTOs (rto_min) without b */
+		sl_tp_poll(hs->a.tp);
+		hs->clock.ns += STEP_NS;
+	}
+	assert_true(hs->pa->stats.tx_full > 0);
+	for (int i = 0; i < 2; i++)
+		if (!sl_tp_send_last(hs->a.tp, &last))
+			fail_msg("last word %d refused by a full port (%llu frames refused before it)", i,
+				 (unsigned long long)hs->pa->stats.tx_full);
+	for (int i = 0; i < 100; i++) /* b runs again: the FIFO's frames, then the last words */
+		sl_tp_poll(hs->b.tp);
+	assert_int_equal(bs->last_rx, 2);
+	assert_int_equal(hs->b.rx_count[msg_base[6]], 2);
+	harness_free(hs);
+}
+
 /* A peer that does not read for many RTOs while the port's FIFO is full
  * (a memif peer descheduled): nothing is lost, so nothing goes again, and
  * no path dies; it all arrives once the peer reads. */
@@ -2027,6 +2060,7 @@ int main(void)
 		cmocka_unit_test(test_peer_dies_while_a_message_waits),
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_last_word_outside_the_stream),
+		cmocka_unit_test(test_last_word_past_a_full_ring),
 		cmocka_unit_test(test_poll_at_never_goes_back),
 		cmocka_unit_test(test_pass_timed_before_a_send_on_a_held_window),
 		cmocka_unit_test(test_backed_up_port_is_not_loss),
