@@ -176,11 +176,22 @@ bool dp_comm_open_tables(struct dp_comm *comm)
 	return true;
 }
 
-static void stash_hold(struct dp_engine *e, struct dp_comm *comm, int src)
+/* What a park of h's sender names h by: its call, or its send (sl_tp_order). */
+static enum sl_tp_order order_of(const struct sl_hdr *h)
 {
-	if (!comm->held_from[src])
+	return packet_is_p2p(h) ? SL_TP_SENDS : SL_TP_CALLS;
+}
+
+/* Hold src's window on h; the hold remembers h's kind, which a park
+ * that replaces it (park_held_senders) must name. */
+static void stash_hold(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
+{
+	if (!comm->held_from[src]) {
 		e->stash_holding += comm->stash_held++ == 0;
+		comm->held_kinds[src] = 0;
+	}
 	comm->held_from[src] = true;
+	comm->held_kinds[src] |= (uint8_t)(1u << order_of(h));
 }
 
 /* comm holds src's window no more. */
@@ -303,23 +314,28 @@ static bool park_sender(struct dp_engine *e, struct dp_comm *comm, uint32_t src,
  */
 static bool stash_park(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h)
 {
-	return waits_on(e, comm->node[src]) &&
-	       park_sender(e, comm, (uint32_t)src, packet_is_p2p(h) ? SL_TP_SENDS : SL_TP_CALLS);
+	return waits_on(e, comm->node[src]) && park_sender(e, comm, (uint32_t)src, order_of(h));
 }
 
 /* A call is posted on `posted`: senders it waits on whose early packets
  * hold a stash (held before, when no call waited on them, so not parked:
- * stash_park) are parked now.  Else the posted call's data waited behind
- * theirs until it starved a STARVED_NS round (2 ms), which reopened the
- * window, and only the packets that then came parked them. */
+ * stash_park) are parked now, by the kind of what their hold took: calls,
+ * sends or both.  Else the posted call's data waited behind theirs until
+ * it starved a STARVED_NS round (2 ms), which reopened the window, and
+ * only the packets that then came parked them; and a hold of sends parked
+ * as calls let them go on a window more (word34). */
 static void park_held_senders(struct dp_engine *e, const struct dp_comm *posted)
 {
 	for (unsigned i = 0; e->stash_holding && i < DP_MAX_COMMS; i++) {
 		struct dp_comm *comm = &e->comms[i];
-		for (uint32_t r = 0; comm->live && comm->stash_held && r < comm->nranks; r++)
-			if (comm->held_from[r] && rank_of_node(posted, comm->node[r]) >= 0 &&
-			    waits_on(e, comm->node[r]))
-				park_sender(e, comm, r, SL_TP_CALLS);
+		for (uint32_t r = 0; comm->live && comm->stash_held && r < comm->nranks; r++) {
+			uint8_t kinds = comm->held_kinds[r];
+			if (!comm->held_from[r] || rank_of_node(posted, comm->node[r]) < 0 || !waits_on(e, comm->node[r]))
+				continue;
+			for (enum sl_tp_order o = SL_TP_CALLS; o <= SL_TP_SENDS; o++)
+				if (kinds >> o & 1)
+					park_sender(e, comm, r, o);
+		}
 	}
 }
 
@@ -347,7 +363,7 @@ enum sl_deliver_result dp_stash_packet(struct dp_engine *e, struct dp_comm *comm
 	if (!full && stash_overflows(e, comm, src, h))
 		return SL_DELIVER_DONE; /* dropped, as every packet of the failed communicator from now on */
 	if (full || !(s = dp_packet_keep(e, h, payload, in_place))) {
-		stash_hold(e, comm, src);
+		stash_hold(e, comm, src, h);
 		return SL_DELIVER_RETRY;
 	}
 	if (comm->nstash >= DP_STASH_MAX) {
@@ -370,7 +386,7 @@ enum sl_deliver_result dp_stash_packet(struct dp_engine *e, struct dp_comm *comm
 	if ((++comm->nstash_from[src] >= comm->hold_share || comm->nstash >= DP_STASH_MAX ||
 	     (comm->stash_bytes_from[src] >= comm->hold_bytes && calls_ahead(comm, h, src) > 0)) &&
 	    !stash_park(e, comm, src, h))
-		stash_hold(e, comm, src);
+		stash_hold(e, comm, src, h);
 	return comm->held_from[src] ? SL_DELIVER_HOLD : SL_DELIVER_DONE;
 }
 

@@ -252,6 +252,8 @@ struct dp_comm {
 	uint32_t nstash_from[SL_MAX_RANKS];
 	uint32_t stash_bytes_from[SL_MAX_RANKS]; /* their payload bytes */
 	bool held_from[SL_MAX_RANKS];
+	uint8_t held_kinds[SL_MAX_RANKS]; /* 1 << enum sl_tp_order of the packets its hold took: what
+					     park_held_senders parks (calls, sends or both) */
 	uint32_t hold_share, resume_share; /* a sender's shares, set with the stash (dp_comm_open_tables) */
 	uint32_t hold_bytes, resume_bytes; /* ... of DP_STASH_HOLD_BYTES and DP_STASH_RESUME_BYTES */
 	uint32_t stash_held;      /* senders whose windows it holds */

@@ -1487,15 +1487,21 @@ static void test_large_packets_held_by_bytes(void **state)
 	ra_count = RA_COUNT;
 }
 
-/* Node `node`'s recv of one int32 from rank `peer` of communicator comm,
- * or its send to it, at byte off of its buffers (sends its value). */
-static void post_p2p_on(uint32_t comm, unsigned node, unsigned peer, bool recv, uint64_t off)
+/* Node `node`'s recv of count int32s from rank `peer` of communicator
+ * comm, or its send to it, at byte off of its buffers. */
+static void post_p2p_n(uint32_t comm, unsigned node, unsigned peer, bool recv, uint64_t count, uint64_t off)
 {
-	struct sl_cmd cmd = { .req = 1000, .opcode = recv ? SL_OP_RECV : SL_OP_SEND, .comm = comm, .count = 1,
+	struct sl_cmd cmd = { .req = 1000, .opcode = recv ? SL_OP_RECV : SL_OP_SEND, .comm = comm, .count = count,
 			      .dtype = SLUICE_INT32, .redop = SLUICE_SUM, .root = peer,
 			      .send_region = 0, .recv_region = 1, .send_off = off, .recv_off = off,
 			      .algo = SL_ALGO_ID_DIRECT };
 	assert_true(sl_spsc_enqueue(&nodes[node].submit, &cmd));
+}
+
+/* The same of one int32 (sends its value). */
+static void post_p2p_on(uint32_t comm, unsigned node, unsigned peer, bool recv, uint64_t off)
+{
+	post_p2p_n(comm, node, peer, recv, 1, off);
 }
 
 /* A point-to-point call of one int32 between nodes from and to, at byte
@@ -2127,6 +2133,56 @@ static void test_a_large_call_of_another_communicator_is_parked(void **state)
 	if (count.stashed_past_cap > 2 * SL_MAX_WINDOW)
 		fail_msg("%llu packets of B taken past the stash's cap: more than two windows",
 			 (unsigned long long)count.stashed_past_cap);
+}
+
+/* As a_behind_b_of_another_communicator with B a send: the peer sends B on
+ * communicator 1, then posts A on 0; this rank posts A once B's early
+ * packets hold its stash (no call waited on the peer then, so a hold, not a
+ * park).  A's post parks the held sender (park_held_senders), and must park
+ * what its hold held: its sends (p2p33's "Left 1").  Parked as calls, the
+ * sends did not stop: the hold let go, they came a window more into the
+ * stash, and only then did their next share park them as sends. */
+static void test_a_held_send_is_parked_as_a_send(void **state)
+{
+	struct sl_memport_faults none = { 0 };
+	const uint64_t a = 64 * 1024 / 4 * 2, b = (DP_STASH_HOLD + 600) * 1024 / 4, b_off = 1 << 20;
+	struct dp_comm *held = &nodes[1].e.comms[1];
+	uint32_t before, p;
+	struct sl_cpl cpl;
+	(void)state;
+
+	setup_cluster(2, &none, 10ull * 1000000000);
+	add_second_comm();
+	for (uint64_t j = 0; j < b; j++)
+		((int32_t *)nodes[0].send)[b_off / 4 + j] = (int32_t)(j * 7);
+	post_p2p_n(1, 0, 1, false, b, b_off);
+	post_sum_on(&nodes[0], 0, 0, a, 0, 0);
+	for (p = 0; p < 100000 && !held->stash_held; p++)
+		poll_all();
+	for (p = 0; p < 1000; p++) /* what node 0 had out arrives */
+		poll_all();
+	assert_true(held->stash_held);
+	assert_false(held->parking || held->parking_sends); /* no call waited on node 0 yet */
+	before = held->nstash;
+	post_sum_on(&nodes[1], 0, 0, a, 0, 0);
+	dp_engine_poll(&nodes[1].e);
+	if (!held->parking_sends || held->parking || held->stash_held)
+		fail_msg("after A's post the held sends are %sparked as sends, %sparked as calls, %sheld",
+			 held->parking_sends ? "" : "not ", held->parking ? "" : "not ", held->stash_held ? "" : "not ");
+	expect_done(1, 0, a, 0, 3);
+	if (held->nstash > before + 8) /* parked as calls: 32 (a window) */
+		fail_msg("%u more packets of the parked send came into the stash while A ran (%u before A's post)",
+			 held->nstash - before, before);
+	post_p2p_n(1, 1, 0, true, b, b_off);
+	for (p = 0; p < 200000 && !sl_spsc_dequeue(&nodes[1].complete, &cpl); p++)
+		poll_all();
+	assert_true(p < 200000);
+	assert_int_equal(cpl.status, SLUICE_OK);
+	for (uint64_t j = 0; j < b; j++)
+		if (((int32_t *)nodes[1].recv)[b_off / 4 + j] != (int32_t)(j * 7))
+			fail_msg("element %llu of the send: %d", (unsigned long long)j,
+				 ((int32_t *)nodes[1].recv)[b_off / 4 + j]);
+	teardown_cluster();
 }
 
 /* Node i's next completion is a timeout whose message says want. */
@@ -4776,6 +4832,7 @@ int main(void)
 		cmocka_unit_test(test_held_stash_starves_no_posted_call),
 		cmocka_unit_test(test_held_stash_starves_no_call_of_another_communicator),
 		cmocka_unit_test(test_a_large_call_of_another_communicator_is_parked),
+		cmocka_unit_test(test_a_held_send_is_parked_as_a_send),
 		cmocka_unit_test(test_a_cycle_across_communicators_is_named),
 		cmocka_unit_test(test_a_starving_call_is_not_stopped_by_a_full_stash),
 		cmocka_unit_test(test_a_sender_past_the_stash_cap_is_bounded),
