@@ -84,6 +84,11 @@ static uint64_t neck_pass(struct sl_memport_bottleneck *b, struct sl_fault_frame
 	return b->busy_until_ns;
 }
 
+static void fifo_push(struct mp_link *l, struct mp_frame fr)
+{
+	l->fifo[(l->head + l->count++) % (l->depth + MP_LAST_ROOM)] = fr;
+}
+
 /* Into the FIFO, or lost when it is full (like a switch queue overflowing),
  * when the bottleneck's buffer is, or when the cable is cut. */
 static void link_emit(void *arg, struct sl_fault_frame fr)
@@ -95,7 +100,7 @@ static void link_emit(void *arg, struct sl_fault_frame fr)
 		pool_put(l->mp, fr.data);
 		return;
 	}
-	l->fifo[(l->head + l->count++) % (l->depth + MP_LAST_ROOM)] = (struct mp_frame){ fr.data, fr.len, due };
+	fifo_push(l, (struct mp_frame){ fr.data, fr.len, due });
 }
 
 static void link_discard(void *arg, struct sl_fault_frame fr)
@@ -152,17 +157,22 @@ static uint16_t mp_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t 
 	return i;
 }
 
-/* Past a full FIFO, into its last words' room; no fault, no bottleneck, no cut cable. */
+/* Past a full FIFO, into its last words' room; no fault and no bottleneck
+ * (a cut cable loses it, as link_emit does). */
 static bool mp_send_last(struct sl_port *port, const uint8_t *frame, uint32_t len)
 {
 	struct mp_pair *mp = pair_of(port);
 	struct mp_link *l = &mp->link[side_of(port)];
 	uint8_t *buf;
 
-	if (l->count == l->depth + MP_LAST_ROOM || len > port->max_frame || !(buf = pool_get(mp)))
+	if (l->count == l->depth + MP_LAST_ROOM || len > port->max_frame)
 		return false;
-	memcpy(buf, frame, len);
-	l->fifo[(l->head + l->count++) % (l->depth + MP_LAST_ROOM)] = (struct mp_frame){ buf, len, 0 };
+	if (!mp->down) {
+		if (!(buf = pool_get(mp)))
+			return false;
+		memcpy(buf, frame, len);
+		fifo_push(l, (struct mp_frame){ buf, len, 0 });
+	}
 	port->stats.tx_pkts++;
 	port->stats.tx_bytes += len;
 	return true;
