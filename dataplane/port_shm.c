@@ -301,7 +301,7 @@ struct sl_port *sl_shm_port_open(const char *dir, unsigned node, unsigned peer, 
 {
 	struct shm_port *s;
 
-	if (nbufs <= 2 * SHM_LAST_BUFS || nbufs > SHM_MAX_BUFS || (nbufs & (nbufs - 1)) || max_frame == 0) {
+	if (nbufs < 4 * SHM_LAST_BUFS || nbufs > SHM_MAX_BUFS || (nbufs & (nbufs - 1)) || max_frame == 0) {
 		sl_errmsg_format(err, errlen, "shm link to node %u: %u buffers of %u B: want a power of two from %u "
 				 "up to %u, and frames of at least 1 B", peer, nbufs, max_frame, 4 * SHM_LAST_BUFS,
 				 SHM_MAX_BUFS);

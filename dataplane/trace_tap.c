@@ -212,7 +212,7 @@ static bool tap_send_last(struct sl_port *port, const uint8_t *frame, uint32_t l
 		return sl_port_send_last(tap->inner, frame, len);
 	fill(r, tap, &p, 1, SL_TRACE_TX, slots, want);
 	sent = sl_port_send_last(tap->inner, frame, len);
-	publish(r, tap, sent, slots, want);
+	publish(r, tap, (uint16_t)sent, slots, want);
 	trace_exit(tap->trace);
 	return sent;
 }
