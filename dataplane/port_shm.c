@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ struct shm_port {
 	uint32_t handed;           /* peer.head->handed, as we last wrote it */
 	uint32_t nfree;
 	uint32_t *free_bufs;       /* a stack of our free buffer indexes */
+	int32_t cpu;               /* own.head->cpu, as we last wrote it */
 	uint8_t *state;            /* BUF_* of each of our buffers */
 	unsigned node, peer_node, channel; /* for the messages */
 	int32_t dead_owner;        /* the pid of a dead run's file found in the peer's place, 0 if none */
@@ -132,18 +134,42 @@ static void prefetch_frame(uint8_t *buf)
 #endif
 }
 
+/* The CPU this end runs on now, told to the peer when it changed (ranks
+ * are pinned: it seldom does). */
+static int32_t note_cpu(struct shm_port *s)
+{
+	int32_t cpu = sched_getcpu();
+
+	if (cpu != s->cpu) {
+		s->cpu = cpu;
+		atomic_store_explicit(&s->own.head->cpu, cpu, memory_order_relaxed);
+	}
+	return cpu;
+}
+
+/* Whether the peer last ran on this end's CPU. */
+static bool peer_on_our_cpu(struct shm_port *s)
+{
+	int32_t cpu = note_cpu(s);
+
+	return cpu >= 0 && s->peer.head && atomic_load_explicit(&s->peer.head->cpu, memory_order_relaxed) == cpu;
+}
+
 static uint16_t shm_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 {
 	struct shm_port *s = shm_of(port);
 	uint16_t k;
 
-	/* What the peer handed back goes on the stack first, on every call:
-	 * those buffers, the ones it read last, are still in the caches.  Taken
-	 * back only once the stack ran low, the port cycled through all its
-	 * buffers (8.5 MB a link) and built every frame in memory no cache
-	 * held: a 3-rank 64 KiB scatter root framed its 43 KiB in 6 us, and in
-	 * 3 us from hot buffers (perf/ALGORITHMS.md, scat34). */
-	take_back(s);
+	/* A peer on this CPU: what it handed back goes on the stack first, on
+	 * every call, so the next frames go into the buffers it read last,
+	 * still in this core's caches.  Taken back only once the stack ran
+	 * low, the port cycled through all its buffers (8.5 MB a link): the
+	 * root of a 3-rank 64 KiB scatter on a core shared with a leaf framed
+	 * its 43 KiB in 6 us, and in 3 from hot buffers.  A peer on another
+	 * core still held those lines: a 2-rank 256 KiB scatter or gather took
+	 * 1.25x its time so (perf/ALGORITHMS.md, scat34). */
+	if (s->nfree < n + SHM_LAST_BUFS || peer_on_our_cpu(s))
+		take_back(s);
 	for (k = 0; k < n && s->nfree > SHM_LAST_BUFS; k++) {
 		uint32_t idx = s->free_bufs[--s->nfree];
 		s->state[idx] = BUF_HELD;
@@ -198,6 +224,7 @@ static uint16_t shm_rx_burst(struct sl_port *port, struct sl_pkt *pkts, uint16_t
 	uint32_t handed = s->handed;
 	uint16_t k = 0;
 
+	note_cpu(s); /* a receiver that never sends tells its peer where it runs too */
 	while (k < n && s->read != posted) {
 		struct shm_desc d = s->peer.tx[s->read++ & (s->nbufs - 1)];
 		if (d.idx >= s->nbufs) { /* nothing to hand back */
@@ -296,7 +323,7 @@ static int make_own(struct shm_port *s, uint32_t frame, char *err, size_t errlen
 	dir_layout(&s->own, base, bytes, s->nbufs);
 	sl_touch(base, bytes);
 	*s->own.head = (struct shm_head){ .version = SHM_VERSION, .frame = frame, .stride = s->stride,
-					  .nbufs = s->nbufs, .owner = (int32_t)getpid() };
+					  .nbufs = s->nbufs, .owner = (int32_t)getpid(), .cpu = -1 };
 	atomic_store_explicit((_Atomic uint64_t *)&s->own.head->magic, SHM_MAGIC, memory_order_release);
 	return 0;
 }
@@ -321,6 +348,7 @@ struct sl_port *sl_shm_port_open(const char *dir, unsigned node, unsigned peer, 
 		return NULL;
 	}
 	s->nbufs = nbufs;
+	s->cpu = -1; /* as make_own writes it */
 	s->stride = (uint32_t)align_up(max_frame, SHM_LINE);
 	s->node = node;
 	s->peer_node = peer;

@@ -29,7 +29,8 @@
  *
  *   head     struct shm_head: magic, geometry, the owner's pid; then, a cache
  *            line each, the posted count (owner writes), the handed-back
- *            count (peer writes) and the peer's pid once it mapped the file
+ *            count (peer writes), the peer's pid once it mapped the file and
+ *            the CPU the owner's data path last ran on (owner writes)
  *   tx[]     nbufs posted frames, struct shm_desc
  *   ret[]    nbufs handed-back buffer indexes (uint32_t)
  *   bufs     nbufs buffers of stride bytes, from sl_shm_bufs_offset(nbufs)
@@ -41,7 +42,7 @@
  * read with an acquire load before them.
  */
 #define SHM_MAGIC 0x316d68732d6c73ull /* "sl-shm1" */
-#define SHM_VERSION 1
+#define SHM_VERSION 2
 #define SHM_LINE 64
 
 struct shm_desc {
@@ -59,6 +60,7 @@ struct shm_head {
 	_Alignas(SHM_LINE) _Atomic uint32_t posted;  /* tx slots written */
 	_Alignas(SHM_LINE) _Atomic uint32_t handed;  /* ret slots written */
 	_Alignas(SHM_LINE) _Atomic int32_t attached; /* the peer's pid, 0 before it mapped */
+	_Alignas(SHM_LINE) _Atomic int32_t cpu;      /* where the owner last sent or received, -1 before */
 };
 
 /* Buffers alloc keeps back for last words (port.h send_last): a peer
