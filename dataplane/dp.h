@@ -20,7 +20,6 @@
 #include "gdma.h"
 #include "schedule.h"
 #include "transport.h"
-#include "park.h"
 #include "pool.h"
 #include "wait_chain.h"
 #include "wake.h"
@@ -496,7 +495,7 @@ struct dp_engine {
 	pthread_mutex_t ctl_lock; /* the control ring's producers: one server thread a client */
 	_Atomic bool busy;        /* a thread is inside dp_engine_poll */
 	_Atomic uint64_t driven_ns; /* when the application last drove the engine (embedded); 0: handed back */
-	struct dp_park park;        /* the engine's thread waits there while the application drives */
+	_Atomic uint32_t park_seq;  /* the engine's thread parks on it while the application drives */
 	_Atomic bool parked;        /* ... and says so: the hand-back wakes it only then */
 	/* the application's last pass (embedded), kept after an ordinary hand-back
 	 * and 0 after one with work left or a control request: while it drives

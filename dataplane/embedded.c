@@ -9,11 +9,13 @@
  * (sl_dp_embedded_drive), so a waiting rank needs no wake-up.  DPDK
  * cannot start twice in one process, so neither can this.
  */
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <rte_lcore.h>
@@ -133,7 +135,6 @@ int32_t sl_dp_embedded_drive(int64_t now_ns)
 	uint64_t now = (uint64_t)now_ns;
 	atomic_store_explicit(&e->driven_ns, now, memory_order_relaxed);
 	atomic_store_explicit(&e->drove_ns, now, memory_order_relaxed);
-	dp_park_driven(&e->park, now); /* the parked thread's alarm stays ahead of us */
 	/* If the engine's thread sleeps (idle.c), peers' frames need not wake
 	 * it while this thread drives: it would only take this core. */
 	if (atomic_load_explicit(&e->idle.wake->sleeping, memory_order_relaxed))
@@ -159,7 +160,7 @@ int32_t sl_dp_embedded_drive(int64_t now_ns)
  * engine's thread is parked (it parks between calls, engine.c): the woken
  * thread only took the core from a rank, for the next wait to park it again
  * (3 ranks on 2 cores: an 8-byte grouped send/recv took 40 us, not 6; 2
- * ranks, 1.7-2.3x the time).  The park runs out DP_DRIVEN_HOLDOFF_NS after the
+ * ranks, 1.7-2.3x the time).  The park runs out DRIVEN_HOLDOFF_NS after the
  * last drive, so a call nobody waits for is late by at most that.  An
  * engine's thread that is up (spinning, or asleep on the wire) is told. */
 void sl_dp_embedded_release(bool more)
@@ -177,7 +178,8 @@ void sl_dp_embedded_release(bool more)
 	running = e->running > e->lingering; /* lingering calls can wait for the next pass */
 	atomic_store_explicit(&e->busy, false, memory_order_release);
 	if (running && atomic_load(&e->parked)) {
-		dp_park_ring(&e->park);
+		atomic_fetch_add(&e->park_seq, 1);
+		syscall(SYS_futex, &e->park_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	} else if (running) {
 		dp_wake_force(e->idle.wake); /* it may sleep, unkicked since this thread drove */
 	}
