@@ -148,6 +148,9 @@ static void usage(FILE *f, const char *prog)
 		"            each in turn, a table each (avg on an integer type is skipped: an error)\n"
 		"  -J FILE   also write one JSON object per size to FILE (rank 0), with each rank's\n"
 		"            own average call as oop_rank_us and ip_rank_us (lists by rank)\n"
+		"  -T FILE   each rank writes its timed calls to FILE.RANK, a line a phase: bytes,\n"
+		"            out or in (place), the first call's start (CLOCK_MONOTONIC s, to line\n"
+		"            up with other traces), then each call's us in order\n"
 		"  -g 1, -t 1  accepted for nccl-tests command lines: one rank per process\n"
 		"  -h        this help\n"
 		"  Each row ends with rank 0's own call times, out of place then in place: the median,\n"
@@ -249,7 +252,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 
 	*o = (struct perf_opts){ .coll = PERF_ALLREDUCE, .min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
 				 .warmup = 5, .check = true, .dtype = SLUICE_FLOAT32, .op = SLUICE_SUM };
-	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:z:d:o:J:g:t:GSh")) != -1) {
+	while ((opt = getopt(argc, argv, "C:r:b:e:f:n:w:B:c:z:d:o:J:T:g:t:GSh")) != -1) {
 		switch (opt) {
 		case 'C': set_choice(perf_parse_coll(optarg), &v, "collective", optarg, prog); o->coll = v; break;
 		case 'r': o->root = (int)parse_uint(optarg, prog, 'r'); break;
@@ -272,6 +275,7 @@ void perf_parse(int argc, char **argv, struct perf_opts *o)
 			o->op = v;
 			break;
 		case 'J': o->json = optarg; break;
+		case 'T': o->calls = optarg; break;
 		case 'G': o->gpu = true; break;
 		case 'S': o->sync = true; break;
 		case 'g':
@@ -588,9 +592,22 @@ static int repeat(const struct perf_backend *b, const struct perf_opts *o, const
 	return 0;
 }
 
+/* -T: this rank's file, or NULL.  A file's static like sum_spread: the
+ * phases that write it are far down perf_run's calls. */
+static FILE *calls_out;
+
+/* One phase's line of -T's file: which calls (bytes, place), when they began, each one's time. */
+static void write_calls(size_t bytes, bool in_place, double t0, const double *us, unsigned n)
+{
+	fprintf(calls_out, "%zu %s %.6f", bytes, in_place ? "in" : "out", t0);
+	for (unsigned k = 0; k < n; k++)
+		fprintf(calls_out, " %.1f", us[k]);
+	fputc('\n', calls_out);
+}
+
 /* The timed calls of a phase: their average and their tail. */
 static int timed(const struct perf_backend *b, const struct perf_opts *o, const struct layout *l,
-		 unsigned iters, struct phase *ph)
+		 unsigned iters, size_t bytes, bool in_place, struct phase *ph)
 {
 	double *us = malloc(iters * sizeof(*us));
 
@@ -611,6 +628,8 @@ static int timed(const struct perf_backend *b, const struct perf_opts *o, const 
 	double t0 = now_s();
 	int rc = repeat(b, o, l, iters, us);
 	ph->time_us = (now_s() - t0) * 1e6 / iters;
+	if (rc == 0 && calls_out)
+		write_calls(bytes, in_place, t0, us, iters);
 	if (rc == 0)
 		perf_tail_of(us, iters, &ph->tail);
 	free(us);
@@ -631,7 +650,7 @@ static int run_phase(const struct perf_opts *o, const struct perf_backend *b, vo
 	place(o, b, send, recv, in_place, &l);
 	h = host_side(b, send, recv, in_place, &l);
 	if (fill_input(o, b, &l, &h) < 0 || repeat(b, o, &l, scaled(o->warmup, bytes, o->budget), NULL) < 0 ||
-	    timed(b, o, &l, iters, ph) < 0)
+	    timed(b, o, &l, iters, bytes, in_place, ph) < 0)
 		return -1;
 	ph->wrong = -1;
 	if (!o->check)
@@ -807,6 +826,23 @@ static FILE *open_json(const struct perf_opts *o, const struct perf_backend *b, 
 	return f;
 }
 
+/* -T: this rank's FILE.RANK; *failed when it cannot be written (the run goes on, as with -J). */
+static FILE *open_calls(const struct perf_opts *o, const struct perf_backend *b, bool *failed)
+{
+	char path[4096];
+
+	*failed = false;
+	if (!o->calls)
+		return NULL;
+	snprintf(path, sizeof(path), "%s.%d", o->calls, b->rank);
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "%s: rank %d cannot write %s: %s\n", b->name, b->rank, path, strerror(errno));
+		*failed = true;
+	}
+	return f;
+}
+
 static void print_footer(double wrong, double busbw_sum, unsigned nphases, bool check)
 {
 	if (check)
@@ -874,7 +910,7 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 	int op0 = all_ops ? 0 : (int)o->op, op1 = all_ops ? SLUICE_REDOP_COUNT - 1 : op0;
 	int rc = 0, tables = 0;
 	const char *why;
-	bool json_failed;
+	bool json_failed, calls_failed;
 
 	if (o->root >= b->nranks) {
 		if (b->rank == 0)
@@ -904,6 +940,7 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 		return 1;
 	}
 	FILE *json = open_json(o, b, &json_failed);
+	calls_out = open_calls(o, b, &calls_failed);
 	for (int t = t0; t <= t1; t++) {
 		for (int op = op0; op <= op1; op++) {
 			struct perf_opts one = *o;
@@ -933,6 +970,9 @@ int perf_run(const struct perf_opts *o, const struct perf_backend *b, void *send
 out:
 	if (json)
 		fclose(json);
+	if (calls_out)
+		fclose(calls_out);
+	calls_out = NULL;
 	free(sums);
-	return rc ? rc : json_failed;
+	return rc ? rc : json_failed || calls_failed;
 }

@@ -31,6 +31,7 @@ struct perf_opts {
 	sluice_redop_t op;       /* -o */
 	bool all_dtypes, all_ops; /* -d all, -o all: each in turn, a table each (ops: reducing collectives) */
 	const char *json;        /* -J: JSON lines file, or NULL */
+	const char *calls;       /* -T: each rank's call times go to calls.RANK, or NULL */
 	bool gpu;                /* -G: buffers in GPU memory (sluice-perf built with CUDA) */
 	bool sync;               /* -S: a barrier before each phase's timed calls */
 	bool in_flight;          /* -z 0: keep PERF_WINDOW calls in flight (the backend's post and
