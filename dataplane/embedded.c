@@ -161,8 +161,8 @@ int32_t sl_dp_embedded_drive(int64_t now_ns)
  * thread only took the core from a rank, for the next wait to park it again
  * (3 ranks on 2 cores: an 8-byte grouped send/recv took 40 us, not 6; 2
  * ranks, 1.7-2.3x the time).  The park runs out one to two DRIVEN_HOLDOFF_NS
- * after the last drive (dp_holdoff_end: one once the application went
- * quiet), so a call nobody waits for is late by at most that.  An engine's thread that is up (spinning, or asleep on the
+ * after the last drive (dp_holdoff_end), so a call nobody waits for is late
+ * by at most that.  An engine's thread that is up (spinning, or asleep on the
  * wire) is told. */
 void sl_dp_embedded_release(bool more)
 {
