@@ -566,10 +566,6 @@ int32_t dp_engine_try_poll(struct dp_engine *e, uint64_t now_ns); /* work done, 
  * stops polling for a while (sleeps or parks), unless another thread is in
  * a pass (which then polls on). */
 void dp_engine_flush_acks(struct dp_engine *e);
-/* When a park of the engine's thread counted from `from` (the application's
- * last drive) runs out: a holdoff on, rounded up to the host-wide
- * millisecond grid that every engine's parks share (engine.c). */
-uint64_t dp_holdoff_end(uint64_t from);
 /* The dataplane stops (the engine's thread has returned): its last words
  * (dp_notices_last_words), from the caller's thread. */
 void dp_engine_last_words(struct dp_engine *e);

@@ -160,10 +160,9 @@ int32_t sl_dp_embedded_drive(int64_t now_ns)
  * engine's thread is parked (it parks between calls, engine.c): the woken
  * thread only took the core from a rank, for the next wait to park it again
  * (3 ranks on 2 cores: an 8-byte grouped send/recv took 40 us, not 6; 2
- * ranks, 1.7-2.3x the time).  The park runs out one to two DRIVEN_HOLDOFF_NS
- * after the last drive (dp_holdoff_end), so a call nobody waits for is late
- * by at most that.  An engine's thread that is up (spinning, or asleep on the
- * wire) is told. */
+ * ranks, 1.7-2.3x the time).  The park runs out DRIVEN_HOLDOFF_NS after the
+ * last drive, so a call nobody waits for is late by at most that.  An
+ * engine's thread that is up (spinning, or asleep on the wire) is told. */
 void sl_dp_embedded_release(bool more)
 {
 	struct dp_engine *e = atomic_load_explicit(&dp_running_engine, memory_order_acquire);

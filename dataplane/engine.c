@@ -642,18 +642,16 @@ static bool only_lingering(struct dp_engine *e)
  */
 static bool park(struct dp_engine *e, bool app_in_pass)
 {
-	uint64_t driven = atomic_load_explicit(&e->driven_ns, memory_order_relaxed), now = 0, from = 0;
+	uint64_t driven = atomic_load_explicit(&e->driven_ns, memory_order_relaxed), now;
 	bool between = !driven && !app_in_pass && only_lingering(e);
+	struct timespec ts = { 0, app_in_pass ? DRIVEN_HOLDOFF_NS : 0 };
 
 	if (between)
 		driven = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
 	if (driven && (now = dp_now_ns(NULL)) - driven < DRIVEN_HOLDOFF_NS)
-		from = driven;
-	else if (app_in_pass)
-		from = now = dp_now_ns(NULL);
-	if (!from)
+		ts.tv_nsec = (long)(driven + DRIVEN_HOLDOFF_NS - now);
+	if (!ts.tv_nsec)
 		return false;
-	struct timespec ts = { 0, (long)(dp_holdoff_end(from) - now) };
 	uint32_t seen = atomic_load(&e->park_seq);
 	/* seq_cst with the hand-back and control requests: they clear driven_ns
 	 * (a control request drove_ns first) then read parked.  Also in a pass:
@@ -672,17 +670,6 @@ static bool park(struct dp_engine *e, bool app_in_pass)
 	}
 	atomic_store(&e->parked, false);
 	return true;
-}
-
-/* Every engine's park on this host runs out on the same grid (CLOCK_MONOTONIC
- * is the host's): a collective's ranks, driving together, have their
- * threads' wake-ups in one instant, and a call pays one instead of one a
- * rank.  3-rank 1 MiB all-to-all: 30-37% of calls had a wake-up in them,
- * not 44-61%, and the median call took 0.87-0.97 of the time (perf/ALGORITHMS.md,
- * big34).  A thread comes back within two holdoffs of the last drive. */
-uint64_t dp_holdoff_end(uint64_t from)
-{
-	return (from + 2 * DRIVEN_HOLDOFF_NS - 1) / DRIVEN_HOLDOFF_NS * DRIVEN_HOLDOFF_NS;
 }
 
 int dp_engine_run(void *engine)

@@ -4386,33 +4386,6 @@ static void test_parked_between_the_applications_calls(void **state)
 	teardown_cluster();
 }
 
-/* The parks of every engine on the host run out on one grid (engine.c
- * dp_holdoff_end): ranks that drive the same calls, and so park from
- * drives microseconds apart, wake in the same instant, and a call pays one
- * wake-up instead of one a rank (60-110 us each here, perf/ALGORITHMS.md
- * big34).  Each still comes back a holdoff or more, and less than two,
- * after its last drive. */
-static void test_parks_run_out_on_one_grid(void **state)
-{
-	uint64_t h = dp_holdoff_end(0); /* a park counted from a grid point lasts one holdoff */
-	uint64_t base = 7777 * h, offsets[] = { 1, h / 3, h / 2, h - 1, h }; /* drives within one grid step */
-	uint64_t first = dp_holdoff_end(base + offsets[0]);
-	(void)state;
-
-	assert_true(h > 0);
-	for (unsigned i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
-		uint64_t from = base + offsets[i], end = dp_holdoff_end(from);
-
-		if (end % h || end < from + h || end >= from + 2 * h)
-			fail_msg("a park counted from %llu ns past a grid point ends %llu ns after it: want the first "
-				 "point of the %llu ns grid at least a holdoff on", (unsigned long long)offsets[i],
-				 (unsigned long long)(end - from), (unsigned long long)h);
-		if (end != first)
-			fail_msg("engines whose applications drove 1 and %llu ns past the same grid point wake %lld ns "
-				 "apart: want the same instant", (unsigned long long)offsets[i], (long long)(end - first));
-	}
-}
-
 /* Not while a call runs that nobody waits for (posted and left, or the
  * recv of a grouped send whose wait handed back): the thread runs it rather
  * than park for the rest of the holdoff. */
@@ -4899,7 +4872,6 @@ int main(void)
 		cmocka_unit_test(test_busy_poll_never_sleeps),
 		cmocka_unit_test(test_no_park_after_the_hand_back),
 		cmocka_unit_test(test_parked_between_the_applications_calls),
-		cmocka_unit_test(test_parks_run_out_on_one_grid),
 		cmocka_unit_test(test_not_parked_while_a_call_runs),
 		cmocka_unit_test(test_control_request_wakes_a_parked_thread),
 		cmocka_unit_test(test_parked_after_waking_its_application),
