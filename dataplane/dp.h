@@ -425,12 +425,16 @@ struct dp_ctl_req {
 };
 
 /* What an idle engine does (idle.c). */
+#define DP_LINK_WAIT_AFTER_NS 150000 /* idle this long, spin included, before waiting on rx_fds */
+#define DP_LINK_WAIT_NS 200000       /* a wait on them ends by then: timers, clients' posts */
 struct dp_idle_cfg {
 	bool busy_poll;         /* never sleep: the engine has a core of its own */
 	bool yield_app;         /* ranks share cores: an idle engine that would sleep does so at once, without spinning
 				   first; embedded, an application's pass that finds no work yields its core */
 	uint64_t spin_ns;       /* idle this long before sleeping; 0: the default */
 	uint64_t max_sleep_ns;  /* one sleep lasts at most this; 0: the default */
+	unsigned n_rx_fds;      /* every link's descriptor that polls readable while a frame waits */
+	int rx_fds[SL_MAX_PORTS]; /* (af_packet's sockets); 0 unless all links have one */
 };
 
 struct dp_idle {
@@ -447,6 +451,8 @@ struct dp_idle {
 		uint64_t app_yields;  /* embedded: the application's idle passes that yielded (yield_app) */
 		uint64_t parks;       /* embedded: waits while the application drove (engine.c) */
 		uint64_t parks_out;   /* ... that ran out */
+		uint64_t link_waits;  /* waits on the links' descriptors instead of a yield (rx_fds) */
+		uint64_t link_frames; /* ... that a frame ended */
 		uint64_t spins;       /* idle passes that neither slept nor yielded (none before a sleep with yield_app) */
 	} count;
 };

@@ -830,9 +830,21 @@ static int engine_main(void *arg)
 	return rc;
 }
 
-/* Set up channel ch's engine over its links (ports of that channel). */
+/* Each of the n links' descriptors that polls readable while a frame waits
+ * (base: the ports unwrapped) into cfg, or none unless every link has one. */
+static void links_rx_fds(struct sl_port **base, unsigned n, struct dp_idle_cfg *cfg)
+{
+	for (cfg->n_rx_fds = 0; cfg->n_rx_fds < n; cfg->n_rx_fds++)
+		if ((cfg->rx_fds[cfg->n_rx_fds] = sl_dpdk_port_rx_fd(base[cfg->n_rx_fds])) < 0) {
+			cfg->n_rx_fds = 0;
+			return;
+		}
+}
+
+/* Set up channel ch's engine over its links (ports of that channel; base:
+ * the same unwrapped). */
 static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, uint32_t frame,
-			struct sl_port **ports, struct dp_wake *wake, char *err, size_t len)
+			struct sl_port **ports, struct sl_port **base, struct dp_wake *wake, char *err, size_t len)
 {
 	struct dp_engine_cfg cfg = { .node = (uint16_t)o->node, .channel = ch, .max_frame = frame,
 				     .payload = o->payload, .timeout_ns = (uint64_t)(o->timeout_s * 1e9),
@@ -842,6 +854,7 @@ static int engine_setup(struct dp_engine *e, const struct opts *o, unsigned ch, 
 				     .idle = { .busy_poll = o->busy_poll, .yield_app = o->yield_idle }, .wake = wake,
 				     .all_links_wake = o->nodes > 0 && o->nlinks == (unsigned)o->nodes - 1 };
 
+	links_rx_fds(base, o->nlinks, &cfg.idle);
 	if (!cfg.gpu_blocks && o->channels > 1)
 		cfg.gpu_blocks = GPU_BLOCKS_TOTAL / o->channels > GPU_BLOCKS_MIN ? GPU_BLOCKS_TOTAL / o->channels
 										  : GPU_BLOCKS_MIN;
@@ -974,7 +987,8 @@ static int run(const struct opts *o, _Atomic bool *stop, _Atomic bool *ready, ch
 	for (; ready_engines < o->channels; ready_engines++) {
 		unsigned ch = ready_engines;
 		eptr[ch] = &engines[ch];
-		if (engine_setup(&engines[ch], o, ch, frame, ports + ch * o->nlinks, wakes[ch], err, len) != 0)
+		if (engine_setup(&engines[ch], o, ch, frame, ports + ch * o->nlinks, base + ch * o->nlinks, wakes[ch],
+				 err, len) != 0)
 			goto fini;
 	}
 	for (unsigned ch = 0; ch < o->channels; ch++) {

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -89,12 +90,51 @@ static void sleep_once(struct dp_engine *e)
  * while an embedded application drives call after call: waking this thread
  * for its frames would only take the application's core (its wait hands
  * the engine back when it has to wait long). */
-static bool stay_up(const struct dp_engine *e, uint64_t now)
+static bool app_drives(const struct dp_engine *e, uint64_t now)
 {
 	uint64_t drove = atomic_load_explicit(&e->drove_ns, memory_order_relaxed);
 
+	return drove && now - drove < APP_DRIVES_NS;
+}
+
+static bool stay_up(const struct dp_engine *e, uint64_t now)
+{
 	return e->idle.cfg.busy_poll || ((e->running || e->closing) && (!e->idle.all_links_wake || e->gated)) ||
-	       (drove && now - drove < APP_DRIVES_NS);
+	       app_drives(e, now);
+}
+
+/* Up only for frames from links whose peers cannot wake us, while each
+ * link's descriptor says when one arrives (af_packet's sockets): wait on
+ * them rather than yield.  A yield handed the core to any runnable thread
+ * (another engine, a rank, a compiler) for its slice: over veth, 3 hosts
+ * on 2 cores, yields took 18% of the engines' CPU and a frame waited in
+ * its ring 296 us (median) for its engine (perf/ALGORITHMS.md, veth33).
+ * A frame's arrival wakes the wait; timers and clients' posts (whose
+ * doorbells ring only a sleeping engine) wait DP_LINK_WAIT_NS at most.  Only
+ * while a call that its client waits for runs (with nothing but lingering
+ * calls, done for their clients, the next post is near), and once the idle
+ * stretch is DP_LINK_WAIT_AFTER_NS old: a small call's next frame comes
+ * sooner, and woken from a wait instead, 3 hosts' 8-byte all-reduce took
+ * 165-265 us a call against 139-177 (perf/ALGORITHMS.md, veth34). */
+static bool waits_on_links(const struct dp_engine *e, uint64_t now)
+{
+	const struct dp_idle *d = &e->idle;
+
+	return d->cfg.n_rx_fds && e->running > e->lingering && now - d->since >= DP_LINK_WAIT_AFTER_NS &&
+	       !d->cfg.busy_poll && !e->gated && !app_drives(e, now);
+}
+
+static void wait_on_links(struct dp_engine *e)
+{
+	struct dp_idle *d = &e->idle;
+	struct pollfd p[SL_MAX_PORTS];
+
+	for (unsigned i = 0; i < d->cfg.n_rx_fds; i++)
+		p[i] = (struct pollfd){ .fd = d->cfg.rx_fds[i], .events = POLLIN };
+	dp_engine_flush_acks(e); /* a delayed ACK would wait for the wake-up */
+	d->count.link_waits++;
+	if (ppoll(p, d->cfg.n_rx_fds, &(struct timespec){ .tv_nsec = DP_LINK_WAIT_NS }, NULL) > 0)
+		d->count.link_frames++;
 }
 
 /* Whether an idle pass keeps spinning: while the idle stretch is younger
@@ -129,10 +169,12 @@ void dp_idle(struct dp_engine *e)
 		d->count.spins++;
 		return;
 	}
-	if (stay_up(e, now))
-		sched_yield();
-	else
+	if (!stay_up(e, now))
 		sleep_once(e);
+	else if (waits_on_links(e, now))
+		wait_on_links(e);
+	else
+		sched_yield();
 }
 
 void dp_idle_print(const struct dp_engine *e)
@@ -141,11 +183,13 @@ void dp_idle_print(const struct dp_engine *e)
 
 	fprintf(stderr, "sluiced node %u: idle: %s, slept %llu times (woken by a peer %llu, by a client %llu, "
 		"ran out %llu); parked while the application drove %llu times (ran out %llu); "
-		"embedded waits yielded %llu times; idle passes spun %llu\n", e->node,
+		"embedded waits yielded %llu times; waited on the links %llu times (a frame came %llu); "
+		"idle passes spun %llu\n", e->node,
 		d->cfg.busy_poll ? "busy-polled" :
 		d->all_links_wake ? "slept, also with collectives in flight" : "slept when no collective was in flight",
 		(unsigned long long)d->count.sleeps, (unsigned long long)d->count.woke_peer,
 		(unsigned long long)d->count.woke_client, (unsigned long long)d->count.timed_out,
 		(unsigned long long)d->count.parks, (unsigned long long)d->count.parks_out,
-		(unsigned long long)d->count.app_yields, (unsigned long long)d->count.spins);
+		(unsigned long long)d->count.app_yields, (unsigned long long)d->count.link_waits,
+		(unsigned long long)d->count.link_frames, (unsigned long long)d->count.spins);
 }

@@ -60,7 +60,7 @@ struct sl_dpdk_port {
 	 * on each other's receiving would otherwise both stop for good. */
 	struct rte_mempool *rx_pool, *tx_pool;
 	uint64_t rx_dropped;         /* chained frames we could not linearize */
-	int afp_fd;                  /* net_af_packet: the driver's socket, for ring drops; else -1 */
+	int afp_fd;                  /* net_af_packet: the driver's socket, for ring drops and idle waits; else -1 */
 	uint64_t afp_drops;          /* ... summed, since the kernel's count resets on reading */
 	uint16_t port_id;            /* ethdev port */
 	bool started;                /* rte_eth_dev_start succeeded */
@@ -294,6 +294,11 @@ static void check_zero_copy(struct sl_dpdk_port *dp)
 bool sl_dpdk_port_zero_copy(const struct sl_port *port)
 {
 	return port->ops == &dpdk_ops && dp_of(port)->zero_copy;
+}
+
+int sl_dpdk_port_rx_fd(const struct sl_port *port)
+{
+	return port->ops == &dpdk_ops ? dp_of(port)->afp_fd : -1;
 }
 
 bool sl_dpdk_port_link_up(struct sl_port *port)

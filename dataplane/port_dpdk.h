@@ -45,6 +45,11 @@ bool sl_dpdk_port_link_up(struct sl_port *port);
  * ring.  False for any other port. */
 bool sl_dpdk_port_zero_copy(const struct sl_port *port);
 
+/* A descriptor that polls readable while a received frame waits
+ * (net_af_packet's socket: its ring), for an engine to sleep on; -1 for any
+ * other port. */
+int sl_dpdk_port_rx_fd(const struct sl_port *port);
+
 /* Frames received but dropped: chained and too long for one buffer, or no buffer to linearize into. */
 uint64_t sl_dpdk_port_rx_dropped(const struct sl_port *port);
 

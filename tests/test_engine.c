@@ -21,6 +21,7 @@
  * sluiced runs them: one asleep still wakes for a peer's frames and for a
  * submission.
  */
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -4483,6 +4484,57 @@ static void test_parked_after_waking_its_application(void **state)
 	teardown_cluster();
 }
 
+/* An engine with a call in flight over links whose peers cannot wake it,
+ * each with a descriptor that polls readable when a frame waits (af_packet's
+ * sockets; a pipe here), waits on them once idle DP_LINK_WAIT_AFTER_NS
+ * instead of yielding (a yield gave the core away for a slice: veth34), and
+ * a frame ends the wait. */
+static void test_idle_waits_on_the_links_descriptors(void **state)
+{
+	struct sl_memport_faults f = { .seed = 18 };
+	struct dp_engine *e = &nodes[0].e;
+	struct sl_cpl cpl[MAXN];
+	uint64_t start, deadline = 0;
+	int fds[2];
+	(void)state;
+
+	assert_int_equal(pipe2(fds, O_NONBLOCK), 0);
+	threaded.idle = (struct dp_idle_cfg){ .spin_ns = 1000, .n_rx_fds = 1, .rx_fds = { fds[0] } };
+	setup_cluster(2, &f, 30ull * 1000000000);
+	post(&nodes[0], 1, 1 << 16, SLUICE_INT32, SLUICE_SUM, false); /* 256 KiB: it does not linger */
+	while (!e->count.colls_posted)
+		dp_engine_poll(e);
+	while (dp_engine_poll(e)) /* its first sends */
+		;
+	/* Not before: its idle stretch starts after this, so in half the time no
+	 * wait may begin (a loaded machine may run few passes in it, never more) */
+	for (start = dp_now_ns(NULL); dp_now_ns(NULL) - start < DP_LINK_WAIT_AFTER_NS / 2;)
+		dp_idle(e);
+	if (e->idle.count.link_waits)
+		fail_msg("the engine waited on its links within %d us of its idle stretch, before %d us: a small "
+			 "call's next frame comes sooner than a wait's wake-up", DP_LINK_WAIT_AFTER_NS / 2000,
+			 DP_LINK_WAIT_AFTER_NS / 1000);
+	while (!e->idle.count.link_waits) {
+		awaiting(&deadline, "an idle engine with a call in flight to wait on its links' descriptors "
+			 "(it yielded or slept instead: slept %llu times, spun %llu idle passes)",
+			 (unsigned long long)e->idle.count.sleeps, (unsigned long long)e->idle.count.spins);
+		dp_idle(e);
+	}
+	assert_int_equal(e->idle.count.link_frames, 0); /* nothing came: it ran out */
+	assert_int_equal(write(fds[1], "f", 1), 1);      /* a frame */
+	for (uint64_t waits = e->idle.count.link_waits; e->idle.count.link_waits == waits;)
+		dp_idle(e);
+	if (e->idle.count.link_frames != 1)
+		fail_msg("a wait on the links' descriptors with a frame waiting ran out (%llu of %llu waits ended by "
+			 "a frame)", (unsigned long long)e->idle.count.link_frames,
+			 (unsigned long long)e->idle.count.link_waits);
+	post(&nodes[1], 1, 1 << 16, SLUICE_INT32, SLUICE_SUM, false);
+	wait_all(cpl, 1000000);
+	close(fds[0]);
+	close(fds[1]);
+	teardown_cluster();
+}
+
 /* --busy-poll: the same calls, and no engine ever sleeps. */
 static void test_busy_poll_never_sleeps(void **state)
 {
@@ -4870,6 +4922,7 @@ int main(void)
 		cmocka_unit_test(test_a_client_that_left_fails_its_peers),
 		cmocka_unit_test(test_sleep_wakes_for_frames_and_submissions),
 		cmocka_unit_test(test_busy_poll_never_sleeps),
+		cmocka_unit_test(test_idle_waits_on_the_links_descriptors),
 		cmocka_unit_test(test_no_park_after_the_hand_back),
 		cmocka_unit_test(test_parked_between_the_applications_calls),
 		cmocka_unit_test(test_not_parked_while_a_call_runs),
