@@ -4488,7 +4488,8 @@ static void test_parked_after_waking_its_application(void **state)
  * each with a descriptor that polls readable when a frame waits (af_packet's
  * sockets; a pipe here), waits on them once idle DP_LINK_WAIT_AFTER_NS
  * instead of yielding (a yield gave the core away for a slice: veth34), and
- * a frame ends the wait. */
+ * a frame ends the wait.  Not while its calls only linger (done for their
+ * clients, whose next post is near and would wait for the wait's end). */
 static void test_idle_waits_on_the_links_descriptors(void **state)
 {
 	struct sl_memport_faults f = { .seed = 18 };
@@ -4506,6 +4507,14 @@ static void test_idle_waits_on_the_links_descriptors(void **state)
 		dp_engine_poll(e);
 	while (dp_engine_poll(e)) /* its first sends */
 		;
+	e->lingering = e->running; /* as if done for its client */
+	for (start = dp_now_ns(NULL); dp_now_ns(NULL) - start < 2 * DP_LINK_WAIT_AFTER_NS;)
+		dp_idle(e);
+	e->lingering = 0;
+	if (e->idle.count.link_waits)
+		fail_msg("the engine waited on its links %llu times with only a lingering call: its client's next "
+			 "post would wait for the wait's end", (unsigned long long)e->idle.count.link_waits);
+	dp_idle_busy(&e->idle);
 	/* Not before: its idle stretch starts after this, so in half the time no
 	 * wait may begin (a loaded machine may run few passes in it, never more) */
 	for (start = dp_now_ns(NULL); dp_now_ns(NULL) - start < DP_LINK_WAIT_AFTER_NS / 2;)
