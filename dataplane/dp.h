@@ -425,7 +425,7 @@ struct dp_ctl_req {
 };
 
 /* What an idle engine does (idle.c). */
-#define DP_LINK_WAIT_AFTER_NS 150000 /* idle this long, spin included, before waiting on rx_fds */
+#define DP_LINK_WAIT_AFTER_NS 1000000 /* idle this long, spin included, before waiting on rx_fds */
 #define DP_LINK_WAIT_NS 200000       /* a wait on them ends by then: timers, clients' posts */
 struct dp_idle_cfg {
 	bool busy_poll;         /* never sleep: the engine has a core of its own */

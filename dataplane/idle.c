@@ -109,15 +109,17 @@ static bool stay_up(const struct dp_engine *e, uint64_t now)
  * (another engine, a rank, a compiler) for its slice: over veth, 3 hosts
  * on 2 cores, yields took 2-18% of the engines' CPU and a frame waited in
  * its ring 296 us (median) for its engine (perf/ALGORITHMS.md, veth33).
- * Waiting, 4 MiB all-reduce took 19 ms a call against 27 (medians) with
+ * Waiting, 4 MiB all-reduce took 19 ms a call against 36 (medians) with
  * a third less CPU (veth34).
  * A frame's arrival wakes the wait; timers and clients' posts (whose
  * doorbells ring only a sleeping engine) wait DP_LINK_WAIT_NS at most.  Only
  * while a call that its client waits for runs (with nothing but lingering
  * calls, done for their clients, the next post is near), and once the idle
- * stretch is DP_LINK_WAIT_AFTER_NS old: a small call's next frame comes
- * sooner, and woken from a wait instead, 3 hosts' 8-byte all-reduce took
- * 165-266 us a call against 141-177 (perf/ALGORITHMS.md, veth34). */
+ * stretch is DP_LINK_WAIT_AFTER_NS old, a peer's stall rather than a gap
+ * between frames: woken from waits after 50 us, 3 hosts' 8-byte all-reduce
+ * took 165-266 us a call against 141-177, and after 150 us a 3-to-1 incast
+ * at 200 Mbit/s fell to 0.30-0.47 of the rate in 2 of 5 rounds (a guess:
+ * Swift's RTT takes the wake-ups in; perf/ALGORITHMS.md, veth34). */
 static bool waits_on_links(const struct dp_engine *e, uint64_t now)
 {
 	const struct dp_idle *d = &e->idle;

@@ -4520,9 +4520,9 @@ static void test_idle_waits_on_the_links_descriptors(void **state)
 	for (start = dp_now_ns(NULL); dp_now_ns(NULL) - start < DP_LINK_WAIT_AFTER_NS / 2;)
 		dp_idle(e);
 	if (e->idle.count.link_waits)
-		fail_msg("the engine waited on its links within %d us of its idle stretch, before %d us: a small "
-			 "call's next frame comes sooner than a wait's wake-up", DP_LINK_WAIT_AFTER_NS / 2000,
-			 DP_LINK_WAIT_AFTER_NS / 1000);
+		fail_msg("the engine waited on its links within %d us of its idle stretch, before %d us: a gap "
+			 "between frames is no peer's stall, and a wake-up costs small calls and Swift's RTT",
+			 DP_LINK_WAIT_AFTER_NS / 2000, DP_LINK_WAIT_AFTER_NS / 1000);
 	while (!e->idle.count.link_waits) {
 		awaiting(&deadline, "an idle engine with a call in flight to wait on its links' descriptors "
 			 "(it yielded or slept instead: slept %llu times, spun %llu idle passes)",
