@@ -406,6 +406,15 @@ void dp_note_stall(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 	}
 }
 
+/* Whether chain wait x is k's: a send's or recv's number is its pair's,
+ * so its peer tells it from the rank's other calls of that number (two
+ * recvs #0 from different ranks took each other's chains). */
+static bool is_wait_of(const struct dp_wait_edge *x, const struct dp_coll *k)
+{
+	return x->comm == k->comm->key32 && x->rank == k->comm->rank && x->op == k->cmd.opcode && x->seq == k->seq &&
+	       (!dp_is_p2p(x->op) || x->waits_for == k->cmd.root);
+}
+
 /* The shortest cycle through k's wait among the chains that came back to
  * this rank during k's stall and still hold: its length (0: none), its
  * waits from k's on in cycle (cycle->n known, cycle->skipped more not
@@ -425,8 +434,7 @@ static unsigned chain_cycle(struct dp_engine *e, const struct dp_coll *k, struct
 			for (unsigned w = 0; w + 1 < ch->n; w++) {
 				const struct dp_wait_edge *x = &ch->edge[w];
 				unsigned skipped = w < DP_CHAIN_HEAD ? ch->skipped : 0;
-				if (x->comm == k->comm->key32 && x->rank == k->comm->rank && x->op == k->cmd.opcode &&
-				    x->seq == k->seq && may_chain(&ch->edge[ch->n - 1], x->op, x->comm) &&
+				if (is_wait_of(x, k) && may_chain(&ch->edge[ch->n - 1], x->op, x->comm) &&
 				    (!best || ch->n - w + skipped < best)) {
 					best = ch->n - w + skipped;
 					cycle->n = (uint8_t)(ch->n - w);

@@ -2430,6 +2430,30 @@ static void test_a_cycle_behind_a_call_stalled_longer_is_named(void **state)
 	teardown_cluster();
 }
 
+/* A point-to-point call's number is its pair's: node 1's recvs from nodes
+ * 2 and 0 are both #0.  Node 1 waits in both, node 0 in a recv from node
+ * 1; node 0's chain comes back to node 1 naming its recv from node 0,
+ * which then completes (node 0 sends, half a timeout in).  The recv from
+ * node 2 (which never sends) must time out waiting for rank 2: the chain
+ * names the other recv, which no longer waits (it took it for its own and
+ * named a cycle of two, before). */
+static void test_a_chain_names_a_wait_with_its_peer(void **state)
+{
+	(void)state;
+
+	setup_stepped(3);
+	post_p2p(2, 1, true, 0);
+	post_p2p(0, 1, true, 64);
+	poll_engine_ms(CYCLE_TIMEOUT_NS / 1000000 / 10); /* node 0's recv times out after node 1's */
+	post_p2p(1, 0, true, 0);
+	poll_engine_ms(CYCLE_TIMEOUT_NS / 1000000 / 2);
+	post_p2p(0, 1, false, 0);
+	expect_status_saying(0, SLUICE_OK, "");
+	expect_status_saying(1, SLUICE_OK, "");
+	expect_status_saying(1, SLUICE_ERR_TIMEOUT, "recv #0 on rank 1 " NOT_PAST_A_TIMEOUT);
+	teardown_cluster();
+}
+
 /* A chain goes along the call stalled longest, not the one posted first:
  * node 0 waits in a recv from node 2 (posted first) and one from node 1;
  * the first moved after the second was posted (as a send held by a rank
@@ -4867,6 +4891,7 @@ int main(void)
 		cmocka_unit_test(test_a_chain_is_passed_along_one_call),
 		cmocka_unit_test(test_a_chain_goes_along_the_call_stalled_longest),
 		cmocka_unit_test(test_a_cycle_behind_a_call_stalled_longer_is_named),
+		cmocka_unit_test(test_a_chain_names_a_wait_with_its_peer),
 		cmocka_unit_test(test_a_chain_past_the_payload_is_not_passed),
 		cmocka_unit_test(test_a_cycle_past_a_chains_room_is_named),
 		cmocka_unit_test(test_a_chain_goes_along_the_next_stalled_call),
