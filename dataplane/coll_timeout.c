@@ -203,6 +203,27 @@ static bool verdict_held(struct dp_engine *e, struct dp_coll *k, int peer, uint6
 	return sl_tp_node_heard_ns(e->tp, node) < k->held_ns && now - k->held_ns < hold_ns(e, k->comm);
 }
 
+/* k's timeout found nothing closer to name than peer, the rank it waits
+ * for: an ahead note (wait_notes.c) says where the waits from k's lead, and
+ * which rank holds them all, so that rank and the call it has not posted
+ * are named (true), as a timeout. */
+static bool path_named(struct dp_engine *e, struct dp_coll *k, int peer, uint64_t now)
+{
+	const struct dp_wait_chain *a = dp_path_ahead(k, peer);
+	const struct dp_comm *comm = k->comm;
+	char why[SL_ERRMSG_LEN];
+	int n;
+
+	if (!a)
+		return false;
+	n = snprintf(why, sizeof(why), "%s #%u on rank %u made no progress for %.1f s (waiting for rank %d): ",
+		     sl_coll_name(k->cmd.opcode), k->seq, comm->rank, (double)dp_comm_timeout(e, comm) / 1e9, peer);
+	dp_path_sentence(why + n, sizeof(why) - (size_t)n, a->edge, a->n, a->skipped ? DP_CHAIN_HEAD : 0, a->skipped,
+			 (double)(now - a->at_ns) / 1e9);
+	comm_fail(e, k->comm, SLUICE_ERR_TIMEOUT, k->seq, true, "%s", why);
+	return true;
+}
+
 void dp_coll_check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 {
 	struct dp_comm *comm = k->comm;
@@ -238,6 +259,8 @@ void dp_coll_check_timeout(struct dp_engine *e, struct dp_coll *k, uint64_t now)
 		return;
 	}
 	if (verdict_held(e, k, peer, now))
+		return;
+	if (path_named(e, k, peer, now))
 		return;
 	if (peer >= 0)
 		early_cross_hint(k, peer, cause, sizeof(cause));

@@ -308,6 +308,11 @@ struct dp_comm {
 	struct dp_wait_chain cycle_in;
 	uint8_t cycle_path;
 	uint16_t cycle_from;
+	/* The latest ahead note (wait_notes.c ahead_came; n 0: none): the
+	 * waits from this rank's own to the rank its chain stopped at, which
+	 * had not posted the last one's counterpart.  Named at this rank's
+	 * timeout where nothing closer is known. */
+	struct dp_wait_chain ahead;
 };
 
 struct dp_coll {
@@ -672,9 +677,9 @@ int32_t dp_comm_close(struct dp_engine *e, struct dp_comm *comm, struct dp_ctl_r
 /* comm_fail.c: a communicator's failure, and the notices to its peers */
 /* Control messages (SL_F_CTRL), told apart by their step: abort and closing
  * carry the communicator's failure status (count) and reason; a stall note,
- * a cycle note, a path note and a ping (wait_notes.c) carry status 0, so a
+ * a cycle note, a path note, a ping and an ahead note (wait_notes.c) carry status 0, so a
  * peer from before them ignores them. */
-enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH, NOTICE_PING };
+enum { NOTICE_ABORT, NOTICE_CLOSING, NOTICE_STALL, NOTICE_CYCLE, NOTICE_PATH, NOTICE_PING, NOTICE_AHEAD };
 /* hdr (its step, seq, kind and count) with text to rank `to`, or to every
  * live peer (-1). */
 void dp_notices_send(struct dp_engine *e, struct dp_comm *comm, int to, struct sl_hdr hdr, const char *text);

@@ -251,31 +251,28 @@ static void cycle_end(char *buf, size_t size, size_t *len, const struct dp_wait_
  * without, came cut to the peers. */
 #define RELAY_ROOM 24
 
-/* The sentence of a cycle too long to say each counterpart (some 5 ranks
- * or more, with RELAY_ROOM), or with waits not known (skipped before
- * cycle[skip_at]): each wait once ("rank 1 in recv #0 from rank 2"), and as many
- * as fit before the last (and before those not known) with what to do, the rest counted. */
-static void cycle_words_short(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
-			      unsigned skip_at, unsigned skipped, bool comms)
+/* Waits edge[0, n) (n >= 2) each once ("rank 1 in recv #0 from rank 2"),
+ * and as many of those between the first and the last as fit before the
+ * last (and before `skipped` not known before edge[skip_at]) with end
+ * after it, the rest counted. */
+static void waits_listed(char *buf, size_t size, size_t *len, const struct dp_wait_edge *edge, unsigned n,
+			 unsigned skip_at, unsigned skipped, bool comms, const char *end)
 {
-	char wait[96], counter[64], tail[SL_ERRMSG_LEN];
-	size_t tail_len = 0, room;
+	char wait[96], last[SL_ERRMSG_LEN];
+	size_t last_len = 0, room;
 	unsigned i = 1;
 
-	dp_call_name(counter, sizeof(counter), dp_counter_op(cycle[n - 1].op), cycle[n - 1].seq, cycle[n - 1].rank);
-	wait_name(wait, sizeof(wait), &cycle[n - 1], comms && cycle[n - 1].comm != cycle[n - 2].comm);
-	append(tail, sizeof(tail), &tail_len, ", rank %u in %s; none has posted what the one before it waits for: ",
-	       cycle[n - 1].rank, wait);
-	cycle_end(tail, sizeof(tail), &tail_len, &cycle[n - 1], counter, comms);
-	wait_name(wait, sizeof(wait), &cycle[0], comms);
-	append(buf, size, len, "rank %u waits in %s", cycle[0].rank, wait);
+	wait_name(wait, sizeof(wait), &edge[n - 1], comms && edge[n - 1].comm != edge[n - 2].comm);
+	append(last, sizeof(last), &last_len, ", rank %u in %s%s", edge[n - 1].rank, wait, end);
+	wait_name(wait, sizeof(wait), &edge[0], comms);
+	append(buf, size, len, "rank %u waits in %s", edge[0].rank, wait);
 	/* room for the waits between, with ", and 99 more" */
-	room = *len + tail_len + 16 + RELAY_ROOM < size ? size - *len - tail_len - 16 - RELAY_ROOM : 0;
+	room = *len + last_len + 16 + RELAY_ROOM < size ? size - *len - last_len - 16 - RELAY_ROOM : 0;
 	for (; i + 1 < n && (!skipped || i < skip_at); i++) {
 		char one[128];
 		int m;
-		wait_name(wait, sizeof(wait), &cycle[i], comms && cycle[i].comm != cycle[i - 1].comm);
-		m = snprintf(one, sizeof(one), ", rank %u in %s", cycle[i].rank, wait);
+		wait_name(wait, sizeof(wait), &edge[i], comms && edge[i].comm != edge[i - 1].comm);
+		m = snprintf(one, sizeof(one), ", rank %u in %s", edge[i].rank, wait);
 		if ((size_t)m >= room)
 			break;
 		append(buf, size, len, "%s", one);
@@ -283,7 +280,22 @@ static void cycle_words_short(char *buf, size_t size, size_t *len, const struct 
 	}
 	if (i + 1 < n + skipped)
 		append(buf, size, len, ", and %u more", n + skipped - 1 - i);
-	append(buf, size, len, "%s", tail);
+	append(buf, size, len, "%s", last);
+}
+
+/* The sentence of a cycle too long to say each counterpart (some 5 ranks
+ * or more, with RELAY_ROOM), or with waits not known (skipped before
+ * cycle[skip_at]): its waits listed (waits_listed), then what to do. */
+static void cycle_words_short(char *buf, size_t size, size_t *len, const struct dp_wait_edge *cycle, unsigned n,
+			      unsigned skip_at, unsigned skipped, bool comms)
+{
+	char counter[64], end[SL_ERRMSG_LEN];
+	size_t end_len = 0;
+
+	dp_call_name(counter, sizeof(counter), dp_counter_op(cycle[n - 1].op), cycle[n - 1].seq, cycle[n - 1].rank);
+	append(end, sizeof(end), &end_len, "; none has posted what the one before it waits for: ");
+	cycle_end(end, sizeof(end), &end_len, &cycle[n - 1], counter, comms);
+	waits_listed(buf, size, len, cycle, n, skip_at, skipped, comms, end);
 }
 
 /* Appends the sentence of dp_cycle_sentence to buf (len bytes used). */
@@ -346,5 +358,22 @@ void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, c
 	}
 	append(buf, size, &len, ", which is in a cycle: ");
 	cycle_words(buf, size, &len, &ahead[path], n - path, 0, 0, timeout_s, comms);
+	sl_errmsg_mark_cut(buf, size, (int)len);
+}
+
+void dp_path_sentence(char *buf, size_t size, const struct dp_wait_edge *path, unsigned n, unsigned skip_at,
+		      unsigned skipped, double age_s)
+{
+	const struct dp_wait_edge *last = &path[n - 1];
+	bool comms = across_comms(path, n);
+	char counter[64], on[40] = "", end[SL_ERRMSG_LEN];
+	size_t len = 0;
+
+	dp_call_name(counter, sizeof(counter), dp_counter_op(last->op), last->seq, last->rank);
+	if (comms)
+		snprintf(on, sizeof(on), " on communicator %#x", last->comm);
+	snprintf(end, sizeof(end), "; rank %u had not posted %s%s %.1f s before: it may not have made that call, or "
+		 "may be stuck before it; every rank on the way waits on it", last->waits_for, counter, on, age_s);
+	waits_listed(buf, size, &len, path, n, skip_at, skipped, comms, end);
 	sl_errmsg_mark_cut(buf, size, (int)len);
 }

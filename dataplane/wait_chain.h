@@ -110,4 +110,15 @@ void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle,
 void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, const struct dp_wait_edge *ahead,
 		      unsigned n, unsigned path, double timeout_s);
 
+/* The sentence for a path of waits that stops short of a cycle (n >= 2:
+ * path[0] this rank's, each waiting for the next one's rank, `skipped`
+ * more not known before path[skip_at]), at rank path[n - 1].waits_for,
+ * which had not posted path[n - 1]'s counterpart age_s before (its ahead
+ * note, wait_notes.c): each wait once, as many as fit, and whom every rank
+ * on the way waits on.  A timeout of a long cycle's rank that came before
+ * its chain went round (a rank entered its wait late) named only the rank
+ * it waits for. */
+void dp_path_sentence(char *buf, size_t size, const struct dp_wait_edge *path, unsigned n, unsigned skip_at,
+		      unsigned skipped, double age_s);
+
 #endif

@@ -268,6 +268,59 @@ static void cycle_came(struct dp_engine *e, struct dp_comm *comm, int src, uint3
 	tail_tell(e, comm);
 }
 
+/* Whether comm's client has a running call that waits for one rank: it
+ * passes the chains held on once it stalls (dp_note_stall). */
+static bool waits_on_one(const struct dp_engine *e, const struct dp_comm *comm)
+{
+	struct dp_wait_edge w;
+
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++)
+		for (const struct dp_coll *k = same_client(comm, &e->comms[i]) ? e->comms[i].colls : NULL; k; k = k->next)
+			if (k->status == SLUICE_OK && own_edge(k, &w))
+				return true;
+	return false;
+}
+
+/* Chain c (came on via) waits for this rank, which has not posted its last
+ * wait's counterpart and waits for no one rank: the chain stops here.  Its
+ * starter, a rank or more behind its sender, hears the path (an ahead
+ * note), so that its timeout names this rank and the call it has not
+ * posted, not only the rank it waits for: a long cycle's first rank timed
+ * out so, bare, when the last entered its wait too late for the chain to
+ * come round.  Once a chain: n - 1 notes for the n ranks waiting on a rank
+ * that computes past an eighth of the timeout. */
+static void ahead_tell(struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
+{
+	const struct dp_wait_edge *first = &c->edge[0];
+	char text[DP_CHAIN_TEXT_LEN];
+
+	if (c->n < 2 || !dp_chain_write(c, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
+		return;
+	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
+		struct dp_comm *t = &e->comms[i];
+		if (same_client(via, t) && t->key32 == first->comm && first->rank < t->nranks && t->rank != first->rank)
+			dp_notices_send(e, t, first->rank,
+				     (struct sl_hdr){ .seq = first->seq, .step = NOTICE_AHEAD, .kind = first->op }, text);
+	}
+}
+
+/* An ahead note (text: the waits from this rank's to src's rank, which
+ * has not posted the last one's counterpart) came from rank src on comm:
+ * kept for a timeout of the wait it starts with. */
+static void ahead_came(struct dp_engine *e, struct dp_comm *comm, int src, const char *text)
+{
+	struct dp_wait_chain c;
+	const struct dp_wait_edge *last;
+
+	if (!dp_chain_parse(text, &c) || c.n < 2 || c.edge[0].comm != comm->key32 || c.edge[0].rank != comm->rank)
+		return;
+	last = &c.edge[c.n - 1];
+	if (last->comm == comm->key32 && last->waits_for != src)
+		return;
+	c.at_ns = sl_tp_poll_ns(e->tp);
+	comm->ahead = c;
+}
+
 /* A stall note's chain (text) came from rank src on comm: kept, the
  * sender's own wait at its end, and passed on at once along the
  * passing_call (dp_note_stall passes it along one that stalls later), while
@@ -309,6 +362,8 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 	}
 	if ((k = passing_call(e, comm)))
 		chain_pass(e, k, &c);
+	else if (!waits_on_one(e, comm))
+		ahead_tell(e, comm, &c);
 	return true;
 }
 
@@ -545,4 +600,15 @@ void dp_wait_note_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 		cycle_came(e, comm, src, 0, text);
 	if (h->step == NOTICE_PATH && h->seq)
 		cycle_came(e, comm, src, h->seq, text);
+	if (h->step == NOTICE_AHEAD)
+		ahead_came(e, comm, src, text);
+}
+
+const struct dp_wait_chain *dp_path_ahead(const struct dp_coll *k, int peer)
+{
+	const struct dp_wait_chain *a = &k->comm->ahead;
+
+	return a->n && a->at_ns > k->last_progress_ns && is_wait_of(&a->edge[0], k) && a->edge[0].waits_for == peer
+		       ? a
+		       : NULL;
 }

@@ -47,4 +47,10 @@ bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char
 const struct dp_coll *dp_cycle_behind(struct dp_engine *e, const struct dp_coll *k, char *why, size_t why_size,
 				      struct dp_comm **also);
 
+/* k has waited a timeout for peer, of no cycle the notes show: the latest
+ * ahead note of its wait (the path from it to the rank where its chain
+ * stopped, which had not posted the last wait's counterpart), if one came
+ * during k's stall; else NULL. */
+const struct dp_wait_chain *dp_path_ahead(const struct dp_coll *k, int peer);
+
 #endif

@@ -2606,6 +2606,35 @@ static void test_a_cycle_entered_far_apart_is_named(void **state)
 	teardown_cluster();
 }
 
+/* A ring whose last rank enters its wait too late for any chain to come
+ * round before the first rank's timeout: nodes 0, 1 and 2 wait in recvs
+ * from nodes 1, 2 and 3; node 3 posts its recv from node 0 0.9 of a
+ * timeout later (its stall, an eighth on, comes after their timeouts).
+ * Node 3 has no call when the chains come, so they stop there, and their
+ * starters hear so (ahead notes): node 0's timeout names node 3 and the
+ * send it has not posted, not only rank 1 ("(waiting for rank 1): a rank
+ * may not have made this call", before); node 1 likewise, node 3 hears
+ * node 0's. */
+static void test_a_path_to_a_rank_late_in_its_wait_is_named(void **state)
+{
+	(void)state;
+
+	setup_stepped(4);
+	for (unsigned i = 0; i < 3; i++)
+		post_p2p(i + 1, i, true, 0);
+	poll_engine_ms(CYCLE_TIMEOUT_NS * 9 / 10 / 1000000);
+	post_p2p(0, 3, true, 0);
+	expect_status_saying(0, SLUICE_ERR_TIMEOUT,
+			     "recv #0 on rank 0 made no progress for 0.3 s (waiting for rank 1): rank 0 waits in recv "
+			     "#0 from rank 1, rank 1 in recv #0 from rank 2, rank 2 in recv #0 from rank 3; rank 3 had "
+			     "not posted send #0 to rank 2 ");
+	expect_status_saying(1, SLUICE_ERR_TIMEOUT, " s before: it may not have made that call, or may be stuck "
+						    "before it; every rank on the way waits on it");
+	expect_status_saying(2, SLUICE_ERR_TIMEOUT, "rank 3"); /* its own: the rank it waits for */
+	expect_status_saying(3, SLUICE_ERR_TIMEOUT, "rank 3 had not posted send #0 to rank 2");
+	teardown_cluster();
+}
+
 /* Ranks two and three steps from a cycle, which entered their waits first
  * (a training job's rank in an all-reduce waits for one in a recv on the
  * cycle, and gets there first): node 4 waits for node 3, which waits for
@@ -4896,6 +4925,7 @@ int main(void)
 		cmocka_unit_test(test_a_cycle_past_a_chains_room_is_named),
 		cmocka_unit_test(test_a_chain_goes_along_the_next_stalled_call),
 		cmocka_unit_test(test_a_cycle_entered_far_apart_is_named),
+		cmocka_unit_test(test_a_path_to_a_rank_late_in_its_wait_is_named),
 		cmocka_unit_test(test_a_tail_of_three_names_the_cycle),
 		cmocka_unit_test(test_a_tail_across_communicators_names_the_cycle),
 		cmocka_unit_test(test_a_path_is_told_once_a_waiter),

@@ -2,7 +2,8 @@
  * test_wait_chain.c: a stall note's chain of waits as text, and the
  * sentence of a cycle (dataplane/wait_chain.h): long chains round-trip,
  * cut or overlong ones are refused, and a long cycle's sentence still ends
- * in what to do; a set of ranks as a sentence names them.
+ * in what to do, a path's in whom it waits on; a set of ranks as a
+ * sentence names them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -152,10 +153,11 @@ static void test_a_long_cycle_is_said_whole(void **state)
 
 /* A chain passed round a ring of n recvs as the ranks pass it (wait_notes.c
  * chain_came, chain_pass): each rank reads the text, puts the sender's
- * wait at its end, and, unless the chain came back to its first rank,
- * makes room and writes it on.  Returns the chain as rank 0 holds it when
- * it comes back, or with n 0 if a rank stopped it. */
-static struct dp_wait_chain round_the_ring(unsigned n, size_t *longest)
+ * wait at its end, and, unless the chain came back to its first rank or
+ * took `stop` hops (0: none), makes room and writes it on.  Returns the
+ * chain as the rank it came to last holds it, or with n 0 if a rank
+ * stopped it. */
+static struct dp_wait_chain round_the_ring(unsigned n, unsigned stop, size_t *longest)
 {
 	struct dp_wait_edge edge[SL_MAX_RANKS];
 	struct dp_wait_chain c;
@@ -167,7 +169,7 @@ static struct dp_wait_chain round_the_ring(unsigned n, size_t *longest)
 		unsigned at = hop % n; /* the rank it comes to, from rank hop - 1 */
 		assert_true(dp_chain_parse(text, &c));
 		c.edge[c.n++] = edge[hop - 1];
-		if (at == c.edge[0].rank)
+		if (at == c.edge[0].rank || hop == stop)
 			return c;
 		if (!dp_chain_make_room(&c) || !dp_chain_write(&c, text, sizeof(text)))
 			return (struct dp_wait_chain){ .n = 0 };
@@ -189,7 +191,7 @@ static void test_a_chain_goes_round_a_cycle_of_any_size(void **state)
 	for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		unsigned n = sizes[s];
 		size_t longest;
-		struct dp_wait_chain c = round_the_ring(n, &longest);
+		struct dp_wait_chain c = round_the_ring(n, 0, &longest);
 		char count[64], last[64];
 		if (!c.n || c.n + c.skipped != n || c.n > DP_WAIT_CHAIN_MAX + 1 || longest > 1024)
 			fail_msg("ring of %u: came back with %u waits and %u left out (want %u), its text up to "
@@ -202,6 +204,38 @@ static void test_a_chain_goes_round_a_cycle_of_any_size(void **state)
 		    (n >= 12 && !strstr(why, last)) || !end || end[strlen(WHAT_TO_DO)] ||
 		    strlen(why) + strlen("rank 255 reported: ") >= sizeof(why))
 			fail_msg("ring of %u: \"%s\"", n, why);
+	}
+}
+
+/* The sentence of a path of 2 to 255 waits that stops at a rank which has
+ * not posted the last one's counterpart (its chain passed along a ring
+ * that far, waits left out past DP_WAIT_CHAIN_MAX), after a timeout's
+ * words: it starts with this rank's wait, names the rank it stops at, its
+ * call and the last wait, and ends whole, with the relay's room left. */
+static void test_a_path_names_the_rank_it_stops_at(void **state)
+{
+	static const unsigned lengths[] = { 2, 3, 5, 12, 64, 65, 100, 255 };
+	static const char head[] = "recv #0 on rank 0 made no progress for 30.0 s (waiting for rank 1): ";
+	static const char end[] = " s before: it may not have made that call, or may be stuck before it; every rank "
+				  "on the way waits on it";
+	char why[SL_ERRMSG_LEN];
+	(void)state;
+
+	for (unsigned l = 0; l < sizeof(lengths) / sizeof(lengths[0]); l++) {
+		unsigned n = lengths[l];
+		size_t longest, at = strlen(head);
+		struct dp_wait_chain c = round_the_ring(SL_MAX_RANKS, n, &longest);
+		char stops[192], last[64];
+		if (c.n + c.skipped != n)
+			fail_msg("path of %u: %u waits and %u left out", n, c.n, c.skipped);
+		memcpy(why, head, at);
+		dp_path_sentence(why + at, sizeof(why) - at, c.edge, c.n, c.skipped ? DP_CHAIN_HEAD : 0, c.skipped, 1.5);
+		snprintf(stops, sizeof(stops), "; rank %u had not posted send #0 to rank %u 1.5%s", n, n - 1, end);
+		snprintf(last, sizeof(last), ", rank %u in recv #0 from rank %u;", n - 1, n);
+		const char *tail = strstr(why, stops);
+		if (strncmp(why + at, "rank 0 waits in recv #0 from rank 1", 35) || !tail || tail[strlen(stops)] ||
+		    !strstr(why, last) || strlen(why) + strlen("rank 255 reported: ") >= sizeof(why))
+			fail_msg("path of %u (%zu bytes): \"%s\"", n, strlen(why), why);
 	}
 }
 
@@ -290,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_a_long_cycle_is_said_whole),
 		cmocka_unit_test(test_a_chain_goes_round_a_cycle_of_any_size),
 		cmocka_unit_test(test_waits_left_out_are_checked),
+		cmocka_unit_test(test_a_path_names_the_rank_it_stops_at),
 		cmocka_unit_test(test_ranks_are_listed),
 	};
 
