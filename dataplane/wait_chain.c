@@ -372,8 +372,9 @@ void dp_path_sentence(char *buf, size_t size, const struct dp_wait_edge *path, u
 	dp_call_name(counter, sizeof(counter), dp_counter_op(last->op), last->seq, last->rank);
 	if (comms)
 		snprintf(on, sizeof(on), " on communicator %#x", last->comm);
-	snprintf(end, sizeof(end), "; rank %u had not posted %s%s %.1f s before: it may not have made that call, or "
-		 "may be stuck before it; every rank on the way waits on it", last->waits_for, counter, on, age_s);
+	snprintf(end, sizeof(end), "; rank %u had not posted %s%s (it said so %.1f s before): it may not have made "
+		 "that call, or may be stuck before it; every rank on the way waits on it", last->waits_for, counter, on,
+		 age_s);
 	waits_listed(buf, size, &len, path, n, skip_at, skipped, comms, end);
 	sl_errmsg_mark_cut(buf, size, (int)len);
 }

@@ -2628,7 +2628,7 @@ static void test_a_path_to_a_rank_late_in_its_wait_is_named(void **state)
 			     "recv #0 on rank 0 made no progress for 0.3 s (waiting for rank 1): rank 0 waits in recv "
 			     "#0 from rank 1, rank 1 in recv #0 from rank 2, rank 2 in recv #0 from rank 3; rank 3 had "
 			     "not posted send #0 to rank 2 ");
-	expect_status_saying(1, SLUICE_ERR_TIMEOUT, " s before: it may not have made that call, or may be stuck "
+	expect_status_saying(1, SLUICE_ERR_TIMEOUT, " s before): it may not have made that call, or may be stuck "
 						    "before it; every rank on the way waits on it");
 	expect_status_saying(2, SLUICE_ERR_TIMEOUT, "rank 3"); /* its own: the rank it waits for */
 	expect_status_saying(3, SLUICE_ERR_TIMEOUT, "rank 3 had not posted send #0 to rank 2");

@@ -216,7 +216,7 @@ static void test_a_path_names_the_rank_it_stops_at(void **state)
 {
 	static const unsigned lengths[] = { 2, 3, 5, 12, 64, 65, 100, 255 };
 	static const char head[] = "recv #0 on rank 0 made no progress for 30.0 s (waiting for rank 1): ";
-	static const char end[] = " s before: it may not have made that call, or may be stuck before it; every rank "
+	static const char end[] = " s before): it may not have made that call, or may be stuck before it; every rank "
 				  "on the way waits on it";
 	char why[SL_ERRMSG_LEN];
 	(void)state;
@@ -230,7 +230,7 @@ static void test_a_path_names_the_rank_it_stops_at(void **state)
 			fail_msg("path of %u: %u waits and %u left out", n, c.n, c.skipped);
 		memcpy(why, head, at);
 		dp_path_sentence(why + at, sizeof(why) - at, c.edge, c.n, c.skipped ? DP_CHAIN_HEAD : 0, c.skipped, 1.5);
-		snprintf(stops, sizeof(stops), "; rank %u had not posted send #0 to rank %u 1.5%s", n, n - 1, end);
+		snprintf(stops, sizeof(stops), "; rank %u had not posted send #0 to rank %u (it said so 1.5%s", n, n - 1, end);
 		snprintf(last, sizeof(last), ", rank %u in recv #0 from rank %u;", n - 1, n);
 		const char *tail = strstr(why, stops);
 		if (strncmp(why + at, "rank 0 waits in recv #0 from rank 1", 35) || !tail || tail[strlen(stops)] ||
