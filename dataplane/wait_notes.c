@@ -5,7 +5,9 @@
  * note to the rank it waits for; that rank keeps the chain of waits the
  * note carries and passes it on along its own wait; a chain that comes
  * back names a cycle, and the ranks waiting on the cycle from outside it
- * hear of it through cycle and path notes.  At a timeout coll_timeout.c asks
+ * hear of it through cycle and path notes; a chain that stops at a rank
+ * which waits for no one rank goes back to its first rank as an ahead
+ * note, naming that rank.  At a timeout coll_timeout.c asks
  * here whether the wait is part of, or waits on, a cycle it can name.
  * The notes decide nothing by themselves: a cycle is named only at a
  * timeout.

@@ -1,5 +1,5 @@
 /*
- * wait_notes.h: stall, cycle and path notes (wait_notes.c), as coll_run.c
+ * wait_notes.h: stall, cycle, path and ahead notes (wait_notes.c), as coll_run.c
  * uses them: it hands over the notes that come, gives each running call
  * its chance to note a stall, and at a call's timeout asks for a cycle to
  * name rather than a bare timeout.
@@ -13,7 +13,7 @@
 
 #include "dp.h"
 
-/* A stall, cycle or path note (h->step; status 0) with text came from
+/* A stall, cycle, path or ahead note (h->step; status 0) with text came from
  * rank src on comm: kept, acted on, passed on; a forged or stale one is
  * dropped. */
 void dp_wait_note_came(struct dp_engine *e, struct dp_comm *comm, int src, const struct sl_hdr *h, const char *text);
