@@ -338,10 +338,19 @@ void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle,
 	sl_errmsg_mark_cut(buf, size, (int)len);
 }
 
+/* A path to a cycle is said in full ("..., which waits in recv #0 from
+ * rank 2, ...") up to TAIL_FULL waits; a longer one, or one with waits not
+ * known, is listed as waits_listed lists, in TAIL_ROOM bytes at most, the
+ * rest left to the cycle's sentence (in full, a path of 40 waits cut the
+ * cycle off). */
+#define TAIL_FULL 6
+#define TAIL_ROOM 200
+
 void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, const struct dp_wait_edge *ahead,
-		      unsigned n, unsigned path, double timeout_s)
+		      unsigned n, unsigned path, unsigned skip_at, unsigned skipped, double timeout_s)
 {
 	struct dp_wait_edge all[DP_WAIT_CHAIN_MAX + 2];
+	bool gap_in_path = skipped && skip_at <= path;
 	char wait[96];
 	size_t len = 0;
 	bool comms;
@@ -349,15 +358,22 @@ void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, c
 	all[0] = *mine;
 	memcpy(&all[1], ahead, n * sizeof(*ahead));
 	comms = across_comms(all, n + 1);
-	for (unsigned i = 0; i <= path; i++) {
-		wait_name(wait, sizeof(wait), &all[i], comms && (i == 0 || all[i].comm != all[i - 1].comm));
-		if (i == 0)
-			append(buf, size, &len, "rank %u waits in %s", mine->rank, wait);
-		else
-			append(buf, size, &len, ", which waits in %s", wait);
+	if (path < TAIL_FULL && !gap_in_path) {
+		for (unsigned i = 0; i <= path; i++) {
+			wait_name(wait, sizeof(wait), &all[i], comms && (i == 0 || all[i].comm != all[i - 1].comm));
+			if (i == 0)
+				append(buf, size, &len, "rank %u waits in %s", mine->rank, wait);
+			else
+				append(buf, size, &len, ", which waits in %s", wait);
+		}
+		append(buf, size, &len, ", which is in a cycle: ");
+	} else {
+		waits_listed(buf, size < len + TAIL_ROOM ? size : len + TAIL_ROOM, &len, all, path + 1,
+			     gap_in_path ? skip_at + 1 : 0, gap_in_path ? skipped : 0, comms, "");
+		append(buf, size, &len, "; rank %u is in a cycle: ", ahead[path].rank);
 	}
-	append(buf, size, &len, ", which is in a cycle: ");
-	cycle_words(buf, size, &len, &ahead[path], n - path, 0, 0, timeout_s, comms);
+	cycle_words(buf, size, &len, &ahead[path], n - path, skipped && !gap_in_path ? skip_at - path : 0,
+		    gap_in_path ? 0 : skipped, timeout_s, comms);
 	sl_errmsg_mark_cut(buf, size, (int)len);
 }
 

@@ -106,9 +106,11 @@ void dp_cycle_sentence(char *buf, size_t size, const struct dp_wait_edge *cycle,
  * ahead (n) holds the waits from the rank mine waits for on, the first
  * `path` of them leading to the cycle, the rest the cycle ("rank 3 waits
  * in allreduce #0 for rank 2, which waits in recv #0 from rank 0, which is
- * in a cycle: 2 ranks wait ..."). */
+ * in a cycle: 2 ranks wait ..."), and `skipped` more not known before
+ * ahead[skip_at] (0: none), on the path or in the cycle (a chain's count);
+ * a long path is listed short. */
 void dp_tail_sentence(char *buf, size_t size, const struct dp_wait_edge *mine, const struct dp_wait_edge *ahead,
-		      unsigned n, unsigned path, double timeout_s);
+		      unsigned n, unsigned path, unsigned skip_at, unsigned skipped, double timeout_s);
 
 /* The sentence for a path of waits that stops short of a cycle (n >= 2:
  * path[0] this rank's, each waiting for the next one's rank, `skipped`

@@ -284,19 +284,27 @@ static bool waits_on_one(const struct dp_engine *e, const struct dp_comm *comm)
 }
 
 /* Chain c (came on via) waits for this rank, which has not posted its last
- * wait's counterpart and waits for no one rank: the chain stops here.  Its
- * starter, a rank or more behind its sender, hears the path (an ahead
- * note), so that its timeout names this rank and the call it has not
- * posted, not only the rank it waits for: a long cycle's first rank timed
- * out so, bare, when the last entered its wait too late for the chain to
- * come round.  Once a chain: n - 1 notes for the n ranks waiting on a rank
- * that computes past an eighth of the timeout. */
+ * wait's counterpart, and stops here: this rank waits for no one rank, or
+ * c closed on it.  Its starter, a rank or more behind its sender, hears
+ * the chain (an ahead note).  A chain that stopped: its timeout names this
+ * rank and the call it has not posted, not only the rank it waits for (a
+ * long cycle's first rank timed out so, bare, when the last entered its
+ * wait too late for the chain to come round).  One that closed on a wait
+ * of this rank after its first: the starter waits on that cycle from
+ * outside it and names it, with the waits the chain left out counted,
+ * where cycle and path notes do not go (a cycle over 65 ranks, or more
+ * than DP_WAIT_CHAIN_MAX waits with the path).  Once a chain: n - 1 notes
+ * for the n ranks waiting on a rank that computes past an eighth of the
+ * timeout. */
 static void ahead_tell(struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
 {
 	const struct dp_wait_edge *first = &c->edge[0];
+	struct dp_wait_chain out = *c;
 	char text[DP_CHAIN_TEXT_LEN];
 
-	if (c->n < 2 || !dp_chain_write(c, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
+	/* room made as for passing it on, unless that leaves out the wait it closed on */
+	if (c->n < 2 || !dp_chain_make_room(&out) || chain_closed(e, via, &out) != chain_closed(e, via, c) ||
+	    !dp_chain_write(&out, text, e->payload < sizeof(text) ? e->payload : sizeof(text)))
 		return;
 	for (unsigned i = 0; i < DP_MAX_COMMS; i++) {
 		struct dp_comm *t = &e->comms[i];
@@ -319,6 +327,10 @@ static void ahead_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 	last = &c.edge[c.n - 1];
 	if (last->comm == comm->key32 && last->waits_for != src)
 		return;
+	for (unsigned i = 0; i < c.n; i++)
+		if (c.edge[i].comm == comm->key32 &&
+		    (c.edge[i].rank >= comm->nranks || c.edge[i].waits_for >= comm->nranks))
+			return;
 	c.at_ns = sl_tp_poll_ns(e->tp);
 	comm->ahead = c;
 }
@@ -353,6 +365,8 @@ static bool chain_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 		return true;
 	if (chain_closed(e, comm, &c)) {
 		cycle_tell_tail(e, comm, &c);
+		if (!is_own(e, comm, &c.edge[0])) /* its starter waits on the cycle from outside it */
+			ahead_tell(e, comm, &c);
 		return true;
 	}
 	/* src waits for this rank, which waits on a cycle: src hears of it */
@@ -555,13 +569,52 @@ static bool waits_on_a_cycle(const struct dp_engine *e, const struct dp_coll *k,
 	if (!comm->cycle_in.n || comm->cycle_from != peer || comm->cycle_in.at_ns <= k->last_progress_ns ||
 	    !own_edge(k, &mine))
 		return false;
-	dp_tail_sentence(why, why_size, &mine, comm->cycle_in.edge, comm->cycle_in.n, comm->cycle_path,
+	dp_tail_sentence(why, why_size, &mine, comm->cycle_in.edge, comm->cycle_in.n, comm->cycle_path, 0, 0,
 			 (double)dp_comm_timeout(e, comm) / 1e9);
 	return true;
 }
 
-/* The three in the order they are asked: a peer's own word first (its
- * stall note), then a cycle it said it waits on, then a chain come back. */
+/* The ahead note of k's wait for peer that came during k's stall, or NULL. */
+static const struct dp_wait_chain *ahead_of(const struct dp_coll *k, int peer)
+{
+	const struct dp_wait_chain *a = &k->comm->ahead;
+
+	return a->n && a->at_ns > k->last_progress_ns && is_wait_of(&a->edge[0], k) && a->edge[0].waits_for == peer
+		       ? a
+		       : NULL;
+}
+
+/* Where ahead note a's cycle starts: the wait, after the first and
+ * before the last, of the rank its last wait waits for (0: a path that
+ * stopped, no cycle). */
+static unsigned closes_at(const struct dp_wait_chain *a)
+{
+	const struct dp_wait_edge *last = &a->edge[a->n - 1];
+
+	for (unsigned i = 1; i + 1 < a->n; i++)
+		if (a->edge[i].comm == last->comm && a->edge[i].rank == last->waits_for)
+			return i;
+	return 0;
+}
+
+/* k has waited a timeout for peer, and its ahead note (ahead_tell) says
+ * its chain closed on a cycle it waits on from outside: said in why, and
+ * true. */
+static bool cycle_ahead(const struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size)
+{
+	const struct dp_wait_chain *a = ahead_of(k, peer);
+	unsigned at = a ? closes_at(a) : 0;
+
+	if (!at)
+		return false;
+	dp_tail_sentence(why, why_size, &a->edge[0], &a->edge[1], a->n - 1u, at - 1u,
+			 a->skipped ? DP_CHAIN_HEAD - 1u : 0, a->skipped, (double)dp_comm_timeout(e, k->comm) / 1e9);
+	return true;
+}
+
+/* The four in the order they are asked: a peer's own word first (its
+ * stall note), then a cycle it said it waits on, then a chain come back,
+ * then one's starter told where its chain closed. */
 bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char *why, size_t why_size,
 		    struct dp_comm **also)
 {
@@ -572,7 +625,7 @@ bool dp_cycle_named(struct dp_engine *e, const struct dp_coll *k, int peer, char
 	if (peer >= 0 && (pair_cycle(e, k, peer, why, why_size) || waits_on_a_cycle(e, k, peer, why, why_size)))
 		return true;
 	if (!chain_cycle(e, k, &cycle, &skip_at, also))
-		return false;
+		return peer >= 0 && cycle_ahead(e, k, peer, why, why_size);
 	dp_cycle_sentence(why, why_size, cycle.edge, cycle.n, skip_at, cycle.skipped,
 			  (double)dp_comm_timeout(e, k->comm) / 1e9);
 	return true;
@@ -608,9 +661,7 @@ void dp_wait_note_came(struct dp_engine *e, struct dp_comm *comm, int src, const
 
 const struct dp_wait_chain *dp_path_ahead(const struct dp_coll *k, int peer)
 {
-	const struct dp_wait_chain *a = &k->comm->ahead;
+	const struct dp_wait_chain *a = ahead_of(k, peer);
 
-	return a->n && a->at_ns > k->last_progress_ns && is_wait_of(&a->edge[0], k) && a->edge[0].waits_for == peer
-		       ? a
-		       : NULL;
+	return a && !closes_at(a) ? a : NULL;
 }

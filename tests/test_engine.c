@@ -2559,6 +2559,36 @@ static void test_a_cycle_past_a_chains_room_is_named(void **state)
 	teardown_cluster();
 }
 
+/* A rank outside a cycle past a chain's room: node 0 waits in a recv from
+ * node 1 when node 2's note comes to node 1, its chain starting with node
+ * 0's wait, then node 1's (a recv from node 2), 62 on another
+ * communicator and 40 left out: it closes on node 1, and the cycle is
+ * not known whole there, so no cycle note goes back.  Node 1 tells node 0,
+ * its starter (an ahead note), and node 0's timeout names the cycle of
+ * 104 that it waits on (it named only rank 1, before). */
+static void test_a_cycle_past_a_chains_room_is_named_outside_it(void **state)
+{
+	struct sl_hdr h = stall_note(2, 1, SL_OP_RECV, 0);
+	struct dp_wait_chain c = { .n = DP_WAIT_CHAIN_MAX, .skipped = 40 };
+	char text[DP_CHAIN_TEXT_LEN];
+	(void)state;
+
+	c.edge[0] = (struct dp_wait_edge){ .comm = 0xabcd, .seq = 0, .rank = 0, .waits_for = 1, .op = SL_OP_RECV };
+	c.edge[1] = (struct dp_wait_edge){ .comm = 0xabcd, .seq = 0, .rank = 1, .waits_for = 2, .op = SL_OP_RECV };
+	for (unsigned i = 2; i < DP_WAIT_CHAIN_MAX; i++)
+		c.edge[i] = (struct dp_wait_edge){ .comm = 0x1000, .seq = 7, .rank = (uint16_t)(10 + i),
+						   .waits_for = (uint16_t)(11 + i), .op = SL_OP_RECV };
+	setup_stepped(3);
+	post_p2p(1, 0, true, 0);
+	poll_engine_ms(200); /* past its stall */
+	assert_true(dp_chain_write(&c, text, sizeof(text)));
+	h.len = (uint32_t)strlen(text) + 1;
+	dp_deliver(&nodes[1].e, &h, (const uint8_t *)text);
+	expect_status_saying(0, SLUICE_ERR_MISMATCH, "rank 0 waits in recv #0 from rank 1 on communicator 0xabcd, "
+						     "which is in a cycle: 104 ranks wait on each other in a cycle");
+	teardown_cluster();
+}
+
 /* A legal order of the same recvs: node 2 computes past half the timeout
  * before its send to node 1, which then sends to node 0.  Every call's
  * stall note goes out, and all end well. */
@@ -4923,6 +4953,7 @@ int main(void)
 		cmocka_unit_test(test_a_chain_names_a_wait_with_its_peer),
 		cmocka_unit_test(test_a_chain_past_the_payload_is_not_passed),
 		cmocka_unit_test(test_a_cycle_past_a_chains_room_is_named),
+		cmocka_unit_test(test_a_cycle_past_a_chains_room_is_named_outside_it),
 		cmocka_unit_test(test_a_chain_goes_along_the_next_stalled_call),
 		cmocka_unit_test(test_a_cycle_entered_far_apart_is_named),
 		cmocka_unit_test(test_a_path_to_a_rank_late_in_its_wait_is_named),

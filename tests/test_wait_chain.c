@@ -239,6 +239,65 @@ static void test_a_path_names_the_rank_it_stops_at(void **state)
 	}
 }
 
+/* A path of `path` recvs into a ring of `cycle` (ranks 0 to path - 1 lead
+ * to rank path, which is in the ring), rank 0's chain passed on as the
+ * ranks pass it (round_the_ring) until it comes to a rank whose own wait
+ * it holds: it closed there (wait_notes.c chain_closed).  Returns it as
+ * that rank holds it (n 0: stopped first), and in *at where its cycle
+ * starts, as its starter finds it from the last wait (closes_at). */
+static struct dp_wait_chain into_a_cycle(unsigned path, unsigned cycle, unsigned *at)
+{
+	struct dp_wait_edge edge[SL_MAX_RANKS];
+	struct dp_wait_chain c;
+	char text[DP_CHAIN_TEXT_LEN] = "";
+	unsigned r = 0;
+
+	recv_ring(edge, path + cycle, 0);
+	edge[path + cycle - 1].waits_for = (uint16_t)path;
+	for (;;) {
+		assert_true(dp_chain_parse(text, &c));
+		c.edge[c.n++] = edge[r];
+		r = edge[r].waits_for;
+		for (*at = 1; *at < c.n; ++*at)
+			if (c.edge[*at].rank == r)
+				return c;
+		if (!dp_chain_make_room(&c) || !dp_chain_write(&c, text, sizeof(text)))
+			return (struct dp_wait_chain){ .n = 0 };
+	}
+}
+
+/* The sentence of a rank that waits on a cycle from outside it, from its
+ * chain come back to it closed (an ahead note): a cycle past a chain's
+ * room one step out, and paths past the chain's head into a cycle, their
+ * waits counted where the chain left them out.  Each names the cycle
+ * with its size, starts with the rank's own wait and ends in what to do,
+ * with the relay's room left.  Such ranks learnt of the cycle only from a
+ * peer's abort. */
+static void test_a_cycle_far_ahead_is_named(void **state)
+{
+	static const struct {
+		unsigned path, cycle;
+	} shapes[] = { { 1, 2 }, { 1, 100 }, { 5, 200 }, { 40, 10 }, { 60, 30 }, { 200, 20 } };
+	char why[SL_ERRMSG_LEN];
+	(void)state;
+
+	for (unsigned s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		unsigned path = shapes[s].path, cycle = shapes[s].cycle, at;
+		struct dp_wait_chain c = into_a_cycle(path, cycle, &at);
+		char count[64];
+		if (!c.n || c.edge[at].rank != path || c.n + c.skipped != path + cycle)
+			fail_msg("%u into %u: closed after %u waits and %u left out, at %u", path, cycle, c.n, c.skipped,
+				 at);
+		dp_tail_sentence(why, sizeof(why), &c.edge[0], &c.edge[1], c.n - 1u, at - 1u,
+				 c.skipped ? DP_CHAIN_HEAD - 1u : 0, c.skipped, 1.0);
+		snprintf(count, sizeof(count), "in a cycle: %u ranks wait on each other in a cycle", cycle);
+		const char *end = strstr(why, WHAT_TO_DO);
+		if (strncmp(why, "rank 0 waits in recv #0 from rank 1", 35) || !strstr(why, count) || !end ||
+		    end[strlen(WHAT_TO_DO)] || strlen(why) + strlen("rank 255 reported: ") >= sizeof(why))
+			fail_msg("%u into %u (%zu bytes): \"%s\"", path, cycle, strlen(why), why);
+	}
+}
+
 /* A chain that leaves waits out says so once, after its head, with the
  * wait after in full; any other count is refused, and a chain of
  * DP_WAIT_HOPS_MAX waits is not passed on. */
@@ -325,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_a_chain_goes_round_a_cycle_of_any_size),
 		cmocka_unit_test(test_waits_left_out_are_checked),
 		cmocka_unit_test(test_a_path_names_the_rank_it_stops_at),
+		cmocka_unit_test(test_a_cycle_far_ahead_is_named),
 		cmocka_unit_test(test_ranks_are_listed),
 	};
 
