@@ -713,7 +713,7 @@ static void run_long_ring(void)
 
 /* --late-ring (3 ranks): a ring of recvs whose last rank gets there after
  * the first rank's timeout: ranks 0, 1 and 2 post theirs at 0, 0.3 and
- * 1.25 of the timeout.  Rank 0's chain stops at rank 2, which has no call
+ * 1.2 of the timeout.  Rank 0's chain stops at rank 2, which has no call
  * yet, and rank 2 tells it so: rank 0's timeout, and every rank's copy,
  * names rank 2 and the send it has not posted (before: "(waiting for rank
  * 1): a rank may not have made this call").  Rank 2 came at 0.9 and 1.0
@@ -723,7 +723,7 @@ static void run_long_ring(void)
  * a_path_to_a_rank_late_in_its_wait_is_named has it on a stepped clock). */
 static void run_late_ring(void)
 {
-	static const double late[3] = { 0, 0.3, 1.25 };
+	static const double late[3] = { 0, 0.3, 1.2 };
 	const struct p2p_case ring = {
 		.what = "a ring of recvs whose last rank gets there late",
 		.said = { "recv #0 on rank 0 made no progress for ", "(waiting for rank 1): rank 0 waits in recv #0 "
