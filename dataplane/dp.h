@@ -310,8 +310,9 @@ struct dp_comm {
 	uint16_t cycle_from;
 	/* The latest ahead note (wait_notes.c ahead_came; n 0: none): the
 	 * waits from this rank's own to the rank its chain stopped at, which
-	 * had not posted the last one's counterpart.  Named at this rank's
-	 * timeout where nothing closer is known. */
+	 * had not posted the last one's counterpart, or closed on (a cycle
+	 * this rank waits on from outside).  Named at this rank's timeout
+	 * where nothing closer is known. */
 	struct dp_wait_chain ahead;
 };
 

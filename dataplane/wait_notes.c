@@ -293,9 +293,9 @@ static bool waits_on_one(const struct dp_engine *e, const struct dp_comm *comm)
  * of this rank after its first: the starter waits on that cycle from
  * outside it and names it, with the waits the chain left out counted,
  * where cycle and path notes do not go (a cycle over 65 ranks, or more
- * than DP_WAIT_CHAIN_MAX waits with the path).  Once a chain: n - 1 notes
- * for the n ranks waiting on a rank that computes past an eighth of the
- * timeout. */
+ * than DP_WAIT_CHAIN_MAX waits with the path).  Once a chain of two
+ * waits or more: n - 2 notes for a line of n ranks whose last computes
+ * past an eighth of the timeout. */
 static void ahead_tell(struct dp_engine *e, const struct dp_comm *via, const struct dp_wait_chain *c)
 {
 	const struct dp_wait_edge *first = &c->edge[0];
