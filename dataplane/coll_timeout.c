@@ -154,7 +154,7 @@ static bool silent_peer(const struct dp_engine *e, const struct dp_coll *k, char
 /* How long a timeout that finds nothing to name but the rank it waits for
  * waits for that rank's answer (verdict): a quarter of the timeout, which
  * silent_peer needs to see a peer silent since the hold's ping, and a 64th
- * for that ping to leave.  Capped at 1.5 s before, inside libsluice's 2 s
+ * to spare, both counted from when that ping left (verdict_held).  Capped at 1.5 s before, inside libsluice's 2 s
  * margin: above a 5.6 s timeout a peer that died within about T/4 - 1.5 s
  * of the timeout (6-10 s at sluiced's default 30 s) was named only as the
  * rank waited for.  The client's wait now runs past the hold's end
@@ -190,6 +190,7 @@ static void publish_verdict(const struct dp_coll *k, uint64_t until)
  * likely to be named so than it was. */
 static bool verdict_held(struct dp_engine *e, struct dp_coll *k, int peer, uint64_t now)
 {
+	uint64_t silent, since, until;
 	uint16_t node;
 
 	if (peer < 0 || (node = k->comm->node[peer]) == e->node)
@@ -200,7 +201,19 @@ static bool verdict_held(struct dp_engine *e, struct dp_coll *k, int peer, uint6
 		dp_ping(e, k, peer);
 		return true;
 	}
-	return sl_tp_node_heard_ns(e->tp, node) < k->held_ns && now - k->held_ns < hold_ns(e, k->comm);
+	if (sl_tp_node_heard_ns(e->tp, node) >= k->held_ns)
+		return false; /* it answered: alive */
+	/* The silence silent_peer measures starts when the ping leaves, at the
+	 * next pass's poll: the hold runs from then, not from held_ns.  An
+	 * engine pass later than T/64 (a thread without a CPU) ended the hold
+	 * before the silence reached its quarter, and a dead peer's timeout
+	 * was bare (dead_peer_late_2ranks under load, perf/ALGORITHMS.md
+	 * word34). */
+	silent = sl_tp_node_silent_ns(e->tp, node);
+	since = silent && silent <= now && now - silent > k->held_ns ? now - silent : k->held_ns;
+	until = since + hold_ns(e, k->comm);
+	publish_verdict(k, until);
+	return now < until;
 }
 
 /* k's timeout found nothing closer to name than peer, the rank it waits

@@ -175,11 +175,14 @@ static struct sl_clock cluster_clock;
  * whose timers must not fire because the machine is slow. */
 #define STEP_NS 100
 static uint64_t step_ns = STEP_NS;
+static uint64_t clock_jump; /* the next read moves this much more: a pass that came late */
 static uint64_t stepped_now(void *arg)
 {
 	static uint64_t now;
+	uint64_t jump = clock_jump;
 	(void)arg;
-	return now += step_ns;
+	clock_jump = 0;
+	return now += step_ns + jump;
 }
 
 /* The packet payload of the next setup_cluster's engines (1024 after). */
@@ -3513,6 +3516,26 @@ static void test_a_peer_dead_late_in_a_long_stall_is_named(void **state)
 	teardown_cluster();
 }
 
+/* Node 1 dies as node 0's timeout starts its verdict's hold and pings it,
+ * and node 0's next pass comes T/16 late (an engine thread without a CPU):
+ * the ping leaves then, and node 1's silence starts then.  The hold ran
+ * T/4 + T/64 from its start, so it ended before that silence was a
+ * quarter of the timeout, and the timeout was bare ("waiting for rank
+ * 1"); it now runs from the ping's leaving, and names node 1 as gone. */
+static void test_a_late_pass_does_not_cut_the_verdicts_hold(void **state)
+{
+	(void)state;
+
+	setup_stepped(2);
+	post_p2p(1, 0, true, 0);
+	while (!atomic_load(&nodes[0].page->bell[0].verdict_ns))
+		poll_all();
+	nodes[1].dead = true;
+	clock_jump = CYCLE_TIMEOUT_NS / 16;
+	expect_status_saying(0, SLUICE_ERR_TIMEOUT, "rank 1 (dataplane node 1) stopped answering");
+	teardown_cluster();
+}
+
 /* Node 1's client leaves with its communicator not destroyed: its
  * process died, its dataplane stays (a daemon).  The dataplane tells the
  * peers, and node 0's next send to it fails naming rank 1; before, node
@@ -4998,6 +5021,7 @@ int main(void)
 		cmocka_unit_test(test_dead_peer),
 		cmocka_unit_test(test_a_peer_dead_late_in_the_stall_is_named),
 		cmocka_unit_test(test_a_peer_dead_late_in_a_long_stall_is_named),
+		cmocka_unit_test(test_a_late_pass_does_not_cut_the_verdicts_hold),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_end_when_a_peer_dies),
 		cmocka_unit_test(test_lingering_calls_behind_the_oldest_time_out),
 		cmocka_unit_test(test_a_call_acknowledged_piecemeal_holds_back_no_timeout),
