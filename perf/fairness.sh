@@ -13,11 +13,12 @@
 # (sluice-stream) and are measured over the same wall-clock window; prints
 # each job's busbw, their sum against the link rate, and Jain's fairness
 # index (sum x)^2 / (n sum x^2): 1 is an even split, 0.5 one job starved.
-# Job A first runs alone over the same links, in a window of its own: with
-# every uplink limited both of host 0's directions are bottlenecks, and the
-# two jobs together move what one job moves alone (0.77-0.88 of the link on
-# a 2-core VM at 200 Mbit/s to 1 Gbit/s; perf/ALGORITHMS.md, fair34), so the
-# sum is also printed against that, which shows what sharing costs.
+# Job A first runs alone over the same links, in a window of its own, and
+# the sum is also printed against it: with every uplink limited both of host
+# 0's directions are bottlenecks and the two jobs together move what one job
+# moves alone (0.82 of the link with Swift, 0.93 without: a flow's delay
+# counts its ACKs' wait behind the other direction's data; perf/ALGORITHMS.md,
+# fair34), so against the link alone the ratio mixed that with sharing.
 # A benchmark, not a test: it reports, it does not judge.
 # usage: perf/fairness.sh BUILD_DIR [--rate R] [--cc none|swift] [--cc-target US] [-s SIZE] [-t SECS]
 set -u
