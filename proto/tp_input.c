@@ -250,11 +250,8 @@ static void rx_ack(struct sl_tp *tp, struct tp_flow *f, const struct sl_hdr *h,
 	uint64_t delay_ns = r.clean && ack->echo_path != SL_ECHO_NONE ? tp_rtt_sample(tp, f, ack->echo_ts) : 0;
 	tp_path_echo(tp, f, ack->echo_path, ack->echo_ts, delay_ns);
 	tp->stats.ack_ce += ack->ce != 0;
-	if (tp->cfg.cc && (r.progress || ack->ce)) {
-		/* without the ACK's wait behind the other direction's data: not this flow's queue */
-		uint64_t fwd_ns = sl_rev_forward_ns(&f->rev, delay_ns, tp_now_us(tp) - h->ts, tp->now_ns);
-		tp->cfg.cc->on_ack(&f->cc, r.acked, fwd_ns, ack->ce != 0, tp->now_ns);
-	}
+	if (tp->cfg.cc && (r.progress || ack->ce))
+		tp->cfg.cc->on_ack(&f->cc, r.acked, delay_ns, ack->ce != 0, tp->now_ns);
 	/* the grant may shrink (more senders arrived), but an ACK older than
 	 * what we know says nothing: one that acknowledges less, or one sent
 	 * before an ACK we had (a hold overtaken by its reopening) */

@@ -9,7 +9,6 @@
 
 #include <stddef.h>
 
-#include "rev_delay.h"
 #include "transport.h"
 #include "twheel.h"
 
@@ -116,7 +115,6 @@ struct tp_flow {
 	uint8_t reo_persist;     /* recoveries left before it narrows back */
 	uint64_t reo_grown_ns;   /* when it last grew: once per RTT at most */
 	struct sl_cc cc;         /* congestion control state (cfg.cc) */
-	struct sl_rev_min rev;   /* its ACKs' least way back, for cc's delay (rev_delay.h) */
 	uint64_t next_send_ns;   /* paced (cc.pace_ns): no new packet before this */
 	struct sl_twheel_node pace_node; /* on tp->pacer while waiting for next_send_ns */
 	bool held;               /* the peer's last ACK held our window (SL_F_HOLD) */

@@ -24,7 +24,6 @@
 #include <cmocka.h>
 
 #include "memport.h"
-#include "rev_delay.h"
 #include "transport.h"
 
 #define TARGET_NS 50000
@@ -91,31 +90,6 @@ static void test_swift_random_loss(void **state)
 	assert_true(cc.cwnd > before * 0.49 && cc.cwnd < before * 0.51);
 	sl_cc_swift.on_loss(&cc, t0 + 8 * TARGET_NS + 1000); /* within the RTT: once */
 	assert_true(cc.cwnd > before * 0.49 && cc.cwnd < before * 0.51);
-}
-
-/* An RTT sample less its ACK's wait on the way back: the excess of the ACK's
- * way back (receiver's stamp to now, plus an unknown clock offset, here one
- * that wraps the 32-bit stamps) over its least in the current and previous
- * 10 s epoch.  Without it a flow loaded both ways counts the other
- * direction's queue as its own (perf/ALGORITHMS.md, fair34). */
-static void test_ack_queueing_left_out(void **state)
-{
-	(void)state;
-	struct sl_rev_min m = { 0 };
-	const uint32_t off = 0xffffff00u; /* the peer's clock, 256 us short of a wrap */
-	const uint64_t us = 1000, t0 = T0;
-
-	assert_int_equal(sl_rev_forward_ns(&m, 0, off + 300, t0), 0); /* no sample stays none */
-	assert_int_equal(sl_rev_forward_ns(&m, 1000 * us, off + 300, t0), 1000 * us);
-	assert_int_equal(sl_rev_forward_ns(&m, 900 * us, off + 200, t0 + 1000), 900 * us);
-	assert_int_equal(sl_rev_forward_ns(&m, 900 * us, off + 201, t0 + 1500), 900 * us); /* rounding */
-	/* the ACK waited 800 us more behind reverse data: only its forward 900 us count
-	 * (less the microsecond of rounding) */
-	assert_int_equal(sl_rev_forward_ns(&m, 1700 * us, off + 1000, t0 + 2000), 901 * us);
-	assert_int_equal(sl_rev_forward_ns(&m, 500 * us, off + 1000, t0 + 3000), 1); /* never 0 */
-	/* a new epoch still knows the last one's least; the one after forgets it */
-	assert_int_equal(sl_rev_forward_ns(&m, 1000 * us, off + 500, t0 + SL_REV_EPOCH_NS), 701 * us);
-	assert_int_equal(sl_rev_forward_ns(&m, 1000 * us, off + 500, t0 + 2 * SL_REV_EPOCH_NS), 1000 * us);
 }
 
 /* ---- senders and a receiver over a bottleneck ---- */
@@ -487,7 +461,6 @@ int main(void)
 		cmocka_unit_test(test_swift_incast_paces),
 		cmocka_unit_test(test_credit_bounds_incast),
 		cmocka_unit_test(test_swift_reacts_to_ecn),
-		cmocka_unit_test(test_ack_queueing_left_out),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
