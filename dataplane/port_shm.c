@@ -155,6 +155,16 @@ static bool peer_on_our_cpu(struct shm_port *s)
 	return cpu >= 0 && s->peer.head && atomic_load_explicit(&s->peer.head->cpu, memory_order_relaxed) == cpu;
 }
 
+/* The free buffer on top of the stack, held for a frame. */
+static struct sl_pkt pop_buf(struct shm_port *s)
+{
+	uint32_t idx = s->free_bufs[--s->nfree];
+
+	s->state[idx] = BUF_HELD;
+	return (struct sl_pkt){ .data = s->own.bufs + (size_t)idx * s->stride, .cap = s->port.max_frame,
+				.handle = (void *)(uintptr_t)idx };
+}
+
 static uint16_t shm_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 {
 	struct shm_port *s = shm_of(port);
@@ -170,12 +180,8 @@ static uint16_t shm_alloc(struct sl_port *port, struct sl_pkt *pkts, uint16_t n)
 	 * 1.25x its time so (perf/ALGORITHMS.md, scat34). */
 	if (s->nfree < n + SHM_LAST_BUFS || peer_on_our_cpu(s))
 		take_back(s);
-	for (k = 0; k < n && s->nfree > SHM_LAST_BUFS; k++) {
-		uint32_t idx = s->free_bufs[--s->nfree];
-		s->state[idx] = BUF_HELD;
-		pkts[k] = (struct sl_pkt){ .data = s->own.bufs + (size_t)idx * s->stride, .cap = port->max_frame,
-					   .handle = (void *)(uintptr_t)idx };
-	}
+	for (k = 0; k < n && s->nfree > SHM_LAST_BUFS; k++)
+		pkts[k] = pop_buf(s);
 	if (s->nfree)
 		prefetch_frame(s->own.bufs + (size_t)s->free_bufs[s->nfree - 1] * s->stride);
 	return k;
@@ -205,9 +211,8 @@ static bool shm_send_last(struct sl_port *port, const uint8_t *frame, uint32_t l
 		take_back(s);
 	if (!s->nfree || len > port->max_frame)
 		return false;
-	uint32_t idx = s->free_bufs[--s->nfree];
-	p = (struct sl_pkt){ .data = s->own.bufs + (size_t)idx * s->stride, .len = len, .cap = port->max_frame,
-			     .handle = (void *)(uintptr_t)idx };
+	p = pop_buf(s);
+	p.len = len;
 	memcpy(p.data, frame, len);
 	return shm_tx_burst(port, &p, 1) == 1;
 }
